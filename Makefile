@@ -1,0 +1,42 @@
+# wafersim: two commands on a fresh machine (python3 with venv + pip is all it needs).
+#   make demo   set up .venv, run a representative scenario, write its trace and summary to out/
+#   make test   set up .venv, run the default test tier (fast; slow and browser tiers separate)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DEMO   ?= link-chain
+
+.PHONY: demo test test-slow lint bench clean setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p out
+	$(VENV)/bin/wafersim run $(DEMO) --trace out/demo.arrows --trace-level detail --json > out/demo-summary.json
+	$(VENV)/bin/wafersim run $(DEMO) --trace out/demo.arrows --trace-level detail
+	$(VENV)/bin/wafersim trace summary out/demo.arrows
+	@echo "wrote out/demo.arrows (trace) and out/demo-summary.json (metrics)"
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: $(STAMP)
+	$(PY) bench/kernel_bench.py
+
+clean:
+	rm -rf $(VENV) out build *.egg-info

@@ -1,0 +1,208 @@
+"""Configuration: frozen keyword-only dataclasses loaded from TOML-shaped dicts.
+
+Each hardware block and each scenario declares its parameters as a frozen, keyword-only dataclass
+whose fields are made with :func:`param` (a default, a one-line description, an optional range or
+set of choices). Units live in field names (``hop_latency_cycles``, ``clock_hz``, ``sram_bytes``).
+Nested blocks are fields whose type is another config dataclass, made with :func:`section`.
+
+:func:`load` maps a plain dict (parsed TOML plus ``--set`` overrides) onto such a class and checks
+every key and value: unknown keys get a "did you mean", wrong types and out-of-range values name
+the key, the value and what is allowed. :func:`apply_override` turns ``a.b=value`` into a nested
+dict entry, parsing the value as a TOML literal when it is one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from typing import Any, Literal, TypeVar
+
+from simcore.errors import MISSING, ConfigError
+
+T = TypeVar("T")
+
+
+def param(
+    default: Any,
+    doc: str,
+    *,
+    min: float | None = None,  # noqa: A002 - reads naturally at call sites
+    max: float | None = None,  # noqa: A002
+    choices: tuple[Any, ...] | None = None,
+) -> Any:
+    """A config field: its default, a one-line description and an optional allowed range."""
+    return dataclasses.field(
+        default=default, metadata={"doc": doc, "min": min, "max": max, "choices": choices}
+    )
+
+
+def section(cls: type, doc: str) -> Any:
+    """A nested config block, defaulting to ``cls()``."""
+    return dataclasses.field(default_factory=cls, metadata={"doc": doc})
+
+
+def config_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
+    """The fields of a config class with their resolved types, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+
+
+def _fmt_range(meta: dict[str, Any]) -> str | None:
+    if meta.get("choices"):
+        return ", ".join(repr(c) for c in meta["choices"])
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is None and hi is None:
+        return None
+    return f"{'-inf' if lo is None else lo} .. {'inf' if hi is None else hi}"
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
+    origin = typing.get_origin(tp)
+    hint = f"set it with --set {key}=<value>"
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+            raise ConfigError(
+                key,
+                value,
+                "not an allowed choice",
+                allowed=", ".join(repr(a) for a in allowed),
+                hint=f"did you mean {close[0]!r}?" if close else hint,
+            )
+        return value
+    if origin in (tuple, list):
+        (elem,) = typing.get_args(tp)[:1]
+        if not isinstance(value, list | tuple):
+            raise ConfigError(key, value, f"expected a list of {_type_name(elem)}", hint=hint)
+        return tuple(_coerce(f"{key}[{i}]", v, elem, {}) for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None or value == "none":
+            return None
+        return _coerce(key, value, args[0], meta)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(key, value, "expected true or false", hint=hint)
+    elif tp is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, value, "expected an integer", hint=hint)
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(key, value, "expected a number", hint=hint)
+        value = float(value)
+    elif tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, value, "expected a string", hint=hint)
+    lo, hi = meta.get("min"), meta.get("max")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ConfigError(
+            key, value, "out of range", allowed=_fmt_range(meta), hint=f"change {key}"
+        )
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(key, value, "not an allowed choice", allowed=_fmt_range(meta))
+    return value
+
+
+def load(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    """Build ``cls`` from ``data``, checking every key and value. Missing keys keep defaults."""
+    fields = config_fields(cls)
+    names = [f.name for f, _ in fields]
+    for key in data:
+        if key not in names:
+            full = prefix + key
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5)
+            raise ConfigError(
+                full,
+                MISSING,
+                "unknown key",
+                allowed=", ".join(prefix + n for n in names),
+                hint=f"did you mean '{prefix}{close[0]}'?" if close else None,
+            )
+    kwargs: dict[str, Any] = {}
+    for f, tp in fields:
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        key = prefix + f.name
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    key,
+                    value,
+                    "is a section, not a value",
+                    hint=f"set one of its keys, e.g. --set {key}.<key>=<value>",
+                )
+            kwargs[f.name] = load(tp, value, prefix=key + ".")
+        else:
+            kwargs[f.name] = _coerce(key, value, tp, dict(f.metadata))
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if callable(check):
+        check()
+    return obj
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split ``a.b=value``; the value is a TOML literal if it parses as one, else a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(
+            text, MISSING, "an override must look like KEY=VALUE", hint="e.g. --set elements=64"
+        )
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def apply_override(data: dict[str, Any], text: str) -> None:
+    """Apply one ``--set a.b=value`` to a nested dict in place."""
+    key, value = parse_override(text)
+    parts = key.split(".")
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(
+                ".".join(parts[: i + 1]), nxt, "is a value, not a section", hint=f"drop '{key}'"
+            )
+        node = nxt
+    node[parts[-1]] = value
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """The effective configuration as plain data (for trace headers and JSON)."""
+    out = dataclasses.asdict(obj)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """Rows (key, default, allowed, description) for every leaf field, for ``wafersim params``."""
+    rows: list[tuple[str, str, str, str]] = []
+    for f, tp in config_fields(cls):
+        key = prefix + f.name
+        if dataclasses.is_dataclass(tp):
+            rows.extend(describe(tp, key + "."))
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        allowed = _fmt_range(dict(f.metadata)) or _type_name(tp)
+        rows.append((key, repr(default), allowed, f.metadata.get("doc", "")))
+    return rows

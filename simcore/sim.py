@@ -1,0 +1,279 @@
+"""The simulation: build, check, run.
+
+A :class:`Simulation` owns the SimPy environment, the time base, the component tree, the channels
+and the tracer. Its life has three phases:
+
+1. **build**: components are constructed and connected (:meth:`connect`), clock domains declared;
+2. **check** (:meth:`check`): the time base is frozen, every component's ``check`` hook runs and
+   every non-optional port must be connected; a problem raises :class:`BuildError` naming it;
+3. **run** (:meth:`run`): components' ``start`` hooks launch processes and the kernel runs.
+
+Run control: a run stops when nothing is left to do, at an optional time limit, or on Ctrl-C
+(``KeyboardInterrupt`` ends the run cleanly with status ``interrupted``). When the event queue
+empties while non-daemon processes still wait, the run is *stalled*: the result carries a report
+naming each blocked process, what it waits on, and the state of the channels involved. Runs
+longer than a couple of seconds print progress to stderr (simulated time, events/s, ETA when a
+limit is known).
+
+Determinism: SimPy orders events by (time, priority, insertion order); the kernel never iterates
+over unordered sets while scheduling, and random streams are per component, fixed by the seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Generator
+from typing import Any, TextIO
+
+import simpy
+from simpy.core import EmptySchedule
+
+from simcore.channel import Channel, ChannelGet, ChannelPut
+from simcore.clock import ClockDomain, TimeBase
+from simcore.component import Component, Port
+from simcore.errors import BuildError
+from simcore.tracing import NullTracer, Tracer
+
+
+class _LimitReached(Exception):
+    """Internal: the next event lies at or beyond the run's time limit."""
+
+
+@dataclasses.dataclass
+class RunResult:
+    """How a run ended. ``status`` is one of completed, stalled, interrupted, limit."""
+
+    status: str
+    end_ticks: int
+    events: int
+    wall_s: float
+    report: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.wall_s if self.wall_s > 0 else math.inf
+
+
+@dataclasses.dataclass
+class _Proc:
+    owner: Component
+    name: str
+    daemon: bool
+    process: simpy.Process
+
+
+class Progress:
+    """Prints a progress line to a stream every ``every_s`` seconds after ``after_s`` seconds."""
+
+    def __init__(self, stream: TextIO | None = None, *, after_s: float = 2.0, every_s: float = 2.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.after_s = after_s
+        self.every_s = every_s
+        self._last = 0.0
+        self.printed = False
+
+    def update(self, sim: Simulation, wall: float, events: int, limit: int | None) -> None:
+        if wall < self.after_s or wall - self._last < self.every_s:
+            return
+        self._last = wall
+        dom = sim.main_domain
+        now = sim.env.now
+        line = f"[wafersim] t = {dom.cycle_at(now):,} {dom.name} cycles | {events / wall:,.0f} events/s"
+        if limit:
+            frac = now / limit
+            eta = wall * (1 - frac) / frac if frac > 0 else math.inf
+            line += f" | {100 * frac:.0f}% | ETA {eta:.0f} s"
+        print(line, file=self.stream, flush=True)
+        self.printed = True
+
+
+class Simulation:
+    """One simulated system: time base, component tree, channels, tracer and run control."""
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        tracer: Tracer | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.env = simpy.Environment()
+        self.timebase = TimeBase()
+        self.seed = seed
+        self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        self.trace_level = self.tracer.level
+        self.progress = progress
+        self.components: dict[str, Component] = {}
+        self.channels: list[Channel] = []
+        self._procs: list[_Proc] = []
+        self.phase = "build"
+        self.main_domain: ClockDomain | None = None  # type: ignore[assignment]
+
+    # -- build -----------------------------------------------------------------------------------
+    def domain(self, name: str, freq_hz: int) -> ClockDomain:
+        """Declare (or fetch) a clock domain. The first one declared is the run's main domain."""
+        dom = self.timebase.domain(name, freq_hz)
+        if self.main_domain is None:
+            self.main_domain = dom
+        return dom
+
+    def _register(self, comp: Component) -> None:
+        if self.phase != "build":
+            raise BuildError(f"component '{comp.path}' created after the build phase")
+        if comp.path in self.components:
+            raise BuildError(f"two components are named '{comp.path}'")
+        self.components[comp.path] = comp
+
+    def find(self, path: str) -> Component:
+        try:
+            return self.components[path]
+        except KeyError:
+            raise BuildError(f"no component named '{path}'") from None
+
+    def connect(
+        self,
+        src: Port,
+        dst: Port,
+        *,
+        latency_cycles: int,
+        capacity: int,
+        items_per_cycle: int = 1,
+        pipe: bool = False,
+        name: str | None = None,
+    ) -> Channel:
+        """Join an out port to an in port with a new channel, clocked in the sender's domain."""
+        if self.phase != "build":
+            raise BuildError(f"cannot connect {src.path} -> {dst.path} after the build phase")
+        if src.direction != "out":
+            raise BuildError(f"cannot connect {src.path} -> {dst.path}: {src.path} is an in port")
+        if dst.direction != "in":
+            raise BuildError(f"cannot connect {src.path} -> {dst.path}: {dst.path} is an out port")
+        for port in (src, dst):
+            if port.channel is not None:
+                raise BuildError(
+                    f"cannot connect {src.path} -> {dst.path}: {port.path} is already connected "
+                    f"to channel '{port.channel.name}'"
+                )
+        chan = Channel(
+            self,
+            name or f"{src.path}->{dst.path}",
+            domain=src.owner.domain,
+            latency_cycles=latency_cycles,
+            capacity=capacity,
+            items_per_cycle=items_per_cycle,
+            pipe=pipe,
+        )
+        chan.src, chan.dst = src, dst
+        src.channel = dst.channel = chan
+        self.channels.append(chan)
+        return chan
+
+    # -- check -----------------------------------------------------------------------------------
+    def check(self) -> None:
+        """Freeze the time base and validate the whole system; raise BuildError on a problem."""
+        if self.phase != "build":
+            return
+        self.timebase.freeze()
+        for comp in self.components.values():
+            comp.check()
+        loose = [
+            port.path
+            for comp in self.components.values()
+            for port in comp.ports.values()
+            if port.channel is None and not port.optional
+        ]
+        if loose:
+            raise BuildError(
+                f"{len(loose)} unconnected port(s): {', '.join(loose[:10])}"
+                + (" ..." if len(loose) > 10 else "")
+                + " (connect them, or create them with optional=True)"
+            )
+        for chan in self.channels:
+            chan.freeze()
+        self.phase = "ready"
+
+    # -- run -------------------------------------------------------------------------------------
+    def _start_process(
+        self, owner: Component, gen: Generator[Any, Any, Any], name: str, daemon: bool
+    ) -> simpy.Process:
+        proc = self.env.process(gen)
+        self._procs.append(_Proc(owner, name, daemon, proc))
+        return proc
+
+    def events_so_far(self) -> int:
+        """Events scheduled so far (reads SimPy's insertion counter, consuming one id)."""
+        return next(self.env._eid)  # type: ignore[attr-defined]
+
+    def run(self, *, until_ticks: int | None = None) -> RunResult:
+        """Run until nothing is left, the limit, a stall or Ctrl-C. See the module docstring."""
+        self.check()
+        if self.phase == "ready":
+            self.phase = "running"
+            for comp in list(self.components.values()):
+                comp.start()
+        env = self.env
+        step, peek = env.step, env.peek
+        ev0 = self.events_so_far()
+        wall0 = time.perf_counter()
+        status = "completed"
+        batch = 20_000  # events between progress checks; a Ctrl-C lands within one batch
+        try:
+            while True:
+                if until_ticks is None:
+                    for _ in range(batch):
+                        step()
+                else:
+                    for _ in range(batch):
+                        if peek() >= until_ticks:
+                            raise _LimitReached
+                        step()
+                if self.progress is not None:
+                    self.progress.update(
+                        self, time.perf_counter() - wall0, self.events_so_far() - ev0, until_ticks
+                    )
+        except EmptySchedule:
+            pass
+        except _LimitReached:
+            status = "limit"
+        except KeyboardInterrupt:
+            status = "interrupted"
+        wall = time.perf_counter() - wall0
+        events = self.events_so_far() - ev0
+        report: list[str] = []
+        if status == "completed":
+            report = self.stall_report()
+            if report:
+                status = "stalled"
+        end = until_ticks if status == "limit" else env.now
+        return RunResult(status, end, events, wall, report)
+
+    def stall_report(self) -> list[str]:
+        """Lines naming every non-daemon process still waiting, what on, and pending work."""
+        lines: list[str] = []
+        chans: list[Channel] = []
+        for p in self._procs:
+            if p.daemon or not p.process.is_alive:
+                continue
+            target = p.process.target
+            if isinstance(target, ChannelGet):
+                what = f"receive from {target.channel.describe()}"
+                chans.append(target.channel)
+            elif isinstance(target, ChannelPut):
+                what = f"send into {target.channel.describe()}"
+                chans.append(target.channel)
+            else:
+                what = getattr(target, "wait_reason", None) or type(target).__name__
+            lines.append(f"{p.owner.path}: '{p.name}' is waiting to {what}")
+        if lines:
+            for comp in self.components.values():
+                note = comp.pending()
+                if note:
+                    lines.append(f"{comp.path}: {note}")
+        return lines
+
+    def cycles(self, ticks: int | None = None) -> int:
+        """``ticks`` (default: now) in cycles of the main domain."""
+        return (self.env.now if ticks is None else ticks) // self.main_domain.period_ticks

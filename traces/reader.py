@@ -1,0 +1,126 @@
+"""Reading wafersim traces, including ones cut short.
+
+:func:`read_trace` returns the header and every complete record batch. A stream that ends in the
+middle of a message (the writing process was killed) yields the batches before the cut, with
+``truncated`` set and a message saying how much was recovered. A file that is not an Arrow stream,
+or not a wafersim trace, or of an unknown schema version, raises :class:`TraceError` with a clear
+message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from simcore.errors import TraceError
+from traces.schema import META_PREFIX, SCHEMA_VERSION
+
+
+@dataclasses.dataclass
+class Trace:
+    """A trace read from disk: its header, its events, and whether it ended cleanly."""
+
+    path: str
+    header: dict[str, Any]
+    table: pa.Table
+    truncated: bool
+    note: str
+
+    @property
+    def status(self) -> str:
+        """The run's final status from its ``run/end`` event, or ``cut off`` if there is none."""
+        ends = [
+            i
+            for i, (c, n) in enumerate(
+                zip(
+                    self.table.column("category").to_pylist(), self.table.column("name").to_pylist()
+                )
+            )
+            if c == "run" and n == "end"
+        ]
+        if not ends:
+            return "cut off"
+        args = dict(self.table.column("args_str")[ends[-1]].as_py() or [])
+        return args.get("status", "unknown")
+
+
+def _decode_header(schema: pa.Schema, path: str) -> dict[str, Any]:
+    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    if f"{META_PREFIX}schema_version" not in meta:
+        raise TraceError(f"'{path}' is an Arrow stream but not a wafersim trace (no header)")
+    header: dict[str, Any] = {}
+    for key, raw in meta.items():
+        if not key.startswith(META_PREFIX):
+            continue
+        name = key[len(META_PREFIX) :]
+        try:
+            header[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            header[name] = raw
+    version = int(header["schema_version"])
+    if version != SCHEMA_VERSION:
+        raise TraceError(
+            f"'{path}' uses trace schema v{version}; this wafersim reads v{SCHEMA_VERSION} "
+            "(re-run the scenario with this version)"
+        )
+    return header
+
+
+def _open(path: str) -> ipc.RecordBatchStreamReader:
+    if not os.path.exists(path):
+        raise TraceError(f"trace file '{path}' does not exist")
+    if os.path.getsize(path) == 0:
+        raise TraceError(f"trace file '{path}' is empty (the run wrote nothing)")
+    try:
+        return ipc.open_stream(pa.memory_map(path, "r"))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceError(
+            f"'{path}' is not a readable wafersim trace (Arrow IPC stream): {exc}"
+        ) from None
+
+
+def iter_batches(path: str | os.PathLike[str]) -> Iterator[pa.RecordBatch]:
+    """Yield the trace's record batches one at a time (flat memory); stops quietly at a cut."""
+    reader = _open(os.fspath(path))
+    while True:
+        try:
+            yield reader.read_next_batch()
+        except StopIteration:
+            return
+        except (pa.ArrowInvalid, OSError):
+            return
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    path = os.fspath(path)
+    return _decode_header(_open(path).schema, path)
+
+
+def read_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read a whole trace. A cut-off stream gives the complete batches and ``truncated=True``."""
+    path = os.fspath(path)
+    reader = _open(path)
+    header = _decode_header(reader.schema, path)
+    batches: list[pa.RecordBatch] = []
+    truncated = False
+    note = ""
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            break
+        except (pa.ArrowInvalid, OSError) as exc:
+            truncated = True
+            note = (
+                f"trace '{path}' is truncated after {len(batches)} complete batch(es) "
+                f"({sum(b.num_rows for b in batches)} events); the rest is lost ({exc})"
+            )
+            break
+    table = pa.Table.from_batches(batches, schema=reader.schema)
+    return Trace(path=path, header=header, table=table, truncated=truncated, note=note)

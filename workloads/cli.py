@@ -1,0 +1,234 @@
+"""The ``wafersim`` command line.
+
+Exit status: 0 success; 2 a user error (bad scenario, key, value, file; a stalled run), printed
+as one clear message without a traceback; 1 an internal error (a bug: the traceback is shown) or a
+validation case outside its tolerance; 130 interrupted with Ctrl-C (the trace so far is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import traceback
+from typing import Any
+
+from simcore import config as cfg
+from simcore.errors import WafersimError
+from simcore.sim import Progress
+from simcore.tracing import LEVEL_NAMES, TraceLevel
+from workloads import registry, scenario
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="wafersim",
+        description="Cycle-level discrete-event simulator of machine-learning hardware.",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="list built-in scenarios with one-line descriptions")
+
+    p = sub.add_parser("params", help="list a scenario's parameters, defaults and ranges")
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+
+    p = sub.add_parser("run", help="run a scenario and print its metrics")
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter (repeatable), e.g. --set elements=64",
+    )
+    p.add_argument("--trace", metavar="PATH", help="write an Arrow event trace to PATH")
+    p.add_argument(
+        "--trace-level",
+        default="ops",
+        choices=LEVEL_NAMES,
+        help="how much the trace records (default: ops)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object of metrics")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    p = sub.add_parser("model", help="evaluate a scenario's analytical model (no simulation)")
+    p.add_argument("scenario", metavar="SCENARIO")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("validate", help="compare simulation with analytical models")
+    p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("trace", help="work with trace files")
+    tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
+    q = tsub.add_parser("summary", help="summarise a trace file")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--json", action="store_true")
+    return ap  # fmt: skip
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.1f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    registry.load_all()
+    rows = []
+    for name in scenario.builtin_names():
+        sc = scenario.find(name)
+        rows.append((name, sc.kind.name, sc.description))
+    width = max(len(r[0]) for r in rows)
+    for name, kind, desc in rows:
+        print(f"{name:<{width}}  {desc}  [{kind}]")
+    return 0
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    sc = scenario.find(args.scenario)
+    print(f"parameters of scenario '{sc.name}' (kind {sc.kind.name}); set with --set KEY=VALUE")
+    for key, default, allowed, doc in cfg.describe(sc.kind.params):
+        print(f"  {key:<32} {default:<14} [{allowed}]  {doc}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    sc = scenario.find(args.scenario)
+    params = scenario.resolve_params(sc, args.overrides)
+    level = TraceLevel[args.trace_level.upper()]
+    progress = None if args.quiet else Progress(sys.stderr)
+    try:
+        out = scenario.run_scenario(
+            sc, params, trace_path=args.trace, trace_level=level, progress=progress
+        )
+    except KeyboardInterrupt:
+        kept = f"; trace so far kept in {args.trace}" if args.trace else ""
+        print(f"wafersim: interrupted{kept}", file=sys.stderr)
+        return 130
+    data = out.as_json()
+    if args.json:
+        print(json.dumps(data, default=_json_default))
+        return 0
+    print(f"scenario {sc.name} (kind {sc.kind.name}): {out.result.status}")
+    for key, value in out.metrics.items():
+        print(f"  {key:<28} {_fmt(value)}")
+    r = out.result
+    print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} events/s)")
+    if out.trace_path:
+        print(f"  trace {out.trace_path} (level {args.trace_level})")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    sc = scenario.find(args.scenario)
+    if sc.kind.model is None:
+        raise WafersimError(f"workload kind '{sc.kind.name}' has no analytical model")
+    params = scenario.resolve_params(sc, args.overrides)
+    data = {"scenario": sc.name, "kind": sc.kind.name, **sc.kind.model(params)}
+    if args.json:
+        print(json.dumps(data, default=_json_default))
+    else:
+        for key, value in data.items():
+            print(f"  {key:<28} {_fmt(value)}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    registry.load_all()
+    names = args.cases or sorted(registry.CASES)
+    unknown = [n for n in names if n not in registry.CASES]
+    if unknown:
+        raise WafersimError(
+            f"unknown validation case(s): {', '.join(unknown)}; "
+            f"known cases: {', '.join(sorted(registry.CASES))}"
+        )
+    results = []
+    ok = True
+    for name in names:
+        case = registry.CASES[name]
+        rows = case.run()
+        mape = sum(abs(r.error_pct) for r in rows) / len(rows)
+        worst = max(abs(r.error_pct) for r in rows)
+        passed = worst <= case.tolerance_pct
+        ok &= passed
+        results.append((case, rows, mape, worst, passed))
+    if args.json:
+        print(json.dumps([
+            {"case": c.name, "summary": c.summary, "tolerance_pct": c.tolerance_pct,
+             "mape_pct": mape, "max_error_pct": worst, "passed": passed,
+             "rows": [{"point": r.point, "simulated": r.simulated, "model": r.model,
+                       "reference": r.reference, "error_pct": r.error_pct} for r in rows]}
+            for c, rows, mape, worst, passed in results
+        ], default=_json_default))  # fmt: skip
+        return 0 if ok else 1
+    header = f"{'case':<14} {'point':<52} {'simulated':>12} {'model':>12} {'reference':>12} {'error %':>8}"
+    print(header)
+    print("-" * len(header))
+    for case, rows, mape, worst, passed in results:
+        for r in rows:
+            ref = _fmt(r.reference) if r.reference is not None else "-"
+            print(
+                f"{r.case:<14} {r.point:<52} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
+                f"{ref:>12} {r.error_pct:>8.2f}"
+            )
+        verdict = "ok" if passed else "OUT OF TOLERANCE"
+        print(
+            f"{case.name:<14} MAPE {mape:.2f} %, max {worst:.2f} % "
+            f"(tolerance {case.tolerance_pct} %): {verdict}"
+        )
+    return 0 if ok else 1
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from traces.summary import format_summary, summarize
+
+    s = summarize(args.path)
+    if args.json:
+        print(json.dumps(s, default=_json_default))
+    else:
+        print(format_summary(s))
+    return 0
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return str(obj)
+
+
+COMMANDS = {
+    "list": cmd_list,
+    "params": cmd_params,
+    "run": cmd_run,
+    "model": cmd_model,
+    "validate": cmd_validate,
+    "trace": cmd_trace,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except WafersimError as exc:
+        print(f"wafersim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("wafersim: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print("wafersim: internal error (a bug in wafersim; please report it)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Scenarios: finding, loading and running them.
+
+A scenario is a TOML file: ``kind`` names the workload kind, ``description`` is its one-line
+summary, every other key is a parameter of that kind (nested tables for hardware blocks). Built-in
+scenarios live in ``workloads/scenarios/NAME.toml``; a path to any ``.toml`` file also works.
+
+:func:`run_scenario` is the whole life of a run: load and validate parameters, build, check, open
+the trace (header = versions, scenario, seed, effective config, time base), run, write the final
+``run/end`` event with the status, close the trace, and only then raise if the run stalled. A run
+that fails or is interrupted therefore always leaves a readable trace of what happened so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from simcore import config as cfg
+from simcore.errors import ScenarioError, SimulationStalled, WafersimError
+from simcore.sim import Progress, RunResult, Simulation
+from simcore.tracing import TraceLevel
+from workloads import registry
+
+VERSION = "0.1.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    kind: registry.WorkloadKind
+    description: str
+    data: dict[str, Any]
+
+
+def builtin_dir() -> Path:
+    return Path(str(resources.files("workloads") / "scenarios"))
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.toml"))
+
+
+def find(name_or_path: str) -> Scenario:
+    """A built-in scenario by name, or a TOML file by path."""
+    registry.load_all()
+    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ScenarioError(f"scenario file '{name_or_path}' does not exist")
+    else:
+        path = builtin_dir() / f"{name_or_path}.toml"
+        if not path.is_file():
+            names = builtin_names()
+            close = difflib.get_close_matches(name_or_path, names, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ScenarioError(
+                f"unknown scenario '{name_or_path}'; {hint}"
+                f"built-in scenarios: {', '.join(names)} (or give a path to a .toml file)"
+            )
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"scenario file '{path}' is not valid TOML: {exc}") from None
+    kind_name = data.pop("kind", None)
+    description = data.pop("description", "")
+    if kind_name not in registry.KINDS:
+        raise ScenarioError(
+            f"scenario '{path}': kind = {kind_name!r} is not a known workload kind; "
+            f"known kinds: {', '.join(sorted(registry.KINDS))}"
+        )
+    return Scenario(path.stem, str(path), registry.KINDS[kind_name], description, data)
+
+
+def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
+    data = _deepcopy(scenario.data)
+    for text in overrides:
+        cfg.apply_override(data, text)
+    return cfg.load(scenario.kind.params, data)
+
+
+def _deepcopy(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deepcopy(v) if isinstance(v, dict) else v for k, v in d.items()}
+
+
+@dataclasses.dataclass
+class RunOutput:
+    scenario: Scenario
+    params: Any
+    result: RunResult
+    metrics: dict[str, Any]
+    trace_path: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "scenario": self.scenario.name,
+            "kind": self.scenario.kind.name,
+            "status": self.result.status,
+            "seed": self.params.seed,
+        }
+        out.update(self.metrics)
+        out["wall_s"] = round(self.result.wall_s, 6)
+        out["events"] = self.result.events
+        out["trace"] = self.trace_path
+        return out
+
+
+def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
+    return {
+        "wafersim_version": VERSION,
+        "scenario": scenario.name,
+        "kind": scenario.kind.name,
+        "seed": params.seed,
+        "config": cfg.to_dict(params),
+        "tick_hz": sim.timebase.tick_hz,
+        "domains": sim.timebase.describe(),
+    }
+
+
+def run_scenario(
+    scenario: Scenario,
+    params: Any,
+    *,
+    trace_path: str | None = None,
+    trace_level: TraceLevel = TraceLevel.OPS,
+    progress: Progress | None = None,
+) -> RunOutput:
+    """Build, check, trace and run one scenario. See the module docstring."""
+    from traces.writer import TraceWriter
+
+    sim = Simulation(seed=params.seed, progress=progress)
+    writer: TraceWriter | None = None
+    status, message = "failed", ""
+    result: RunResult | None = None
+    try:
+        handle = scenario.kind.build(sim, params)
+        sim.check()
+        if trace_path and trace_level > TraceLevel.OFF:
+            writer = TraceWriter(
+                trace_path, level=trace_level, header=_header(scenario, params, sim)
+            )
+            sim.tracer = writer
+            sim.trace_level = writer.level
+        result = sim.run()
+        status = result.status
+        message = "; ".join(result.report)
+        if status == "interrupted":
+            raise KeyboardInterrupt
+        if status == "stalled":
+            raise SimulationStalled(
+                f"scenario '{scenario.name}' stalled at cycle {sim.cycles():,}: nothing can "
+                "happen but work is pending:\n  " + "\n  ".join(result.report),
+                result.report,
+            )
+        metrics = scenario.kind.metrics(sim, params, handle, result)
+        return RunOutput(scenario, params, result, metrics, trace_path if writer else None)
+    except WafersimError as exc:
+        if status != "stalled":
+            status = "failed"
+        message = message or str(exc)
+        raise
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except Exception as exc:
+        status = "failed"
+        message = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        if writer is not None:
+            now = sim.env.now
+            p = sim.main_domain.period_ticks
+            writer.emit(
+                now, 0, now // p, 0, sim.main_domain.name, "run", "run", "end", "instant",
+                args={"status": status, "message": message[:2000]},
+            )  # fmt: skip
+            writer.close()
