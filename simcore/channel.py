@@ -112,6 +112,7 @@ class Channel:
         self._freed = 0
         self._arrival_armed = False
         self._wake_at = -1
+        self._serving = False
 
     def freeze(self) -> None:
         """Fix tick-valued timing once the time base is known (called by the simulation)."""
@@ -169,9 +170,15 @@ class Channel:
     def _serve_putters(self, _event: Any = None) -> None:
         if _event is not None:
             self._wake_at = -1
+        if self._serving:
+            return  # re-entered via accept -> get -> release; the outer loop carries on
+        self._serving = True
         putters = self._putters
-        while putters and self._accept(putters[0].item):
-            putters.popleft().succeed()
+        try:
+            while putters and self._accept(putters[0].item):
+                putters.popleft().succeed()
+        finally:
+            self._serving = False
         if putters:
             self._plan_wake()
 

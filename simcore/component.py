@@ -55,7 +55,10 @@ class Port:
 
 
 class Component:
-    """A named part of the system. Subclasses add ports in ``__init__`` and processes in ``start``."""
+    """A named part of the system.
+
+    Subclasses add ports in ``__init__`` and launch processes in ``start``.
+    """
 
     def __init__(
         self, parent: Component | Simulation, name: str, *, domain: ClockDomain | None = None

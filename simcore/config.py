@@ -104,9 +104,8 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(key, value, "expected a number", hint=hint)
         value = float(value)
-    elif tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(key, value, "expected a string", hint=hint)
+    elif tp is str and not isinstance(value, str):
+        raise ConfigError(key, value, "expected a string", hint=hint)
     lo, hi = meta.get("min"), meta.get("max")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise ConfigError(

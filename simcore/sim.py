@@ -81,7 +81,10 @@ class Progress:
         self._last = wall
         dom = sim.main_domain
         now = sim.env.now
-        line = f"[wafersim] t = {dom.cycle_at(now):,} {dom.name} cycles | {events / wall:,.0f} events/s"
+        line = (
+            f"[wafersim] t = {dom.cycle_at(now):,} {dom.name} cycles"
+            f" | {events / wall:,.0f} events/s"
+        )
         if limit:
             frac = now / limit
             eta = wall * (1 - frac) / frac if frac > 0 else math.inf

@@ -167,14 +167,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for c, rows, mape, worst, passed in results
         ], default=_json_default))  # fmt: skip
         return 0 if ok else 1
-    header = f"{'case':<14} {'point':<52} {'simulated':>12} {'model':>12} {'reference':>12} {'error %':>8}"
+    width = max((len(r.point) for _, rows, *_ in results for r in rows), default=10)
+    header = (
+        f"{'case':<14} {'point':<{width}} {'simulated':>12} {'model':>12} "
+        f"{'reference':>12} {'error %':>8}"
+    )
     print(header)
     print("-" * len(header))
     for case, rows, mape, worst, passed in results:
         for r in rows:
             ref = _fmt(r.reference) if r.reference is not None else "-"
             print(
-                f"{r.case:<14} {r.point:<52} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
+                f"{r.case:<14} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
                 f"{ref:>12} {r.error_pct:>8.2f}"
             )
         verdict = "ok" if passed else "OUT OF TOLERANCE"

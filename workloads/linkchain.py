@@ -17,6 +17,7 @@ cycles; after that the chain delivers at the slowest rate of
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -143,7 +144,7 @@ def build(sim: Simulation, p: LinkChainParams) -> Chain:
             pipe=p.pipe,
             name=f"chain/link[{i}]",
         )
-        for i, (a, b) in enumerate(zip(hops, hops[1:], strict=False))
+        for i, (a, b) in enumerate(itertools.pairwise(hops))
     ]
     return Chain(source, sink, channels)
 

@@ -78,8 +78,15 @@ def register_case(case: ValidationCase) -> ValidationCase:
     return case
 
 
+_loaded = False
+
+
 def load_all() -> None:
     """Import every module that registers kinds and cases (explicit, no import-time magic)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
     from workloads import linkchain
 
     linkchain.register()

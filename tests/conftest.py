@@ -1,0 +1,12 @@
+"""Shared fixtures: tiny systems built directly on the kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from workloads import registry
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _registered() -> None:
+    registry.load_all()

@@ -1,0 +1,168 @@
+"""The command line: every command, and every error path with its exact message and exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from workloads import registry
+from workloads.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    assert out.splitlines()[0].startswith("link-chain ")
+    assert "[link-chain]" in out
+
+
+def test_params(capsys):
+    code, out, _ = run(capsys, "params", "link-chain")
+    assert code == 0
+    assert "stages" in out and "number of channels in the chain" in out
+
+
+def test_run_json(capsys, tmp_path):
+    code, out, _ = run(capsys, "run", "link-chain", "--set", "items=100", "--json", "--quiet")
+    assert code == 0
+    data = json.loads(out)
+    assert data["status"] == "completed"
+    assert data["cycles"] == 100 + 4 * 2
+    assert data["checksum_ok"] is True
+    assert data["seed"] == 1
+
+
+def test_run_human_with_trace_and_summary(capsys, tmp_path):
+    path = str(tmp_path / "t.arrows")
+    code, out, _ = run(capsys, "run", "link-chain", "--trace", path, "--trace-level", "detail")
+    assert code == 0
+    assert "cycles" in out and f"trace {path} (level detail)" in out
+    code, out, _ = run(capsys, "trace", "summary", path)
+    assert code == 0
+    assert "status: completed" in out
+    code, out, _ = run(capsys, "trace", "summary", path, "--json")
+    assert json.loads(out)["categories"]["wavelet"] == 2000
+
+
+def test_model(capsys):
+    code, out, _ = run(capsys, "model", "link-chain", "--set", "items=100", "--json")
+    assert code == 0
+    assert json.loads(out)["cycles"] == 108
+
+
+def test_validate_json(capsys):
+    code, out, _ = run(capsys, "validate", "link-chain", "--json")
+    assert code == 0
+    [case] = json.loads(out)
+    assert case["passed"] and case["max_error_pct"] < 1.0
+
+
+def test_scenario_file_by_path(capsys, tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('kind = "link-chain"\ndescription = "mine"\nitems = 10\n')
+    code, out, _ = run(capsys, "run", str(f), "--json", "--quiet")
+    assert code == 0 and json.loads(out)["scenario"] == "mine"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["run", "link-chian"],
+            "unknown scenario 'link-chian'; did you mean 'link-chain'? built-in scenarios: "
+            "link-chain, link-chain-backpressure (or give a path to a .toml file)",
+        ),
+        (
+            ["run", "link-chain", "--set", "stagse=3"],
+            "config key 'stagse': unknown key; allowed: seed, stages, items, latency_cycles, "
+            "capacity, items_per_cycle, pipe, sink_interval_cycles, clock_hz; "
+            "did you mean 'stages'?",
+        ),
+        (
+            ["run", "link-chain", "--set", "stages=0"],
+            "config key 'stages' = 0: out of range; allowed: 1 .. 256; change stages",
+        ),
+        (
+            ["run", "link-chain", "--set", "stages=abc"],
+            "config key 'stages' = 'abc': expected an integer; set it with --set stages=<value>",
+        ),
+        (
+            ["run", "link-chain", "--set", "stages"],
+            "config key 'stages': an override must look like KEY=VALUE; e.g. --set elements=64",
+        ),
+        (
+            ["model", "link-chain", "--set", "pipe=maybe"],
+            "config key 'pipe' = 'maybe': expected true or false; set it with --set pipe=<value>",
+        ),
+        (
+            ["validate", "nope"],
+            "unknown validation case(s): nope; known cases: link-chain",
+        ),
+        (
+            ["trace", "summary", "/nonexistent/t.arrows"],
+            "trace file '/nonexistent/t.arrows' does not exist",
+        ),
+        (
+            ["run", "link-chain", "--trace", "/proc/wafersim/t.arrows"],
+            "cannot write trace '/proc/wafersim/t.arrows': No such file or directory",
+        ),
+        (
+            ["run", "/nonexistent/x.toml"],
+            "scenario file '/nonexistent/x.toml' does not exist",
+        ),
+    ],
+)
+def test_user_errors(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err == f"wafersim: error: {message}\n"
+    assert "Traceback" not in err and out == ""
+
+
+def test_bad_scenario_files(capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("kind = \n")
+    code, _, err = run(capsys, "run", str(bad))
+    assert code == 2 and err.startswith(f"wafersim: error: scenario file '{bad}' is not valid TOML")
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('kind = "warp-drive"\n')
+    code, _, err = run(capsys, "run", str(unknown))
+    assert code == 2
+    assert err == (
+        f"wafersim: error: scenario '{unknown}': kind = 'warp-drive' is not a known workload "
+        "kind; known kinds: link-chain\n"
+    )
+
+
+def test_corrupt_trace(capsys, tmp_path):
+    junk = tmp_path / "junk.arrows"
+    junk.write_bytes(b"\x00garbage" * 40)
+    code, _, err = run(capsys, "trace", "summary", str(junk))
+    assert code == 2
+    assert err.startswith(f"wafersim: error: '{junk}' is not a readable wafersim trace")
+
+
+def test_internal_error_exit_code(capsys, monkeypatch):
+    def boom(*_a, **_k):
+        raise RuntimeError("kaboom")
+
+    kind = registry.KINDS["link-chain"]
+    monkeypatch.setitem(registry.KINDS, "link-chain", dataclasses.replace(kind, metrics=boom))
+    code, _, err = run(capsys, "run", "link-chain", "--quiet")
+    assert code == 1
+    assert "RuntimeError: kaboom" in err
+    assert err.rstrip().endswith("internal error (a bug in wafersim; please report it)")
+
+
+def test_usage_error_is_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run"])
+    assert exc.value.code == 2
