@@ -1,0 +1,195 @@
+"""How a trace is laid out for a timeline viewer: track tree, lanes and flow pairs.
+
+Exporters (:mod:`traces.perfetto`, :mod:`traces.chrome_json`) share this layout so both show the
+same picture. Nothing here knows a hardware family: it works on component *paths* only.
+
+* **Track tree.** Every segment of a path such as ``wafer/pe[3,4]/router`` is a node. A segment
+  with two or more indices gets a grouping node over all but its first index (``pe[*,4]`` is row
+  4), so a mesh reads wafer -> rows -> PEs -> children; ``pod/chip[x,y,z]`` becomes
+  pod -> ``chip[*,y,z]`` -> chips. Siblings are ordered naturally (``pe[2,0]`` before ``pe[10,0]``).
+* **Lanes.** Viewers need the slices of one track to nest. Slices of one component that overlap
+  go on separate lanes. A lane remembers only the span it covers (first start, last end), so
+  the assignment streams with constant memory per lane; it is exact when a component's slices
+  arrive in start order (the kernel emits them so) and merely uses more lanes otherwise.
+* **Flows.** The schema lets one send (``flow_out``) reach any number of receives (``flow_in``);
+  viewer flows are point to point. :class:`FlowPlan` (one streaming pre-pass) gives every
+  (send, receive) pair its own viewer id: a send with *k* receives carries ids
+  ``base .. base+k-1``, its receives take them in order. Receives without a send are dropped
+  and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from traces.reader import iter_batches
+
+_INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]*)\]$")
+_NUM = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders embedded numbers numerically: ``pe[2,0]`` < ``pe[10,0]``."""
+    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(text))
+
+
+def display_segments(path: str) -> tuple[str, ...]:
+    """Track-tree node names for ``path``, with row grouping nodes inserted (see module doc)."""
+    out: list[str] = []
+    for seg in path.split("/"):
+        m = _INDEXED.match(seg)
+        if m:
+            idx = [i.strip() for i in m["idx"].split(",")]
+            if len(idx) >= 2:
+                out.append(f"{m['base']}[*,{','.join(idx[1:])}]")
+        out.append(seg)
+    return tuple(out)
+
+
+@dataclasses.dataclass
+class TrackNode:
+    """One node of the component tree. ``uid`` is unique and non-zero; ``rank`` orders siblings."""
+
+    uid: int
+    name: str
+    parent: int
+    rank: int
+    has_children: bool
+
+
+def build_tree(paths: list[str], first_uid: int = 1) -> tuple[list[TrackNode], dict[str, int]]:
+    """Nodes (parents before children) for all component paths, and each path's node uid."""
+    keys: set[tuple[str, ...]] = set()
+    for path in paths:
+        segs = display_segments(path)
+        for i in range(1, len(segs) + 1):
+            keys.add(segs[:i])
+    ordered = sorted(keys, key=lambda k: (len(k), tuple(natural_key(s) for s in k)))
+    uid_of: dict[tuple[str, ...], int] = {}
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for key in ordered:
+        children.setdefault(key[:-1], []).append(key)
+    nodes: list[TrackNode] = []
+    for key in ordered:
+        uid_of[key] = first_uid + len(nodes)
+        sibs = children[key[:-1]]
+        nodes.append(
+            TrackNode(
+                uid=uid_of[key],
+                name=key[-1],
+                parent=uid_of.get(key[:-1], 0),
+                rank=sibs.index(key),
+                has_children=key in children,
+            )
+        )
+    return nodes, {p: uid_of[display_segments(p)] for p in paths}
+
+
+class Lanes:
+    """Assigns each slice of one component to the first lane it fits on (see module doc)."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self) -> None:
+        self.spans: list[list[int]] = []  # per lane [first start, last end]
+
+    def place(self, start: int, end: int) -> int:
+        for i, span in enumerate(self.spans):
+            if start >= span[1]:  # after everything on the lane (touching is fine)
+                span[1] = end
+                return i
+            if end < span[0]:  # strictly before it
+                span[0] = start
+                return i
+        self.spans.append([start, end])
+        return len(self.spans) - 1
+
+
+@dataclasses.dataclass
+class FlowPlan:
+    """Viewer flow ids for one trace: sorted send ids, their receive counts and first ids."""
+
+    ids: np.ndarray
+    counts: np.ndarray
+    bases: np.ndarray
+    orphan_receives: int
+
+    @property
+    def pairs(self) -> int:
+        return int(self.counts.sum())
+
+    def send_ids(self, flow_id: int) -> range:
+        """Viewer ids a send of ``flow_id`` starts (empty if nothing receives it)."""
+        i = int(np.searchsorted(self.ids, flow_id))
+        if i < len(self.ids) and self.ids[i] == flow_id:
+            base = int(self.bases[i])
+            return range(base, base + int(self.counts[i]))
+        return range(0)
+
+    def receive_id(self, flow_id: int, seen: dict[int, int]) -> int | None:
+        """Viewer id for the next receive of ``flow_id``; ``seen`` counts receives so far."""
+        i = int(np.searchsorted(self.ids, flow_id))
+        if i >= len(self.ids) or self.ids[i] != flow_id:
+            return None
+        j = seen.get(flow_id, 0)
+        if j + 1 >= self.counts[i]:
+            seen.pop(flow_id, None)
+        else:
+            seen[flow_id] = j + 1
+        return int(self.bases[i]) + j
+
+
+@dataclasses.dataclass
+class Prepass:
+    """What one cheap streaming pass learns before exporting: paths, flows, event counts."""
+
+    components: list[str]
+    flows: FlowPlan
+    events: int
+
+
+def _valid(arr: pa.Array) -> np.ndarray:
+    return arr.drop_null().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def prepass(path: str) -> Prepass:
+    """Collect component paths and flow ids batch by batch (memory: 8 bytes per flow event)."""
+    comps: set[str] = set()
+    outs: list[np.ndarray] = []
+    ins: list[np.ndarray] = []
+    events = 0
+    for batch in iter_batches(path):
+        events += batch.num_rows
+        col = batch.column("component")
+        used = pc.unique(col.indices).to_numpy(zero_copy_only=False)
+        dictionary = col.dictionary.to_pylist()
+        comps.update(dictionary[i] for i in used)
+        outs.append(_valid(batch.column("flow_out")))
+        ins.append(_valid(batch.column("flow_in")))
+    sends = np.unique(np.concatenate(outs)) if outs else np.zeros(0, np.int64)
+    recv = np.concatenate(ins) if ins else np.zeros(0, np.int64)
+    rids, rcounts = np.unique(recv, return_counts=True)
+    has_send = np.isin(rids, sends)
+    ids, counts = rids[has_send], rcounts[has_send].astype(np.int64)
+    bases = np.concatenate(([1], 1 + np.cumsum(counts)[:-1])).astype(np.int64)[: len(ids)]
+    plan = FlowPlan(ids, counts, bases, orphan_receives=int(rcounts[~has_send].sum()))
+    return Prepass(sorted(comps, key=natural_key), plan, events)
+
+
+def map_rows(arr: pa.Array) -> Iterator[list[tuple[str, object]] | None]:
+    """The entries of a map column, row by row, without building a Python object per row twice."""
+    if arr.null_count == len(arr) or len(arr.keys) == 0:
+        yield from (None for _ in range(len(arr)))
+        return
+    offsets = arr.offsets.to_pylist()
+    keys = arr.keys.to_pylist()
+    items = arr.items.to_pylist()
+    for i in range(len(arr)):
+        a, b = offsets[i], offsets[i + 1]
+        yield list(zip(keys[a:b], items[a:b], strict=True)) if b > a else None
