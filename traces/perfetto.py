@@ -62,6 +62,20 @@ class ExportStats:
     wall_s: float = 0.0
     bytes: int = 0
 
+    def describe(self) -> str:
+        """One line for the command line."""
+        time_note = (
+            f"1 tick = {self.unit_multiplier_ns} ns"
+            if self.exact_time
+            else "ticks shown as ns (tick_hz does not divide 1 s)"
+        )
+        orphans = f", {self.orphan_receives:,} receives without a send" * bool(self.orphan_receives)
+        return (
+            f"{self.events:,} events -> {self.slices:,} slices ({self.instants:,} instants), "
+            f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks"
+            f"{orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
+        )
+
 
 def _varint(n: int) -> bytes:
     out = bytearray()

@@ -39,7 +39,9 @@ class Trace:
             i
             for i, (c, n) in enumerate(
                 zip(
-                    self.table.column("category").to_pylist(), self.table.column("name").to_pylist()
+                    self.table.column("category").to_pylist(),
+                    self.table.column("name").to_pylist(),
+                    strict=True,
                 )
             )
             if c == "run" and n == "end"

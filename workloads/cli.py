@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import traceback
 from typing import Any
@@ -52,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--perfetto",
+        metavar="OUT",
+        help="after the run, export the trace to OUT (.pftrace) for ui.perfetto.dev "
+        "(the Arrow trace goes to --trace, or next to OUT)",
+    )
 
     p = sub.add_parser("model", help="evaluate a scenario's analytical model (no simulation)")
     p.add_argument("scenario", metavar="SCENARIO")
@@ -67,6 +74,30 @@ def _parser() -> argparse.ArgumentParser:
     q = tsub.add_parser("summary", help="summarise a trace file")
     q.add_argument("path", metavar="PATH")
     q.add_argument("--json", action="store_true")
+    q = tsub.add_parser("export", help="convert a trace for a timeline viewer")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument(
+        "--to",
+        required=True,
+        choices=("perfetto", "json"),
+        help="perfetto: .pftrace for ui.perfetto.dev; json: Chrome trace-event JSON",
+    )
+    q.add_argument(
+        "-o", "--output", metavar="OUT", help="output file (default: PATH with .pftrace or .json)"
+    )
+
+    p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
+    psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
+    q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("--metric", choices=("busy", "link"), default="busy")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+    q = psub.add_parser("timeline", help="per-component timeline of a small trace")
+    q.add_argument("path", metavar="PATH")
+    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
+    q.add_argument("case", metavar="CASE")
+    q.add_argument("-o", "--output", metavar="OUT", required=True)
     return ap  # fmt: skip
 
 
@@ -102,6 +133,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     sc = scenario.find(args.scenario)
     params = scenario.resolve_params(sc, args.overrides)
     level = TraceLevel[args.trace_level.upper()]
+    if args.perfetto and not args.trace:
+        args.trace = os.path.splitext(args.perfetto)[0] + ".arrows"
+    if args.perfetto and level == TraceLevel.OFF:
+        raise WafersimError("--perfetto needs a trace: use --trace-level summary, ops or detail")
     progress = None if args.quiet else Progress(sys.stderr)
     try:
         out = scenario.run_scenario(
@@ -112,6 +147,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"wafersim: interrupted{kept}", file=sys.stderr)
         return 130
     data = out.as_json()
+    if args.perfetto and out.trace_path:
+        from traces.perfetto import export_perfetto
+
+        export_perfetto(out.trace_path, args.perfetto)
+        data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
         return 0
@@ -122,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} events/s)")
     if out.trace_path:
         print(f"  trace {out.trace_path} (level {args.trace_level})")
+    if args.perfetto:
+        print(f"  perfetto {args.perfetto} (open in https://ui.perfetto.dev)")
     return 0
 
 
@@ -190,6 +232,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    if args.trace_command == "export":
+        from traces.export import export
+
+        out, stats = export(args.path, args.to, args.output)
+        print(f"wrote {out}: {stats.describe()}")
+        return 0
     from traces.summary import format_summary, summarize
 
     s = summarize(args.path)
@@ -197,6 +245,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
         print(json.dumps(s, default=_json_default))
     else:
         print(format_summary(s))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from traces import plots
+
+    if args.plot_command == "mesh":
+        plots.plot_mesh(args.path, args.output, metric=args.metric)
+    elif args.plot_command == "timeline":
+        plots.plot_timeline(args.path, args.output)
+    else:
+        registry.load_all()
+        plots.plot_validate(args.case, args.output)
+    print(f"wrote {args.output}")
     return 0
 
 
@@ -215,6 +277,7 @@ COMMANDS = {
     "model": cmd_model,
     "validate": cmd_validate,
     "trace": cmd_trace,
+    "plot": cmd_plot,
 }
 
 

@@ -1,0 +1,133 @@
+"""Perfetto and Chrome JSON exports: structure checked by parsing the output back."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from simcore.errors import TraceError
+from tests.trace_samples import write_wafer_trace
+from traces.chrome_json import export_chrome_json
+from traces.export import export
+from traces.layout import Lanes, build_tree, display_segments
+from traces.perfetto import CLOCK_ID, clock_unit, export_perfetto
+from workloads import cli
+
+TE = pb.TrackEvent
+
+
+def read_packets(path) -> list[pb.TracePacket]:
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    return list(trace.packet)
+
+
+def test_display_segments_group_rows():
+    assert display_segments("wafer/pe[3,4]/router") == ("wafer", "pe[*,4]", "pe[3,4]", "router")
+    assert display_segments("pod/chip[1,2,3]") == ("pod", "chip[*,2,3]", "chip[1,2,3]")
+    assert display_segments("chain/relay[2]") == ("chain", "relay[2]")
+    assert display_segments("hbm/stack[0]/pch[3]/bank[7]") == (
+        "hbm", "stack[0]", "pch[3]", "bank[7]",
+    )  # fmt: skip
+
+
+def test_tree_orders_naturally_and_parents_first():
+    nodes, uid_of = build_tree(["w/pe[10,0]", "w/pe[2,0]", "w/pe[2,0]/r"])
+    names = [n.name for n in nodes]
+    assert names == ["w", "pe[*,0]", "pe[2,0]", "pe[10,0]", "r"]
+    by_uid = {n.uid: n for n in nodes}
+    assert [n.rank for n in nodes] == [0, 0, 0, 1, 0]
+    assert by_uid[uid_of["w/pe[2,0]/r"]].name == "r"
+    for n in nodes:
+        assert n.parent == 0 or n.parent < n.uid
+
+
+def test_lanes_never_overlap():
+    lanes = Lanes()
+    got = [lanes.place(s, e) for s, e in [(0, 10), (5, 15), (10, 20), (12, 13), (30, 31)]]
+    assert got == [0, 1, 0, 2, 0]
+
+
+def test_clock_unit():
+    assert clock_unit(1_000_000_000) == (1, True)
+    assert clock_unit(250_000_000) == (4, True)
+    assert clock_unit(3_000_000_000) == (1, False)
+
+
+def test_perfetto_export_structure(tmp_path):
+    src = tmp_path / "w.arrows"
+    counts = write_wafer_trace(src)
+    stats = export_perfetto(src, tmp_path / "w.pftrace")
+    packets = read_packets(tmp_path / "w.pftrace")
+    first = packets[0]
+    assert first.sequence_flags == pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    assert first.trace_packet_defaults.timestamp_clock_id == CLOCK_ID
+    assert {c.clock_id: c.unit_multiplier_ns for c in first.clock_snapshot.clocks} == {64: 1, 6: 0}
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in packets
+              if p.HasField("track_descriptor")}  # fmt: skip
+    assert len(tracks) == stats.tracks
+    for td in tracks.values():
+        assert td.parent_uuid == 0 or td.parent_uuid in tracks
+    names = {td.name for td in tracks.values()}
+    assert {"wafer", "pe[*,0]", "pe[*,1]", "pe[2,1]", "router", "lane 1", "east"} <= names
+    kinds = collections.Counter(p.track_event.type for p in packets if p.HasField("track_event"))
+    assert kinds[TE.TYPE_SLICE_BEGIN] == kinds[TE.TYPE_SLICE_END]
+    assert kinds[TE.TYPE_SLICE_BEGIN] + kinds[TE.TYPE_INSTANT] == counts["slices"]
+    assert kinds[TE.TYPE_INSTANT] == counts["instants"]
+    assert kinds[TE.TYPE_COUNTER] == counts["counters"]
+    starts = [f for p in packets for f in p.track_event.flow_ids]
+    ends = [f for p in packets for f in p.track_event.terminating_flow_ids]
+    assert len(starts) == len(set(starts)) == counts["flows"] == stats.flows
+    assert sorted(starts) == sorted(ends)
+    interned = {i.iid: i.name for p in packets for i in p.interned_data.event_names}
+    used = {p.track_event.name_iid for p in packets if p.track_event.name_iid}
+    assert used <= set(interned) and "fmac" in interned.values()
+    # per track, begin/end must nest: replay each track's stack in time order
+    per_track = collections.defaultdict(list)
+    for seq, p in enumerate(packets):
+        if p.track_event.type in (TE.TYPE_SLICE_BEGIN, TE.TYPE_SLICE_END):
+            per_track[p.track_event.track_uuid].append((p.timestamp, seq, p.track_event.type))
+    for events in per_track.values():
+        depth = 0
+        for _, _, kind in sorted(events):
+            depth += 1 if kind == TE.TYPE_SLICE_BEGIN else -1
+            assert 0 <= depth <= 1
+
+
+def test_chrome_json_export(tmp_path):
+    src = tmp_path / "w.arrows"
+    counts = write_wafer_trace(src)
+    stats = export_chrome_json(src, tmp_path / "w.json")
+    events = json.loads((tmp_path / "w.json").read_text())
+    ph = collections.Counter(e["ph"] for e in events)
+    assert ph["X"] + ph["i"] == counts["slices"] == stats.slices
+    assert ph["C"] == counts["counters"]
+    assert ph["s"] == ph["f"] == counts["flows"]
+    threads = [e["args"]["name"] for e in events if e.get("name") == "thread_name"]
+    assert "wafer/pe[1,0]/router lane 1" in threads
+
+
+def test_export_errors(tmp_path):
+    with pytest.raises(TraceError, match="does not exist"):
+        export(str(tmp_path / "none.arrows"), "perfetto")
+    src = tmp_path / "w.arrows"
+    write_wafer_trace(src)
+    with pytest.raises(TraceError) as err:
+        export(str(src), "json", str(src))
+    assert str(err.value) == f"export output '{src}' would overwrite its input; give another -o"
+
+
+def test_cli_export_and_run_perfetto(tmp_path, capsys):
+    src = tmp_path / "w.arrows"
+    write_wafer_trace(src)
+    assert cli.main(["trace", "export", str(src), "--to", "perfetto"]) == 0
+    assert (tmp_path / "w.pftrace").stat().st_size > 1000
+    assert "flows" in capsys.readouterr().out
+    assert cli.main(["trace", "export", str(tmp_path / "x.arrows"), "--to", "json"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    out = tmp_path / "run.pftrace"
+    rc = cli.main(["run", "link-chain", "--set", "items=20", "--quiet", "--perfetto", str(out)])
+    assert rc == 0 and out.stat().st_size > 100 and (tmp_path / "run.arrows").exists()

@@ -1,0 +1,26 @@
+"""One entry point for trace exports: pick the format, the output name, and check the input."""
+
+from __future__ import annotations
+
+import os
+
+from simcore.errors import TraceError
+from traces.perfetto import ExportStats
+
+FORMATS = {"perfetto": ".pftrace", "json": ".json"}
+
+
+def export(path: str, to: str, output: str | None = None) -> tuple[str, ExportStats]:
+    """Export the Arrow trace ``path`` to format ``to``; returns the output path and counts."""
+    if to not in FORMATS:
+        raise TraceError(f"unknown export format '{to}'; choose one of: {', '.join(FORMATS)}")
+    out = output or os.path.splitext(path)[0] + FORMATS[to]
+    if os.path.abspath(out) == os.path.abspath(path):
+        raise TraceError(f"export output '{out}' would overwrite its input; give another -o")
+    if to == "perfetto":
+        from traces.perfetto import export_perfetto
+
+        return out, export_perfetto(path, out)
+    from traces.chrome_json import export_chrome_json
+
+    return out, export_chrome_json(path, out)
