@@ -1,0 +1,228 @@
+"""A PE's local memories with real data: the 48 kB SRAM and the 256 B software-managed cache.
+
+Each store is one ``numpy.uint8`` array; typed access goes through numpy views, so a tensor
+instruction's writes land in the same bytes a later read sees. Allocation is a bump allocator
+fixed at build time (CSL programs declare their buffers statically): data buffers grow upward
+from address 0; the program's code occupies the top of SRAM, because instructions live in the
+same 48 kB as data. An allocation that does not fit raises :class:`SramOverflowError` naming the
+PE, the buffer, the bytes needed against the bytes available, and what already uses the memory.
+
+Bank model (used by the timing code in ``pe.isa``): successive ``bank_interleave_bytes`` (2, one
+16-bit word) sit in successive banks, so byte address ``a`` is in bank
+``(a // bank_interleave_bytes) % sram_banks``. The cache has no banks: it is a separate small
+store that never conflicts with SRAM accesses.
+
+Left out: freeing buffers (programs do not), and the placement of code relative to data inside
+real CSL binaries (only its size matters here).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pe.config import PeConfig
+from pe.dsd import MemDsd, np_dtype, short_name
+from simcore.errors import BuildError
+
+
+class SramOverflowError(BuildError):
+    """A PE's buffers (plus its code) do not fit its SRAM or cache."""
+
+
+def _b(n: int) -> str:
+    return f"{n:,} B"
+
+
+class _Store:
+    """Shared allocator and views of :class:`Sram` and :class:`Cache`."""
+
+    kind = "memory"
+    space = "sram"
+    advice = "reduce the buffer sizes"
+
+    def __init__(self, nbytes: int, owner: str) -> None:
+        self.owner = owner
+        self.nbytes = nbytes
+        self.data = np.zeros(nbytes, dtype=np.uint8)
+        self._buffers: dict[str, tuple[int, int]] = {}
+        self._top = 0  # first byte above the last data buffer
+
+    @property
+    def code_bytes(self) -> int:
+        return 0
+
+    @property
+    def buffers(self) -> dict[str, tuple[int, int]]:
+        """Allocated buffers: name -> (byte address, bytes), in allocation order."""
+        return dict(self._buffers)
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes taken by code and data, alignment padding included."""
+        return self.code_bytes + self._top
+
+    @property
+    def free_bytes(self) -> int:
+        return self.nbytes - self.used_bytes
+
+    def _what(self) -> str:
+        return f"PE {self.owner}: {self.kind}"
+
+    def _usage(self) -> str:
+        parts = [f"'{n}' {_b(size)}" for n, (_, size) in self._buffers.items()]
+        if self.code_bytes:
+            parts.insert(0, f"code {_b(self.code_bytes)}")
+        return f"{_b(self.used_bytes)}" + (f" ({', '.join(parts)})" if parts else "")
+
+    def _capacity(self) -> str:
+        return f"the {self.kind} has {_b(self.nbytes)}"
+
+    def _needed(self, data_bytes: int) -> str:
+        return f"{_b(self.code_bytes + data_bytes)} needed (data {_b(data_bytes)})"
+
+    def alloc(self, name: str, nbytes: int, *, align: int = 4) -> int:
+        """Reserve ``nbytes`` for buffer ``name`` aligned to ``align``; returns its byte address."""
+        if not name:
+            raise BuildError(f"{self._what()} buffers need a non-empty name")
+        if name in self._buffers:
+            addr, size = self._buffers[name]
+            raise BuildError(
+                f"{self._what()} buffer '{name}' is already allocated ({_b(size)} at "
+                f"{addr:#x}); give the new buffer another name"
+            )
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer) or nbytes < 1:
+            raise BuildError(
+                f"{self._what()} buffer '{name}' has size {nbytes!r}; it needs a positive number "
+                "of bytes"
+            )
+        if align < 1 or align & (align - 1):
+            raise BuildError(
+                f"{self._what()} buffer '{name}': alignment {align} is not a power of two"
+            )
+        addr = -(-self._top // align) * align
+        end = addr + int(nbytes)
+        if self.code_bytes + end > self.nbytes:
+            raise SramOverflowError(
+                f"PE {self.owner}: {self.kind} overflow allocating '{name}' ({_b(nbytes)}): "
+                f"{self._needed(end)} but {self._capacity()}; already used: {self._usage()}; "
+                f"{self.advice}"
+            )
+        self._buffers[name] = (addr, int(nbytes))
+        self._top = end
+        return addr
+
+    def alloc_array(
+        self, name: str, dtype: str | np.dtype, shape: int | tuple[int, ...], *, order: str = "F"
+    ) -> MemDsd:
+        """Allocate a dense tensor and return a descriptor walking all of it.
+
+        ``order='F'`` (default) is column-major: the first dimension is contiguous, so the
+        descriptor's iteration order (first dimension fastest) is address order. ``order='C'`` is
+        row-major: the last dimension is contiguous and the descriptor walks with strides.
+        """
+        dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+        nd = np_dtype(dtype)
+        if order not in ("F", "C"):
+            raise BuildError(f"{self._what()} buffer '{name}': order {order!r} is not 'F' or 'C'")
+        strides: list[int] = []
+        step = 1
+        for n in dims if order == "F" else reversed(dims):
+            strides.append(step)
+            step *= int(n)
+        if order == "C":
+            strides.reverse()
+        count = math.prod(int(n) for n in dims)
+        addr = self.alloc(name, count * nd.itemsize, align=max(4, nd.itemsize))
+        return MemDsd(
+            addr,
+            short_name(nd),
+            tuple(int(n) for n in dims),
+            tuple(strides),
+            name=name,
+            space=self.space,
+        )
+
+    def view(self, addr: int, dtype: np.dtype | str, count: int) -> np.ndarray:
+        """A numpy view of ``count`` elements at byte ``addr``; writing it writes the memory."""
+        nd = np_dtype(dtype)
+        end = addr + count * nd.itemsize
+        if addr < 0 or count < 0 or end > self.nbytes:
+            raise BuildError(
+                f"{self._what()} view of {count} x {short_name(nd)} at {addr:#x} ends at "
+                f"{end:#x}, outside 0x0..{self.nbytes:#x}"
+            )
+        if addr % nd.itemsize:
+            raise BuildError(
+                f"{self._what()} address {addr:#x} is not aligned to {nd.itemsize}-byte "
+                f"{short_name(nd)} elements"
+            )
+        return self.data[addr:end].view(nd)
+
+
+class Sram(_Store):
+    """The PE's 48 kB data-and-code SRAM, in ``cfg.sram_banks`` interleaved banks.
+
+    ``owner`` is the PE's path, used in messages. The program's size starts at
+    ``cfg.code_bytes`` (a default) until :meth:`reserve_code` sets the real one.
+    """
+
+    kind = "SRAM"
+    space = "sram"
+    advice = "reduce the buffer sizes or the tile size"
+
+    def __init__(self, cfg: PeConfig, owner: str) -> None:
+        super().__init__(cfg.sram_bytes, owner)
+        self.cfg = cfg
+        self._code = 0
+        self.reserve_code(cfg.code_bytes)
+
+    @property
+    def code_bytes(self) -> int:
+        """Bytes of SRAM taken by the program (at the top of the address space)."""
+        return self._code
+
+    def reserve_code(self, nbytes: int) -> None:
+        """Set the program size; it replaces the previous reservation and must fit beside data."""
+        if nbytes < 0:
+            raise BuildError(f"PE {self.owner}: code size {nbytes} B is negative")
+        if nbytes + self._top > self.nbytes:
+            raise SramOverflowError(
+                f"PE {self.owner}: SRAM overflow reserving code ({_b(nbytes)}): "
+                f"{_b(nbytes + self._top)} needed (code {_b(nbytes)} + data {_b(self._top)}) but "
+                f"{self._capacity()}; shrink the program or the buffers"
+            )
+        self._code = int(nbytes)
+
+    @property
+    def code_base(self) -> int:
+        """Lowest byte address of the code."""
+        return self.nbytes - self._code
+
+    def _capacity(self) -> str:
+        kb = f" ({self.nbytes / 1024:g} kB)" if self.nbytes % 1024 == 0 else ""
+        return f"the PE has {_b(self.nbytes)}{kb}"
+
+    def _needed(self, data_bytes: int) -> str:
+        return (
+            f"{_b(self.code_bytes + data_bytes)} needed (code {_b(self.code_bytes)} + data "
+            f"{_b(data_bytes)})"
+        )
+
+    def bank_of(self, addr: int | np.ndarray) -> int | np.ndarray:
+        """The bank holding byte ``addr`` (scalar or array): successive words, successive banks."""
+        banks = (np.asarray(addr) // self.cfg.bank_interleave_bytes) % self.cfg.sram_banks
+        return int(banks) if banks.ndim == 0 else banks
+
+
+class Cache(_Store):
+    """The PE's 256 B software-managed cache (accumulators): same API as :class:`Sram`, no banks."""
+
+    kind = "cache"
+    space = "cache"
+    advice = "keep fewer accumulators in the cache or move some to SRAM"
+
+    def __init__(self, cfg: PeConfig, owner: str) -> None:
+        super().__init__(cfg.cache_bytes, owner)
+        self.cfg = cfg
