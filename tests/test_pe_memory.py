@@ -1,0 +1,209 @@
+"""PE configuration, SRAM and cache: allocation, overflow messages, views, banks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pe.config import PeConfig
+from pe.memory import Cache, Sram, SramOverflowError
+from simcore import config
+from simcore.errors import BuildError, ConfigError
+
+CFG = PeConfig()
+OWNER = "wafer/pe[3,4]"
+
+
+def test_defaults_follow_the_spec() -> None:
+    assert (CFG.sram_bytes, CFG.sram_banks, CFG.bank_bytes) == (49152, 8, 6144)
+    assert (CFG.cache_bytes, CFG.dsr_count, CFG.gp_registers, CFG.pipeline_stages) == (
+        256,
+        44,
+        16,
+        6,
+    )
+    assert (CFG.fmach_simd_width, CFG.fadds_simd_width, CFG.fmacs_simd_width) == (4, 2, 1)
+    assert CFG.fp32_fmac_cycles_per_element == 2
+    assert CFG.timestamp_bits == 48
+    CFG.check()
+
+
+def test_every_field_has_a_description() -> None:
+    for f in dataclasses.fields(PeConfig):
+        assert f.metadata["doc"], f.name
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"bank_bytes": 4096},
+            "config key 'pe.sram_bytes' = 49152: must equal pe.sram_banks x pe.bank_bytes = "
+            "8 x 4096 = 32768; change pe.bank_bytes or pe.sram_banks to match",
+        ),
+        (
+            {"bank_conflict_modulus": 3},
+            "config key 'pe.bank_conflict_modulus' = 3: must divide pe.sram_banks = 8; use half "
+            "the bank count (WSE-2: 4)",
+        ),
+        (
+            {"fadds_simd_width": 4},
+            "config key 'pe.fadds_simd_width' = 4: 4 x 4-byte elements exceed the 64-bit "
+            "datapath; allowed: 1 .. 2",
+        ),
+        (
+            {"cache_bytes": 254},
+            "config key 'pe.cache_bytes' = 254: must be a multiple of 4 bytes (one 32-bit word)",
+        ),
+    ],
+)
+def test_check_rejects_inconsistent_values(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config.load(PeConfig, data)
+    assert str(err.value) == message
+
+
+def test_sram_starts_with_the_default_code_size() -> None:
+    sram = Sram(CFG, OWNER)
+    assert sram.data.dtype == np.uint8 and sram.data.size == 49152
+    assert (sram.code_bytes, sram.used_bytes, sram.free_bytes) == (2048, 2048, 47104)
+    sram.reserve_code(1000)
+    assert (sram.used_bytes, sram.code_base) == (1000, 48152)
+
+
+def test_alloc_bumps_and_aligns() -> None:
+    sram = Sram(CFG, OWNER)
+    assert sram.alloc("a", 6) == 0
+    assert sram.alloc("b", 4) == 8
+    assert sram.alloc("c", 1, align=16) == 16
+    assert sram.buffers == {"a": (0, 6), "b": (8, 4), "c": (16, 1)}
+    assert sram.used_bytes == 2048 + 17
+
+
+def test_sram_overflow_message() -> None:
+    sram = Sram(CFG, OWNER)
+    sram.alloc("A", 20514)
+    sram.alloc("B", 20514)
+    with pytest.raises(SramOverflowError) as err:
+        sram.alloc("C", 9216)
+    assert str(err.value) == (
+        "PE wafer/pe[3,4]: SRAM overflow allocating 'C' (9,216 B): 52,296 B needed "
+        "(code 2,048 B + data 50,248 B) but the PE has 49,152 B (48 kB); already used: "
+        "43,078 B (code 2,048 B, 'A' 20,514 B, 'B' 20,514 B); reduce the buffer sizes or the "
+        "tile size"
+    )
+    assert isinstance(err.value, BuildError)
+    assert sram.buffers == {"A": (0, 20514), "B": (20516, 20514)}
+
+
+def test_summa_tiles_fit_with_the_default_code_size() -> None:
+    # 5 Mt^2 FP32 buffers + 2 kB code: Mt = 48 fits (48,128 B), Mt = 49 does not (50,068 B).
+    for mt, fits in ((47, True), (48, True), (49, False)):
+        sram = Sram(CFG, OWNER)
+        names = ("A", "B", "C", "T0", "T1")
+        if fits:
+            for name in names:
+                sram.alloc_array(name, "f32", (mt, mt))
+            assert sram.used_bytes == 2048 + 5 * mt * mt * 4
+        else:
+            with pytest.raises(SramOverflowError):
+                for name in names:
+                    sram.alloc_array(name, "f32", (mt, mt))
+
+
+def test_code_reservation_that_does_not_fit() -> None:
+    sram = Sram(CFG, OWNER)
+    sram.alloc("A", 40000)
+    with pytest.raises(SramOverflowError) as err:
+        sram.reserve_code(10000)
+    assert str(err.value) == (
+        "PE wafer/pe[3,4]: SRAM overflow reserving code (10,000 B): 50,000 B needed (code "
+        "10,000 B + data 40,000 B) but the PE has 49,152 B (48 kB); shrink the program or the "
+        "buffers"
+    )
+    assert sram.code_bytes == 2048
+
+
+@pytest.mark.parametrize(
+    ("name", "nbytes", "align", "message"),
+    [
+        (
+            "A",
+            4,
+            4,
+            "PE wafer/pe[3,4]: SRAM buffer 'A' is already allocated (8 B at 0x0); give the new "
+            "buffer another name",
+        ),
+        (
+            "B",
+            0,
+            4,
+            "PE wafer/pe[3,4]: SRAM buffer 'B' has size 0; it needs a positive number of bytes",
+        ),
+        ("B", 4, 3, "PE wafer/pe[3,4]: SRAM buffer 'B': alignment 3 is not a power of two"),
+        ("", 4, 4, "PE wafer/pe[3,4]: SRAM buffers need a non-empty name"),
+    ],
+)
+def test_alloc_rejects_bad_requests(name: str, nbytes: int, align: int, message: str) -> None:
+    sram = Sram(CFG, OWNER)
+    sram.alloc("A", 8)
+    with pytest.raises(BuildError) as err:
+        sram.alloc(name, nbytes, align=align)
+    assert str(err.value) == message
+
+
+def test_view_writes_through_to_sram() -> None:
+    sram = Sram(CFG, OWNER)
+    addr = sram.alloc("x", 16)
+    v = sram.view(addr, "f32", 4)
+    v[:] = [1.0, 2.0, 3.0, 4.0]
+    assert sram.data[addr : addr + 16].view(np.float32).tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert sram.view(addr, np.float32, 4)[2] == 3.0
+    assert sram.view(addr, "u16", 8)[1] == np.array([1.0], np.float32).view(np.uint16)[1]
+    with pytest.raises(BuildError) as err:
+        sram.view(2, "f32", 1)
+    assert str(err.value) == (
+        "PE wafer/pe[3,4]: SRAM address 0x2 is not aligned to 4-byte f32 elements"
+    )
+    with pytest.raises(BuildError) as err:
+        sram.view(49148, "f32", 2)
+    assert str(err.value) == (
+        "PE wafer/pe[3,4]: SRAM view of 2 x f32 at 0xbffc ends at 0xc004, outside 0x0..0xc000"
+    )
+
+
+def test_bank_of_interleaves_16_bit_words() -> None:
+    sram = Sram(CFG, OWNER)
+    assert [sram.bank_of(a) for a in range(0, 20, 2)] == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1]
+    assert sram.bank_of(3) == 1
+    assert sram.bank_of(np.array([0, 16, 18])).tolist() == [0, 0, 1]
+    wide = Sram(dataclasses.replace(CFG, bank_interleave_bytes=4), OWNER)
+    assert [wide.bank_of(a) for a in (0, 2, 4, 32)] == [0, 0, 1, 0]
+
+
+def test_alloc_array_orders() -> None:
+    sram = Sram(CFG, OWNER)
+    col = sram.alloc_array("col", "f32", (3, 5))
+    row = sram.alloc_array("row", np.float16, (3, 5), order="C")
+    vec = sram.alloc_array("vec", "i16", 7)
+    assert (col.base, col.shape, col.strides, col.dtype) == (0, (3, 5), (1, 3), "f32")
+    assert (row.base, row.strides, row.dtype) == (60, (5, 1), "f16")
+    assert (vec.base, vec.shape, vec.strides) == (92, (7,), (1,))
+    assert col.is_dense and not row.is_dense
+
+
+def test_cache_has_the_same_api_and_its_own_overflow_message() -> None:
+    cache = Cache(CFG, OWNER)
+    acc = cache.alloc_array("acc", "f32", 48)
+    assert (acc.space, cache.used_bytes, cache.free_bytes) == ("cache", 192, 64)
+    cache.view(acc.base, "f32", 48)[:] = 1.5
+    assert acc.read(cache).sum() == 72.0
+    with pytest.raises(SramOverflowError) as err:
+        cache.alloc("acc2", 80)
+    assert str(err.value) == (
+        "PE wafer/pe[3,4]: cache overflow allocating 'acc2' (80 B): 272 B needed (data 272 B) "
+        "but the cache has 256 B; already used: 192 B ('acc' 192 B); keep fewer accumulators "
+        "in the cache or move some to SRAM"
+    )
