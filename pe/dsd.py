@@ -69,10 +69,20 @@ def short_name(dtype: str | np.dtype) -> str:
 class Store(Protocol):
     """What a descriptor needs from the memory it lives in (``Sram`` and ``Cache`` both are)."""
 
-    owner: str
-    kind: str
-    nbytes: int
-    data: np.ndarray
+    @property
+    def owner(self) -> str:
+        """The PE's path, for messages."""
+
+    @property
+    def kind(self) -> str:
+        """'SRAM' or 'cache', for messages."""
+
+    @property
+    def nbytes(self) -> int: ...
+
+    @property
+    def data(self) -> np.ndarray:
+        """The bytes (``uint8``); typed access views them."""
 
 
 def _check_dtype(what: str, dtype: str) -> None:

@@ -45,9 +45,17 @@ class _Store:
     def __init__(self, nbytes: int, owner: str) -> None:
         self.owner = owner
         self.nbytes = nbytes
-        self.data = np.zeros(nbytes, dtype=np.uint8)
+        self._data: np.ndarray | None = None
         self._buffers: dict[str, tuple[int, int]] = {}
         self._top = 0  # first byte above the last data buffer
+
+    @property
+    def data(self) -> np.ndarray:
+        """The memory's bytes (``uint8``), created zeroed on first use so that idle PEs of a large
+        wafer cost no memory."""
+        if self._data is None:
+            self._data = np.zeros(self.nbytes, dtype=np.uint8)
+        return self._data
 
     @property
     def code_bytes(self) -> int:
