@@ -254,7 +254,8 @@ class Simulation:
         return RunResult(status, end, events, wall, report)
 
     def stall_report(self) -> list[str]:
-        """Lines naming every non-daemon process still waiting, what on, and pending work."""
+        """Lines naming every non-daemon process still waiting and what on, and every
+        component that still reports pending work (its ``pending()``)."""
         lines: list[str] = []
         chans: list[Channel] = []
         for p in self._procs:
@@ -270,11 +271,14 @@ class Simulation:
             else:
                 what = getattr(target, "wait_reason", None) or type(target).__name__
             lines.append(f"{p.owner.path}: '{p.name}' is waiting to {what}")
-        if lines:
-            for comp in self.components.values():
-                note = comp.pending()
-                if note:
-                    lines.append(f"{comp.path}: {note}")
+        notes: list[str] = []
+        for comp in self.components.values():
+            note = comp.pending()
+            if isinstance(note, str):
+                note = [note]
+            notes.extend(f"{comp.path}: {n}" for n in note or ())
+        if lines or notes:
+            return lines + notes
         return lines
 
     def cycles(self, ticks: int | None = None) -> int:

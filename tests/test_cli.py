@@ -62,7 +62,7 @@ def test_validate_json(capsys):
     code, out, _ = run(capsys, "validate", "link-chain", "--json")
     assert code == 0
     [case] = json.loads(out)
-    assert case["passed"] and case["max_error_pct"] < 1.0
+    assert case["passed"] and case["max_error_pct"] < 1.0 and case["criterion"] == "max_pct"
 
 
 def test_scenario_file_by_path(capsys, tmp_path):
@@ -78,7 +78,8 @@ def test_scenario_file_by_path(capsys, tmp_path):
         (
             ["run", "link-chian"],
             "unknown scenario 'link-chian'; did you mean 'link-chain'? built-in scenarios: "
-            "link-chain, link-chain-backpressure (or give a path to a .toml file)",
+            "link-chain, link-chain-backpressure, wse-bcast, wse-fmac "
+            "(or give a path to a .toml file)",
         ),
         (
             ["run", "link-chain", "--set", "stagse=3"],
@@ -104,7 +105,7 @@ def test_scenario_file_by_path(capsys, tmp_path):
         ),
         (
             ["validate", "nope"],
-            "unknown validation case(s): nope; known cases: link-chain",
+            "unknown validation case(s): nope; known cases: link-chain, wse-bcast, wse-fmac",
         ),
         (
             ["trace", "summary", "/nonexistent/t.arrows"],
@@ -138,7 +139,7 @@ def test_bad_scenario_files(capsys, tmp_path):
     assert code == 2
     assert err == (
         f"wafersim: error: scenario '{unknown}': kind = 'warp-drive' is not a known workload "
-        "kind; known kinds: link-chain\n"
+        "kind; known kinds: link-chain, wse-bcast, wse-fmac\n"
     )
 
 

@@ -195,38 +195,38 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for name in names:
         case = registry.CASES[name]
         rows = case.run()
-        mape = sum(abs(r.error_pct) for r in rows) / len(rows)
-        worst = max(abs(r.error_pct) for r in rows)
-        passed = worst <= case.tolerance_pct
+        mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed
-        results.append((case, rows, mape, worst, passed))
+        results.append((case, rows, mape, worst, worst_abs, passed))
     if args.json:
         print(json.dumps([
-            {"case": c.name, "summary": c.summary, "tolerance_pct": c.tolerance_pct,
-             "mape_pct": mape, "max_error_pct": worst, "passed": passed,
+            {"case": c.name, "summary": c.summary, "criterion": c.criterion,
+             "tolerance": c.tolerance, "mape_pct": mape, "max_error_pct": worst,
+             "max_abs_error": worst_abs, "passed": passed,
              "rows": [{"point": r.point, "simulated": r.simulated, "model": r.model,
                        "reference": r.reference, "error_pct": r.error_pct} for r in rows]}
-            for c, rows, mape, worst, passed in results
+            for c, rows, mape, worst, worst_abs, passed in results
         ], default=_json_default))  # fmt: skip
         return 0 if ok else 1
     width = max((len(r.point) for _, rows, *_ in results for r in rows), default=10)
+    cw = max(len(c.name) for c, *_ in results)
     header = (
-        f"{'case':<14} {'point':<{width}} {'simulated':>12} {'model':>12} "
+        f"{'case':<{cw}} {'point':<{width}} {'simulated':>12} {'model':>12} "
         f"{'reference':>12} {'error %':>8}"
     )
     print(header)
     print("-" * len(header))
-    for case, rows, mape, worst, passed in results:
+    for case, rows, mape, worst, worst_abs, passed in results:
         for r in rows:
             ref = _fmt(r.reference) if r.reference is not None else "-"
             print(
-                f"{r.case:<14} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
+                f"{r.case:<{cw}} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
                 f"{ref:>12} {r.error_pct:>8.2f}"
             )
         verdict = "ok" if passed else "OUT OF TOLERANCE"
         print(
-            f"{case.name:<14} MAPE {mape:.2f} %, max {worst:.2f} % "
-            f"(tolerance {case.tolerance_pct} %): {verdict}"
+            f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
+            f"(needs {case.describe_tolerance()}): {verdict}"
         )
     return 0 if ok else 1
 

@@ -223,6 +223,6 @@ def register() -> None:
             name="link-chain",
             summary="channel chain cycles vs the credit-loop/sink-rate model",
             run=_validate,
-            tolerance_pct=1.0,
+            tolerance=1.0,
         )
     )

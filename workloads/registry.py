@@ -58,10 +58,33 @@ class ValidationRow:
 
 @dataclasses.dataclass(frozen=True)
 class ValidationCase:
+    """A sweep comparing simulation with a model. It passes when its criterion holds:
+
+    - ``criterion="max_pct"``: every row's |error %| <= ``tolerance``;
+    - ``criterion="mape"``: the mean of |error %| over the rows <= ``tolerance``;
+    - ``criterion="max_abs"``: every row's |simulated - model| <= ``tolerance`` (model units).
+    """
+
     name: str
     summary: str
     run: Callable[[], list[ValidationRow]]
-    tolerance_pct: float
+    tolerance: float
+    criterion: str = "max_pct"
+
+    def judge(self, rows: list[ValidationRow]) -> tuple[float, float, float, bool]:
+        """(MAPE %, max |error %|, max |error| absolute, passed)."""
+        mape = sum(abs(r.error_pct) for r in rows) / len(rows)
+        worst_pct = max(abs(r.error_pct) for r in rows)
+        worst_abs = max(abs(r.simulated - r.model) for r in rows)
+        value = {"mape": mape, "max_pct": worst_pct, "max_abs": worst_abs}[self.criterion]
+        return mape, worst_pct, worst_abs, value <= self.tolerance
+
+    def describe_tolerance(self) -> str:
+        return {
+            "mape": f"MAPE <= {self.tolerance:g} %",
+            "max_pct": f"every |error| <= {self.tolerance:g} %",
+            "max_abs": f"every |error| <= {self.tolerance:g}",
+        }[self.criterion]
 
 
 KINDS: dict[str, WorkloadKind] = {}
@@ -87,6 +110,7 @@ def load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    from workloads import linkchain
+    from workloads import linkchain, wse
 
     linkchain.register()
+    wse.register()

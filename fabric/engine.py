@@ -1,0 +1,298 @@
+"""The wavelet-exact fabric engine (reference fidelity).
+
+One engine per wafer steps, cycle by cycle but only in cycles where something happens, every
+*active* router and every CE fabric microthread:
+
+1. deliveries due this cycle land (wavelets into router input buffers or CE input queues, credits
+   back to senders, teardown signals to CEs);
+2. each active router, in a fixed order, lets each output port send at most one wavelet: among
+   the input buffers whose head wavelet still has to go out of that port, whose colour is not in
+   teardown and for which the port holds a credit, arbitration picks one (round robin over
+   colours by default). A multicast head leaves its buffer once every tx port has sent it; then
+   the credit goes back upstream and, for a control wavelet, its commands take effect on this
+   router (a switch moves only after the control wavelet has passed);
+3. each CE with active fabric microthreads advances one of them by one element (one datapath
+   slot per cycle, picked by microthread priority).
+
+Every interaction between two parts has a latency of at least one cycle (hop, ramp, credit
+return), so nothing a part does in cycle t is seen by another part in cycle t: the result does
+not depend on the order parts are stepped in, and the engine is deterministic by construction.
+
+Costs: one SimPy event per active cycle, plus Python work proportional to the wavelets moved.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fabric.config import FabricConfig
+from fabric.routes import STEP, ColourRoute, Dir, RouteError, pe_name
+from fabric.wavelet import Cmd, Wavelet
+
+if TYPE_CHECKING:
+    from simcore.sim import Simulation
+
+PORTS = (Dir.N, Dir.E, Dir.S, Dir.W, Dir.RAMP)
+
+
+class Router:
+    """The router of one PE: per-(input port, colour) buffers, credits, switch state."""
+
+    __slots__ = (
+        "bufs",
+        "ce",
+        "credits",
+        "engine",
+        "forwarded",
+        "index",
+        "nbr",
+        "pending",
+        "routes",
+        "rr",
+        "stall_cycles",
+        "xy",
+    )  # fmt: skip
+
+    def __init__(self, engine: FabricEngine, xy: tuple[int, int], index: int) -> None:
+        self.engine = engine
+        self.xy = xy
+        self.index = index
+        self.routes: dict[int, ColourRoute] = {}
+        self.bufs: dict[tuple[Dir, int], deque[Wavelet]] = {}
+        self.pending: dict[tuple[Dir, int], list[Dir]] = {}
+        self.credits: dict[tuple[Dir, int], int] = {}
+        self.rr: list[int] = [-1] * 5
+        self.nbr: dict[Dir, Router | None] = {}
+        self.ce: Any = None
+        self.forwarded = 0
+        self.stall_cycles = 0
+
+    @property
+    def name(self) -> str:
+        return pe_name(self.xy)
+
+    def credit(self, port: Dir, colour: int) -> int:
+        key = (port, colour)
+        c = self.credits.get(key)
+        if c is None:
+            c = self.engine.initial_credits(self, port, colour)
+            self.credits[key] = c
+        return c
+
+    def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
+        route = self.routes.get(colour)
+        if route is None or port not in route.current.rx:
+            have = route.current.describe() if route else "no route"
+            raise RouteError(
+                f"colour {colour}: a wavelet reached {self.name} from {port.name}, which it does "
+                f"not accept ({have})"
+            )
+        key = (port, colour)
+        buf = self.bufs.get(key)
+        if buf is None:
+            buf = self.bufs[key] = deque()
+        buf.append(w)
+        self.engine.activate_router(self)
+
+    def step(self, t: int) -> bool:
+        """Send what this cycle allows; return True while buffers still hold wavelets."""
+        engine = self.engine
+        wanted: dict[Dir, list[tuple[Dir, int]]] = {}
+        busy = False
+        for key, buf in self.bufs.items():
+            if not buf:
+                continue
+            busy = True
+            colour = key[1]
+            route = self.routes[colour]
+            if route.teardown:
+                continue
+            pend = self.pending.get(key)
+            if pend is None:
+                pend = self.pending[key] = list(route.current.tx)
+                if not pend:
+                    raise RouteError(
+                        f"colour {colour}: {self.name} accepts from {key[0].name} but has no tx "
+                        f"({route.current.describe()}); the wavelet has nowhere to go"
+                    )
+            for port in pend:
+                if self.credit(port, colour) > 0:
+                    wanted.setdefault(port, []).append(key)
+                else:
+                    self.stall_cycles += 1
+        if not busy:
+            return False
+        for port, keys in wanted.items():
+            key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
+            self.rr[port] = key[1]
+            self._send(t, key, port)
+        return any(self.bufs.values())
+
+    def _send(self, t: int, key: tuple[Dir, int], port: Dir) -> None:
+        engine = self.engine
+        colour = key[1]
+        buf = self.bufs[key]
+        w = buf[0]
+        self.credits[(port, colour)] -= 1
+        if port is Dir.RAMP:
+            engine.later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
+        else:
+            nbr = self.nbr[port]
+            engine.later(engine.hop_latency, nbr.receive, port.opposite, colour, w)
+        pend = self.pending[key]
+        pend.remove(port)
+        if pend:
+            return
+        del self.pending[key]
+        buf.popleft()
+        self.forwarded += 1
+        src_port = key[0]
+        if src_port is Dir.RAMP:
+            engine.later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+        else:
+            up = self.nbr[src_port]
+            engine.later(engine.hop_credit_latency, up.return_credit, src_port.opposite, colour)
+        if w.ctrl:
+            self._apply(colour, w)
+
+    def return_credit(self, port: Dir, colour: int) -> None:
+        self.credits[(port, colour)] += 1
+        self.engine.activate_router(self)
+
+    def ramp_credit(self, colour: int) -> None:
+        self.credits[(Dir.RAMP, colour)] += 1
+        self.engine.activate_router(self)
+
+    def _apply(self, colour: int, w: Wavelet) -> None:
+        route = self.routes[colour]
+        for cmd in w.commands:
+            if cmd is Cmd.SWITCH_ADV:
+                route.advance()
+            elif cmd is Cmd.SWITCH_RST:
+                route.reset()
+            elif cmd is Cmd.TEARDOWN:
+                route.teardown = True
+                self.engine.later(self.engine.ramp_latency, self.ce.teardown_signal, colour)
+
+    def describe(self) -> str:
+        held = [
+            f"colour {c} from {p.name}: {len(b)} wavelet(s)"
+            + (" [teardown]" if self.routes[c].teardown else "")
+            for (p, c), b in sorted(self.bufs.items())
+            if b
+        ]
+        return "; ".join(held)
+
+
+class FabricEngine:
+    """Steps routers and CE microthreads in the cycles where something happens."""
+
+    def __init__(self, sim: Simulation, cfg: FabricConfig, width: int, height: int) -> None:
+        self.sim = sim
+        self.env = sim.env
+        self.cfg = cfg
+        self.width = width
+        self.height = height
+        self.hop_latency = cfg.hop_latency_cycles
+        self.hop_credit_latency = cfg.hop_credit_latency_cycles
+        self.ramp_latency = cfg.ramp_latency_cycles
+        self.ramp_credit_latency = cfg.ramp_credit_latency_cycles
+        self.period = 1
+        self.routers: list[Router] = []
+        self.by_xy: dict[tuple[int, int], Router] = {}
+        self._due: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
+        self._active_routers: dict[int, Router] = {}
+        self._active_ces: dict[int, Any] = {}
+        self._ticking: set[int] = set()
+        self.cycles_stepped = 0
+        self.wavelet_hops = 0
+
+    def add_router(self, xy: tuple[int, int]) -> Router:
+        r = Router(self, xy, len(self.routers))
+        self.routers.append(r)
+        self.by_xy[xy] = r
+        return r
+
+    def link_neighbours(self) -> None:
+        for r in self.routers:
+            for d, (dx, dy) in STEP.items():
+                r.nbr[d] = self.by_xy.get((r.xy[0] + dx, r.xy[1] + dy))
+
+    def initial_credits(self, router: Router, port: Dir, colour: int) -> int:
+        if port is Dir.RAMP:
+            return router.ce.down_credits(colour)
+        return self.cfg.router_buffer_wavelets
+
+    def arbitrate(self, router: Router, port: Dir, keys: list[tuple[Dir, int]]) -> tuple[Dir, int]:
+        if self.cfg.arbitration == "fixed":
+            return min(keys, key=lambda k: (k[1], k[0]))
+        last = router.rr[port]
+        return min(keys, key=lambda k: ((k[1] - last - 1) % 32, k[0]))
+
+    # -- scheduling ----------------------------------------------------------------------------
+    def now_cycle(self) -> int:
+        return self.env.now // self.period
+
+    def later(self, cycles: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at the start of the cycle ``cycles`` from now (cycles >= 1)."""
+        t = self.env.now // self.period + cycles
+        slot = self._due.get(t)
+        if slot is None:
+            self._due[t] = [(fn, args)]
+        else:
+            slot.append((fn, args))
+        self._tick_at(t)
+
+    def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at the start of absolute cycle ``t`` (t > now)."""
+        if t <= self.env.now // self.period:
+            raise ValueError(f"fabric action scheduled in the past or present: cycle {t}")
+        slot = self._due.setdefault(t, [])
+        slot.append((fn, args))
+        self._tick_at(t)
+
+    # Activation is only ever called while a tick is delivering this cycle's due work (every
+    # outside interaction arrives through ``later``/``at``), so the current tick steps the part.
+    def activate_router(self, r: Router) -> None:
+        self._active_routers[r.index] = r
+
+    def activate_ce(self, ce: Any) -> None:
+        self._active_ces[ce.index] = ce
+
+    def _tick_at(self, t: int) -> None:
+        if t in self._ticking:
+            return
+        self._ticking.add(t)
+        delay = t * self.period - self.env.now
+        ev = self.env.timeout(delay)
+        ev.callbacks.append(self._tick)
+
+    def _tick(self, _ev: Any) -> None:
+        t = self.env.now // self.period
+        self._ticking.discard(t)
+        due = self._due.pop(t, None)
+        if due:
+            for fn, args in due:
+                fn(*args)
+        self.cycles_stepped += 1
+        if self._active_routers:
+            still = {}
+            for idx in sorted(self._active_routers):
+                r = self._active_routers[idx]
+                if r.step(t):
+                    still[idx] = r
+            self._active_routers = still
+        if self._active_ces:
+            still_ce = {}
+            for idx in sorted(self._active_ces):
+                ce = self._active_ces[idx]
+                if ce.fabric_step(t):
+                    still_ce[idx] = ce
+            self._active_ces = still_ce
+        if self._active_routers or self._active_ces:
+            self._tick_at(t + 1)
+
+    def describe_held(self) -> list[str]:
+        return [f"{r.name}/router: {r.describe()}" for r in self.routers if r.describe()]

@@ -1,0 +1,170 @@
+"""Static routes: directions, per-colour router configurations, and the route check.
+
+A router has five ports: N, E, S, W and RAMP (to its own CE). For each colour a router holds up
+to four *switch positions*; position 0 is a full (rx set, tx set) pair and each later position
+changes one input or one output. Control wavelets advance (SWITCH_ADV) or reset (SWITCH_RST) the
+position after they have passed; TEARDOWN puts the colour in teardown mode (all its traffic held)
+and runs the PE's teardown handler. Several tx ports multicast.
+
+Coordinates follow the SDK: x grows to the East, y grows to the South; N is y-1.
+
+:func:`check_routes` runs before a run: for every colour and every source (a router whose rx
+includes RAMP), the set of routers a wavelet can reach must form a tree (no router reached twice,
+no cycle), every hop must land on a router that accepts from that side, stay on the mesh, and
+several rx on one router are rejected where wavelets could arrive from two sides at once.
+Violations are :class:`RouteError` messages that name the PEs and the colour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable
+
+import networkx as nx
+
+from simcore.errors import BuildError
+
+
+class RouteError(BuildError):
+    """Routes that cannot work: named PEs, colour and the reason."""
+
+
+class Dir(enum.IntEnum):
+    N = 0
+    E = 1
+    S = 2
+    W = 3
+    RAMP = 4
+
+    @property
+    def opposite(self) -> Dir:
+        return _OPPOSITE[self]
+
+
+_OPPOSITE = {Dir.N: Dir.S, Dir.S: Dir.N, Dir.E: Dir.W, Dir.W: Dir.E, Dir.RAMP: Dir.RAMP}
+STEP = {Dir.N: (0, -1), Dir.S: (0, 1), Dir.E: (1, 0), Dir.W: (-1, 0)}
+
+
+def dirs(spec: Iterable[Dir | str]) -> frozenset[Dir]:
+    out = set()
+    for d in spec:
+        out.add(d if isinstance(d, Dir) else Dir[d.upper()])
+    return frozenset(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """One switch position of a colour: the ports it accepts from and the ports it sends to."""
+
+    rx: frozenset[Dir]
+    tx: tuple[Dir, ...]
+
+    @staticmethod
+    def make(rx: Iterable[Dir | str], tx: Iterable[Dir | str]) -> Position:
+        return Position(dirs(rx), tuple(sorted(dirs(tx))))
+
+    def describe(self) -> str:
+        rx = ",".join(d.name for d in sorted(self.rx)) or "-"
+        tx = ",".join(d.name for d in self.tx) or "-"
+        return f"rx={{{rx}}} tx={{{tx}}}"
+
+
+@dataclasses.dataclass
+class ColourRoute:
+    """The switch positions of one colour on one router, its current position and teardown."""
+
+    positions: list[Position]
+    pos: int = 0
+    teardown: bool = False
+    ring: bool = True  # SWITCH_ADV past the last position wraps to pos0
+
+    @property
+    def current(self) -> Position:
+        return self.positions[self.pos]
+
+    def advance(self) -> None:
+        if self.pos + 1 < len(self.positions):
+            self.pos += 1
+        elif self.ring:
+            self.pos = 0
+
+    def reset(self) -> None:
+        self.pos = 0
+
+
+def pe_name(xy: tuple[int, int]) -> str:
+    return f"pe[{xy[0]},{xy[1]}]"
+
+
+def check_routes(
+    routes: dict[tuple[int, int], dict[int, ColourRoute]], width: int, height: int
+) -> None:
+    """Reject route configurations that cannot work (see the module docstring)."""
+    by_colour: dict[int, dict[tuple[int, int], ColourRoute]] = {}
+    for xy in sorted(routes):
+        for colour, cr in sorted(routes[xy].items()):
+            by_colour.setdefault(colour, {})[xy] = cr
+    for colour in sorted(by_colour):
+        table = by_colour[colour]
+        for pos_index in range(max(len(cr.positions) for cr in table.values())):
+            _check_position(colour, table, pos_index, width, height)
+
+
+def _position(cr: ColourRoute, i: int) -> Position:
+    return cr.positions[min(i, len(cr.positions) - 1)]
+
+
+def _check_position(
+    colour: int,
+    table: dict[tuple[int, int], ColourRoute],
+    pos_index: int,
+    width: int,
+    height: int,
+) -> None:
+    graph = nx.DiGraph()
+    for xy in sorted(table):
+        p = _position(table[xy], pos_index)
+        for d in p.tx:
+            if d is Dir.RAMP:
+                continue
+            dx, dy = STEP[d]
+            nxy = (xy[0] + dx, xy[1] + dy)
+            if not (0 <= nxy[0] < width and 0 <= nxy[1] < height):
+                raise RouteError(
+                    f"colour {colour}: {pe_name(xy)} sends {d.name} off the edge of the "
+                    f"{width}x{height} mesh (position {pos_index}: {p.describe()})"
+                )
+            other = table.get(nxy)
+            if other is None or d.opposite not in _position(other, pos_index).rx:
+                got = _position(other, pos_index).describe() if other else "no route"
+                raise RouteError(
+                    f"colour {colour}: {pe_name(xy)} sends {d.name} to {pe_name(nxy)}, which does "
+                    f"not accept from {d.opposite.name} (it has {got}); add {d.opposite.name} to "
+                    f"its rx or remove {d.name} from {pe_name(xy)}'s tx"
+                )
+            graph.add_edge(xy, nxy)
+    sources = [xy for xy in sorted(table) if Dir.RAMP in _position(table[xy], pos_index).rx]
+    for src in sources:
+        if src not in graph:
+            continue
+        reach = nx.bfs_tree(graph, src)
+        for node in sorted(reach):
+            preds = [p for p in graph.predecessors(node) if p in reach]
+            if len(preds) > 1:
+                names = " and ".join(pe_name(p) for p in sorted(preds))
+                raise RouteError(
+                    f"colour {colour}: wavelets from {pe_name(src)} reach {pe_name(node)} from "
+                    f"both {names}; several rx are only safe when wavelets never arrive from two "
+                    "sides at once (use another colour for one of the paths)"
+                )
+        try:
+            cycle = nx.find_cycle(graph.subgraph(reach.nodes), src)
+        except nx.NetworkXNoCycle:
+            cycle = None
+        if cycle:
+            path = " -> ".join(pe_name(a) for a, _ in cycle)
+            raise RouteError(
+                f"colour {colour}: the route from {pe_name(src)} loops ({path}); "
+                "a colour's routes must form a tree"
+            )

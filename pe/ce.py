@@ -1,0 +1,448 @@
+"""The compute engine (CE) of one PE: tasks, queues, microthreads, timestamps.
+
+Tasks (spec: "Programming-model details")
+    64 task ids. A *data* task is bound to a colour (through an input queue) and runs once per
+    wavelet that arrives on it, with the wavelet's data; a *local* task runs when activated; a
+    *control* task when a control wavelet names it. A task runs only when activated (or fed) and
+    not blocked, and runs to completion. When the CE is free it picks among runnable tasks the
+    high-priority ones first, then the lowest id.
+
+    A task is a plain Python function executed in one go: its instructions advance a local cycle
+    counter (``t.now``) and compute real results on SRAM at once, so a task costs one kernel event
+    however many instructions it has. Its side effects that others can observe (async operations,
+    route writes, teardown exits) are scheduled at the local cycle they happen.
+
+    Which task runs next is decided after everything that happens in a cycle has happened (the
+    dispatch event has a lower priority than all other events of that cycle), so the choice does
+    not depend on the order in which same-cycle events are processed.
+
+Queues and microthreads
+    8 input queues and 6 output queues with the spec's depths. A colour is bound to one input
+    queue. An asynchronous DSD operation runs on a microthread whose id is its output queue if it
+    writes to the fabric, else the input queue of its fabric input; two concurrent operations may
+    not share one. Each cycle the CE advances at most one microthread by one element: the
+    eligible one (inputs present, output credit available) of highest priority.
+
+Ramps
+    Wavelets go up to the router and come down from it through credit loops (see
+    :mod:`fabric.config`): the CE may have ``ramp_credits`` wavelets in flight up per colour, and
+    the router may have ``min(ramp_credits, queue depth)`` in flight down.
+
+Left out: the main thread and microthreads do not compete for datapath cycles (microthreads only
+compete among themselves); pre-emption of a running task by a high-priority one (the hardware
+does not pre-empt either).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+
+from fabric.routes import Dir, RouteError
+from fabric.wavelet import Wavelet
+from simcore.errors import BuildError
+from simcore.tracing import TraceLevel
+
+if TYPE_CHECKING:
+    from fabric.engine import FabricEngine, Router
+
+INPUT_QUEUE_DEPTHS = (6, 6, 4, 4, 2, 2, 2, 2)
+OUTPUT_QUEUE_DEPTHS = (2, 2, 6, 6, 2, 2)
+TASK_IDS = 64
+DATA_TASK_IDS = 24
+LOCAL_TASK_MAX = 30
+PRIORITY_RANK = {"high": 0, "medium": 1, "low": 2}
+DISPATCH_PRIORITY = 2  # after SimPy's URGENT (0) and NORMAL (1) events of the same time
+
+
+@dataclasses.dataclass
+class TaskDef:
+    id: int
+    kind: str  # data | local | control
+    fn: Callable[..., None]
+    name: str
+    priority: str = "low"
+    colour: int | None = None
+    queue: int | None = None
+
+
+class AsyncOp:
+    """One asynchronous DSD operation running on a microthread.
+
+    Element k of the result is ``func(*inputs_k)``; inputs are fabric streams (popped from an
+    input queue) or memory tensors (gathered when the operation starts) or scalars; the output is
+    a fabric stream (pushed up the ramp) or a memory tensor (written element by element).
+    """
+
+    __slots__ = (
+        "ce",
+        "control_wavelet",
+        "done",
+        "fab_in",
+        "func",
+        "in_queue",
+        "length",
+        "microthread",
+        "name",
+        "on_done",
+        "out_colour",
+        "out_ctrl",
+        "out_mem",
+        "out_view",
+        "plan",
+        "priority",
+        "stalled",
+        "started",
+        "values",
+    )  # fmt: skip
+
+    def __init__(self, ce: ComputeEngine, name: str, length: int) -> None:
+        self.ce = ce
+        self.name = name
+        self.length = length
+        self.done = 0
+        self.func: Callable[..., Any] | None = None
+        self.fab_in: int | None = None  # input queue id
+        self.in_queue: deque | None = None
+        # Per-source plan for element-wise ops: ("f",) the fabric value, ("m", array) a
+        # gathered memory tensor, ("s", value) a scalar; kept in the instruction's operand order.
+        self.plan: list[tuple] = []
+        self.out_colour: int | None = None
+        self.out_ctrl = False
+        self.control_wavelet: Wavelet | None = None
+        self.out_mem: Any = None
+        self.out_view: np.ndarray | None = None
+        self.values: np.ndarray | None = None
+        self.microthread = 0
+        self.priority = 2
+        self.on_done: list[tuple[str, int]] = []
+        self.started = 0
+        self.stalled = 0
+
+    def describe(self) -> str:
+        src = f"input queue {self.fab_in}" if self.fab_in is not None else "memory"
+        dst = f"colour {self.out_colour}" if self.out_colour is not None else "memory"
+        return (
+            f"async {self.name} on microthread {self.microthread} ({src} -> {dst}): "
+            f"{self.done} of {self.length} element(s) done"
+        )
+
+
+class ComputeEngine:
+    """The CE of the PE at ``xy``. Built by :mod:`pe.wafer`; programs talk to it via tasks."""
+
+    def __init__(
+        self, wafer: Any, xy: tuple[int, int], index: int, path: str, sram: Any, pe_cfg: Any
+    ) -> None:
+        self.wafer = wafer
+        self.sim = wafer.sim
+        self.env = wafer.sim.env
+        self.xy = xy
+        self.index = index
+        self.path = path
+        self.sram = sram
+        self.cfg = pe_cfg
+        self.timing = wafer.cfg.ce
+        self.engine: FabricEngine = wafer.engine
+        self.router: Router = None  # type: ignore[assignment]
+        self.tasks: dict[int, TaskDef] = {}
+        self.activated = [False] * TASK_IDS
+        self.blocked = [False] * TASK_IDS
+        self.queue_of_colour: dict[int, int] = {}
+        self.in_queues: list[deque[Wavelet]] = [deque() for _ in INPUT_QUEUE_DEPTHS]
+        self.data_task_of_queue: dict[int, int] = {}
+        self.ops_in: dict[int, AsyncOp] = {}
+        self.ops_out: dict[int, AsyncOp] = {}
+        self.ops: list[AsyncOp] = []
+        self.up_credits: dict[int, int] = {}
+        self.teardown_task: int | None = None
+        self.torn_down: list[int] = []
+        self.running: TaskDef | None = None
+        self.busy_until = 0
+        self._dispatch_at = -1
+        self.marks: dict[str, int] = {}
+        self.exited = False
+        self.busy_cycles = 0
+        self.tasks_run = 0
+        self.trace_level = 0
+
+    # -- build-time binding --------------------------------------------------------------------
+    def bind_task(self, task: TaskDef) -> None:
+        if not 0 <= task.id < TASK_IDS:
+            raise BuildError(f"{self.path}: task id {task.id} out of range 0..{TASK_IDS - 1}")
+        if task.kind == "local" and task.id > LOCAL_TASK_MAX:
+            raise BuildError(
+                f"{self.path}: local task '{task.name}' has id {task.id}; local task ids are "
+                f"0..{LOCAL_TASK_MAX}"
+            )
+        if task.id in self.tasks:
+            other = self.tasks[task.id]
+            raise BuildError(
+                f"{self.path}: task id {task.id} is bound twice ('{other.name}' and "
+                f"'{task.name}'); give one of them another id"
+            )
+        self.tasks[task.id] = task
+        if task.kind == "data":
+            self.bind_queue(task.colour, task.queue)  # type: ignore[arg-type]
+            self.data_task_of_queue[task.queue] = task.id  # type: ignore[index]
+
+    def bind_queue(self, colour: int, queue: int) -> None:
+        if not 0 <= queue < len(INPUT_QUEUE_DEPTHS):
+            raise BuildError(
+                f"{self.path}: input queue {queue} does not exist "
+                f"(0..{len(INPUT_QUEUE_DEPTHS) - 1})"
+            )
+        old = self.queue_of_colour.get(colour)
+        if old is not None and old != queue:
+            raise BuildError(
+                f"{self.path}: colour {colour} is bound to input queue {old} and {queue}"
+            )
+        for c, q in self.queue_of_colour.items():
+            if q == queue and c != colour:
+                raise BuildError(
+                    f"{self.path}: input queue {queue} is bound to colour {c}; cannot also bind "
+                    f"colour {colour} (use another queue)"
+                )
+        self.queue_of_colour[colour] = queue
+
+    def down_credits(self, colour: int) -> int:
+        q = self.queue_of_colour.get(colour)
+        if q is None:
+            raise RouteError(
+                f"colour {colour}: {self.path} routes it to its RAMP but binds no input queue or "
+                "data task to it (bind a queue, or drop RAMP from the colour's tx)"
+            )
+        return min(self.wafer.cfg.fabric.ramp_credits, INPUT_QUEUE_DEPTHS[q])
+
+    # -- fabric side -----------------------------------------------------------------------------
+    def fabric_deliver(self, colour: int, w: Wavelet) -> None:
+        """A wavelet came down the ramp (called by the engine at the start of a cycle)."""
+        if w.ctrl and w.task_id is not None:
+            self._return_down_credit(colour)
+            self._activate_now(w.task_id)
+            return
+        q = self.queue_of_colour[colour]
+        self.in_queues[q].append(w)
+        if q in self.ops_in:
+            self.engine.activate_ce(self)
+        elif q in self.data_task_of_queue:
+            self._schedule_dispatch()
+        elif w.ctrl:
+            self.in_queues[q].pop()
+            self._return_down_credit(colour)
+
+    def _return_down_credit(self, colour: int) -> None:
+        self.engine.later(self.engine.ramp_credit_latency, self.router.ramp_credit, colour)
+
+    def up_credit(self, colour: int) -> None:
+        self.up_credits[colour] = self.up_credits.get(colour, 0) + 1
+        if self.ops:
+            self.engine.activate_ce(self)
+
+    def teardown_signal(self, colour: int) -> None:
+        if self.teardown_task is None:
+            return
+        self.torn_down.append(colour)
+        self._activate_now(self.teardown_task)
+
+    def _up_credit_count(self, colour: int) -> int:
+        c = self.up_credits.get(colour)
+        if c is None:
+            c = self.up_credits[colour] = self.wafer.cfg.fabric.ramp_credits
+        return c
+
+    def fabric_step(self, t: int) -> bool:
+        """Advance one eligible microthread by one element; True while any are still running."""
+        best: AsyncOp | None = None
+        for op in self.ops:
+            if op.fab_in is not None and not op.in_queue:
+                op.stalled += 1
+                continue
+            if op.out_colour is not None and self._up_credit_count(op.out_colour) <= 0:
+                op.stalled += 1
+                continue
+            if best is None or (op.priority, op.microthread) < (best.priority, best.microthread):
+                best = op
+        if best is not None:
+            self._advance(best, t)
+        return bool(self.ops)
+
+    def _advance(self, op: AsyncOp, t: int) -> None:
+        k = op.done
+        value: Any
+        if op.fab_in is not None:
+            w = op.in_queue.popleft()  # type: ignore[union-attr]
+            colour = self._colour_of_queue(op.fab_in)
+            self._return_down_credit(colour)
+            if w.ctrl:
+                return  # a control wavelet behind the data: consumed, not an element
+            value = w.data
+            if op.func is not None:
+                args = [
+                    value if p[0] == "f" else (p[1][k] if p[0] == "m" else p[1]) for p in op.plan
+                ]
+                value = op.func(*args)
+        elif op.control_wavelet is not None:
+            value = None
+        else:
+            value = op.values[k]  # type: ignore[index]
+        if op.out_colour is not None:
+            self.up_credits[op.out_colour] -= 1
+            w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
+            self.engine.later(
+                self.engine.ramp_latency, self.router.receive, Dir.RAMP, op.out_colour, w_out
+            )
+        else:
+            op.out_view[k] = value  # type: ignore[index]
+        op.done = k + 1
+        if op.done == op.length:
+            self._finish(op, t)
+
+    def _colour_of_queue(self, q: int) -> int:
+        for c, qq in self.queue_of_colour.items():
+            if qq == q:
+                return c
+        raise BuildError(f"{self.path}: input queue {q} has no colour bound")
+
+    def _finish(self, op: AsyncOp, t: int) -> None:
+        self.ops.remove(op)
+        if op.fab_in is not None:
+            del self.ops_in[op.fab_in]
+        if op.out_colour is not None:
+            del self.ops_out[op.microthread]
+        if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
+            op.out_mem.write(self.sram, op.out_view)
+        if self.trace_level >= TraceLevel.OPS:
+            self.sim.tracer.emit(
+                op.started, t + 1 - op.started, op.started, t + 1 - op.started, "wafer",
+                f"{self.path}/mt[{op.microthread}]", "async", op.name,
+                args={"elements": op.length, "stall_cycles": op.stalled},
+            )  # fmt: skip
+        for action, task_id in op.on_done:
+            if action == "activate":
+                self.activated[task_id] = True
+            else:
+                self.blocked[task_id] = False
+        if op.on_done:
+            self._schedule_dispatch()
+
+    def start_op(self, op: AsyncOp, at_cycle: int) -> None:
+        """Register ``op`` now (queue conflicts are checked at once) and start it at a cycle."""
+        if op.fab_in is not None:
+            other = self.ops_in.get(op.fab_in)
+            if other is not None:
+                raise BuildError(
+                    f"{self.path}: two async operations use input queue {op.fab_in} at once "
+                    f"('{other.name}' and '{op.name}'); give one a different queue"
+                )
+            self.ops_in[op.fab_in] = op
+            op.in_queue = self.in_queues[op.fab_in]
+        if op.out_colour is not None:
+            other = self.ops_out.get(op.microthread)
+            if other is not None:
+                raise BuildError(
+                    f"{self.path}: two async operations use output queue {op.microthread} at "
+                    f"once ('{other.name}' and '{op.name}'); give one a different queue"
+                )
+            self.ops_out[op.microthread] = op
+        self.engine.at(at_cycle, self._begin, op)
+
+    def _begin(self, op: AsyncOp) -> None:
+        op.started = self.engine.now_cycle()
+        self.ops.append(op)
+        self.engine.activate_ce(self)
+
+    # -- task dispatch -----------------------------------------------------------------------
+    def activate_at_start(self, task_id: int) -> None:
+        self.activated[task_id] = True
+        self._schedule_dispatch()
+
+    def _activate_now(self, task_id: int) -> None:
+        self.activated[task_id] = True
+        self._schedule_dispatch()
+
+    def _schedule_dispatch(self) -> None:
+        when = max(self.env.now, self.busy_until)
+        if self._dispatch_at == when or self.running is not None:
+            return
+        self._dispatch_at = when
+        ev = simpy.Event(self.env)
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.append(self._dispatch)
+        self.env.schedule(ev, DISPATCH_PRIORITY, when - self.env.now)
+
+    def _runnable(self) -> TaskDef | None:
+        best: TaskDef | None = None
+        best_key = None
+        for tid, task in self.tasks.items():
+            if self.blocked[tid]:
+                continue
+            if task.kind == "data":
+                if not self.in_queues[task.queue]:  # type: ignore[index]
+                    continue
+            elif not self.activated[tid]:
+                continue
+            key = (PRIORITY_RANK[task.priority], tid)
+            if best_key is None or key < best_key:
+                best, best_key = task, key
+        return best
+
+    def _dispatch(self, _ev: Any) -> None:
+        self._dispatch_at = -1
+        if self.running is not None or self.env.now < self.busy_until:
+            return
+        task = self._runnable()
+        if task is None:
+            return
+        from pe.task import TaskContext
+
+        start = self.env.now
+        ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
+        self.running = task
+        arg: list[Any] = []
+        if task.kind == "data":
+            queue = self.in_queues[task.queue]  # type: ignore[index]
+            w = queue.popleft()
+            self._return_down_credit(task.colour)  # type: ignore[arg-type]
+            while w.ctrl:  # control wavelets queued behind data are consumed, not run
+                if not queue:
+                    self.running = None
+                    return
+                w = queue.popleft()
+                self._return_down_credit(task.colour)  # type: ignore[arg-type]
+            arg = [w.data]
+        else:
+            self.activated[task.id] = False
+        task.fn(ctx, *arg)
+        end = max(ctx.now, start + 1)
+        self.busy_cycles += end - start
+        self.tasks_run += 1
+        if self.trace_level >= TraceLevel.OPS:
+            self.sim.tracer.emit(
+                start, end - start, start, end - start, "wafer", f"{self.path}/ce", "task",
+                task.name, args={"task_id": task.id, "kind": task.kind},
+            )  # fmt: skip
+        self.busy_until = end
+        ev = self.env.timeout(end - start)
+        ev.callbacks.append(self._task_end)
+
+    def _task_end(self, _ev: Any) -> None:
+        self.running = None
+        self._schedule_dispatch()
+
+    # -- diagnosis -------------------------------------------------------------------------------
+    def pending(self) -> list[str]:
+        notes = [op.describe() for op in self.ops]
+        for tid, task in sorted(self.tasks.items()):
+            if task.kind != "data" and self.activated[tid] and self.blocked[tid]:
+                notes.append(f"task '{task.name}' (id {tid}) is activated but blocked")
+        for q, queue in enumerate(self.in_queues):
+            if queue and q not in self.ops_in and q not in self.data_task_of_queue:
+                notes.append(f"input queue {q} holds {len(queue)} wavelet(s) nobody reads")
+        return notes

@@ -1,0 +1,192 @@
+"""A collectives library written in the program API, as the SDK's is.
+
+Per dimension (row = axis x, column = axis y) it uses two colours, two local tasks (a state
+machine and a lock) and its own input and output queue; all PEs share one teardown task. The
+colours start in teardown mode.
+
+``broadcast(t, root, buf, callback)`` (every PE of the row/column calls it):
+block the lock task; clear filters and switches; rewrite the data colour's route for this root
+(root: rx RAMP, tx towards the others; others: rx from the root's side, tx RAMP and onward, so
+each router copies every wavelet to its CE and forwards it: router multicast, no store and
+forward); exit teardown; then the root runs an async mem -> fabric move of the buffer and the
+others an async fabric -> mem move. When the root's move ends, its state machine sends one
+control wavelet with a TEARDOWN command on the data colour; it follows the data down the
+multicast tree and returns every router's colour to teardown, whose handler activates the lock
+task. The lock task runs once activated (teardown seen) and unblocked (own move done), and
+activates the user's callback.
+
+``reduce_fadds(t, root, buf, callback)``: a chain reduction towards the root over the two colours
+alternating by position (a PE receives on one and sends on the other); each PE adds the partial
+sum arriving from upstream to its own buffer as it streams through (async fadds fabric+memory ->
+fabric); the root adds the total into its buffer. Each PE then sends a TEARDOWN behind its data,
+so both of its colours return to teardown; the lock task runs after the expected teardowns and
+the PE's own operation.
+
+Where the SDK's timing comes from here: route and teardown writes cost ``ce.route_write_cycles``
+each, task switches ``pe.task_switch_cycles``, launches ``pe.dsd_setup_cycles``, and the stream
+rate is the ramp credit loop's (see :mod:`fabric.config`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fabric.routes import Dir
+from fabric.wavelet import Cmd
+from pe.dsd import MemDsd
+from simcore.errors import BuildError
+
+if TYPE_CHECKING:
+    from pe.program import PeBuilder
+    from pe.task import TaskContext
+
+AXES = {"x": (Dir.W, Dir.E), "y": (Dir.N, Dir.S)}  # (towards lower index, towards higher)
+
+
+class Dimension:
+    """The collectives of one PE along one axis."""
+
+    def __init__(
+        self,
+        owner: Collectives,
+        axis: str,
+        colours: tuple[int, int],
+        tasks: tuple[int, int],
+        queues: tuple[int, int, int],
+    ) -> None:
+        pe = owner.pe
+        self.owner = owner
+        self.axis = axis
+        self.colours = colours
+        self.sm_task, self.lock_task = tasks
+        self.in_queues = queues[:2]  # one input queue per colour
+        self.out_queue = queues[2]
+        self.index = pe.x if axis == "x" else pe.y
+        self.size = pe.width if axis == "x" else pe.height
+        self.low, self.high = AXES[axis]
+        self.callback = -1
+        self.expect_teardowns = 0
+        self.is_root = False
+        for c, q in zip(colours, self.in_queues, strict=True):
+            pe.route(c, rx=[], tx=[], teardown=True)
+            pe.ce.bind_queue(c, q)
+        pe.local_task(self.sm_task)(self._state_machine)
+        pe.local_task(self.lock_task)(self._lock)
+        self._pending_control: int | None = None
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def _state_machine(self, t: TaskContext) -> None:
+        """Runs when this PE's own data has left: send TEARDOWN behind it, release the lock."""
+        t.unblock(self.lock_task)
+        colour = self._pending_control
+        t.send_control(colour, [Cmd.TEARDOWN], queue=self.out_queue)  # type: ignore[arg-type]
+
+    def _lock(self, t: TaskContext) -> None:
+        t.activate(self.callback)
+
+    def on_teardown(self, t: TaskContext) -> None:
+        self.expect_teardowns -= 1
+        if self.expect_teardowns == 0:
+            t.activate(self.lock_task)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _reconfigure(self, t: TaskContext, colour: int, rx: list[Dir], tx: list[Dir]) -> None:
+        t.clear_filters(colour)
+        t.reset_switches(colour)
+        t.set_route(colour, rx, tx)
+        t.exit_teardown(colour)
+
+    def _check_root(self, root: int) -> None:
+        if not 0 <= root < self.size:
+            raise BuildError(
+                f"{self.owner.pe.ce.path}: collective root {root} is outside the {self.axis} "
+                f"axis (0..{self.size - 1})"
+            )
+
+    # -- operations ------------------------------------------------------------------------------
+    def broadcast(self, t: TaskContext, root: int, buf: MemDsd, callback: int) -> None:
+        self._check_root(root)
+        pe = self.owner.pe
+        colour = self.colours[0]
+        i, n = self.index, self.size
+        self.callback = callback
+        self.expect_teardowns = 1
+        t.block(self.lock_task)
+        if i == root:
+            tx = ([self.high] if i < n - 1 else []) + ([self.low] if i > 0 else [])
+            self._reconfigure(t, colour, [Dir.RAMP], tx)
+            self._pending_control = colour
+            out = pe.fabout(colour, buf.length, self.out_queue)
+            t.mov32(out, buf, async_=True, activate=self.sm_task)
+        else:
+            side, onward = (self.low, self.high) if i > root else (self.high, self.low)
+            end = i == n - 1 if i > root else i == 0
+            self._reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]))
+            fin = pe.fabin(colour, buf.length, self.in_queues[0])
+            t.mov32(buf, fin, async_=True, unblock=self.lock_task)
+
+    def reduce_fadds(self, t: TaskContext, root: int, buf: MemDsd, callback: int) -> None:
+        """Chain-reduce ``buf`` over the axis into the root's ``buf`` (FP32 adds)."""
+        self._check_root(root)
+        pe = self.owner.pe
+        i, n = self.index, self.size
+        self.callback = callback
+        t.block(self.lock_task)
+        dist = abs(i - root)
+        last = (i == n - 1) if i > root else (i == 0) if i < root else True
+        towards_root = self.low if i > root else self.high
+        from_far = self.high if i > root else self.low
+        send_c = self.colours[dist % 2]
+        recv_c = self.colours[(dist + 1) % 2]
+        recv_q = self.in_queues[(dist + 1) % 2]
+        has_upstream = not last if i != root else (root > 0 or root < n - 1)
+        if i == root and 0 < root < n - 1:
+            raise BuildError(
+                f"{pe.ce.path}: reduce_fadds needs the root at an end of the {self.axis} axis "
+                f"(0 or {n - 1}); got root {root}"
+            )
+        if i == root:
+            from_far = self.high if root == 0 else self.low
+        self.expect_teardowns = (1 if has_upstream else 0) + (0 if i == root else 1)
+        if has_upstream:
+            self._reconfigure(t, recv_c, [from_far], [Dir.RAMP])
+        if i != root:
+            self._reconfigure(t, send_c, [Dir.RAMP], [towards_root])
+            self._pending_control = send_c
+            out = pe.fabout(send_c, buf.length, self.out_queue)
+            if has_upstream:
+                fin = pe.fabin(recv_c, buf.length, recv_q)
+                t.fadds(out, fin, buf, async_=True, activate=self.sm_task)
+            else:
+                t.mov32(out, buf, async_=True, activate=self.sm_task)
+        else:
+            fin = pe.fabin(recv_c, buf.length, recv_q)
+            t.fadds(buf, buf, fin, async_=True, unblock=self.lock_task)
+
+
+class Collectives:
+    """Row and column collectives for one PE (create it in the PE code)."""
+
+    def __init__(
+        self,
+        pe: PeBuilder,
+        *,
+        x_colours: tuple[int, int] = (0, 1),
+        y_colours: tuple[int, int] = (2, 3),
+        x_tasks: tuple[int, int] = (24, 25),
+        y_tasks: tuple[int, int] = (26, 27),
+        teardown_task: int = 28,
+        x_queues: tuple[int, int, int] = (0, 2, 2),
+        y_queues: tuple[int, int, int] = (1, 3, 3),
+    ) -> None:
+        self.pe = pe
+        self.x = Dimension(self, "x", x_colours, x_tasks, x_queues)
+        self.y = Dimension(self, "y", y_colours, y_tasks, y_queues)
+        self._by_colour = {c: d for d in (self.x, self.y) for c in d.colours}
+        pe.teardown_task(teardown_task)(self._teardown)
+
+    def _teardown(self, t: TaskContext) -> None:
+        for colour in t.teardown_colours():
+            dim = self._by_colour.get(colour)
+            if dim is not None:
+                dim.on_teardown(t)

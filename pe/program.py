@@ -1,0 +1,200 @@
+"""The program API: a Python mirror of CSL's layout file and PE code.
+
+A CSL program has a *layout* (which code runs on which PE, with which parameters, and how each
+colour is routed on each router) and *PE code* (buffers, DSDs, tasks and their bindings). Here::
+
+    def pe_code(pe):                                   # runs once per PE at build time
+        buf = pe.zeros("buf", (n,))                     # SRAM buffer -> memory DSD
+        rx = pe.fabin(colour=3, length=n, queue=2)      # fabric input DSD (binds colour 3 -> q2)
+
+        @pe.local_task(id=10)
+        def main(t):                                    # t: pe.task.TaskContext
+            t.mark("start")
+            t.mov32(buf, rx, async_=True, activate=11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            t.mark("end")
+
+        pe.start(main)                                  # activated when the run starts
+
+    layout = Layout(width=4, height=1)
+    layout.set_rectangle_code(pe_code, n=64)           # like @set_tile_code on every PE
+    layout.set_colour_config(0, 0, 3, rx=["RAMP"], tx=["E"])
+
+Per-PE code can differ by coordinates (``pe.x``, ``pe.y``) or by giving different functions to
+different tiles, as with CSL's layout/PE split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fabric.routes import ColourRoute, Dir, Position
+from pe.ce import INPUT_QUEUE_DEPTHS, TaskDef
+from pe.dsd import FabInDsd, FabOutDsd, MemDsd
+from simcore.errors import BuildError
+
+if TYPE_CHECKING:
+    from pe.ce import ComputeEngine
+
+PeCode = Callable[["PeBuilder"], None]
+
+
+@dataclasses.dataclass
+class Tile:
+    code: PeCode
+    params: dict[str, Any]
+
+
+class Layout:
+    """Which code runs where, and the initial colour configuration of every router."""
+
+    def __init__(self, width: int, height: int) -> None:
+        if width < 1 or height < 1:
+            raise BuildError(f"layout {width}x{height}: both sides must be at least 1 PE")
+        self.width = width
+        self.height = height
+        self.tiles: dict[tuple[int, int], Tile] = {}
+        self.routes: dict[tuple[int, int], dict[int, ColourRoute]] = {}
+
+    def _check_xy(self, x: int, y: int) -> None:
+        if not (0 <= x < self.width and 0 <= y < self.height):
+            raise BuildError(
+                f"PE ({x},{y}) is outside the {self.width}x{self.height} layout "
+                f"(x 0..{self.width - 1}, y 0..{self.height - 1})"
+            )
+
+    def set_tile_code(self, x: int, y: int, code: PeCode, **params: Any) -> None:
+        self._check_xy(x, y)
+        self.tiles[(x, y)] = Tile(code, params)
+
+    def set_rectangle_code(self, code: PeCode, **params: Any) -> None:
+        for y in range(self.height):
+            for x in range(self.width):
+                self.tiles[(x, y)] = Tile(code, params)
+
+    def set_colour_config(
+        self,
+        x: int,
+        y: int,
+        colour: int,
+        *,
+        rx: Iterable[Dir | str],
+        tx: Iterable[Dir | str],
+        positions: Iterable[tuple[Iterable[Dir | str], Iterable[Dir | str]]] = (),
+        teardown: bool = False,
+    ) -> None:
+        self._check_xy(x, y)
+        pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
+        self.routes.setdefault((x, y), {})[colour] = ColourRoute(pos, teardown=teardown)
+
+
+class PeBuilder:
+    """The build-time view of one PE: allocate buffers, make DSDs, bind tasks."""
+
+    def __init__(self, ce: ComputeEngine, layout: Layout, params: dict[str, Any]) -> None:
+        self.ce = ce
+        self.x, self.y = ce.xy
+        self.width = layout.width
+        self.height = layout.height
+        self.params = params
+        self.layout = layout
+        self.start_tasks: list[int] = []
+
+    @property
+    def sram(self) -> Any:
+        return self.ce.sram
+
+    # -- memory ----------------------------------------------------------------------------------
+    def zeros(self, name: str, shape: tuple[int, ...] | int, dtype: str = "f32") -> MemDsd:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return self.ce.sram.alloc_array(name, dtype, shape)
+
+    def array(self, name: str, values: np.ndarray, dtype: str = "f32") -> MemDsd:
+        values = np.asarray(values)
+        dsd = self.zeros(name, values.shape, dtype)
+        dsd.write(self.ce.sram, values.reshape(-1, order="F"))
+        return dsd
+
+    def read(self, dsd: MemDsd) -> np.ndarray:
+        return dsd.read(self.ce.sram)
+
+    # -- fabric DSDs -----------------------------------------------------------------------------
+    def fabin(self, colour: int, length: int, queue: int, dtype: str = "f32") -> FabInDsd:
+        self._colour(colour)
+        if not 0 <= queue < len(INPUT_QUEUE_DEPTHS):
+            raise BuildError(
+                f"{self.ce.path}: input queue {queue} does not exist "
+                f"(0..{len(INPUT_QUEUE_DEPTHS) - 1})"
+            )
+        self.ce.bind_queue(colour, queue)
+        return FabInDsd(colour=colour, length=length, queue=queue, dtype=dtype)
+
+    def fabout(self, colour: int, length: int, queue: int, dtype: str = "f32") -> FabOutDsd:
+        self._colour(colour)
+        return FabOutDsd(colour=colour, length=length, queue=queue, dtype=dtype)
+
+    def _colour(self, colour: int) -> None:
+        n = self.ce.wafer.cfg.fabric.colours
+        if not 0 <= colour < n:
+            raise BuildError(f"{self.ce.path}: colour {colour} does not exist (0..{n - 1})")
+
+    # -- routes ----------------------------------------------------------------------------------
+    def route(
+        self,
+        colour: int,
+        *,
+        rx: Iterable[Dir | str],
+        tx: Iterable[Dir | str],
+        positions: Iterable[tuple[Iterable[Dir | str], Iterable[Dir | str]]] = (),
+        teardown: bool = False,
+    ) -> None:
+        """This PE's router configuration for ``colour`` (like @set_color_config)."""
+        self._colour(colour)
+        self.layout.set_colour_config(
+            self.x, self.y, colour, rx=rx, tx=tx, positions=positions, teardown=teardown
+        )
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def _bind(self, kind: str, task_id: int, priority: str, **kw: Any) -> Callable:
+        def deco(fn: Callable) -> int:
+            self.ce.bind_task(TaskDef(task_id, kind, fn, fn.__name__, priority, **kw))
+            return task_id
+
+        return deco
+
+    def local_task(self, id: int, priority: str = "low") -> Callable:  # noqa: A002
+        """Bind a task activated by other tasks or by the end of an async operation."""
+        return self._bind("local", id, priority)
+
+    def control_task(self, id: int, priority: str = "low") -> Callable:  # noqa: A002
+        """Bind a task run when a control wavelet naming ``id`` reaches this CE."""
+        return self._bind("control", id, priority)
+
+    def data_task(self, colour: int, queue: int, priority: str = "low") -> Callable:
+        """Bind a task run once per wavelet arriving on ``colour`` (its id is the colour)."""
+        self._colour(colour)
+        return self._bind("data", colour, priority, colour=colour, queue=queue)
+
+    def teardown_task(self, id: int, priority: str = "high") -> Callable:  # noqa: A002
+        """Bind the task run when one of this router's colours enters teardown."""
+
+        def deco(fn: Callable) -> int:
+            self._bind("local", id, priority)(fn)
+            self.ce.teardown_task = id
+            return id
+
+        return deco
+
+    def start(self, task: int) -> None:
+        """Activate ``task`` when the run starts (the host launching the program)."""
+        self.start_tasks.append(task)
+
+    def block(self, task: int) -> None:
+        """Start with ``task`` blocked."""
+        self.ce.blocked[task] = True

@@ -1,0 +1,293 @@
+"""What a running task can do: the CSL-like instruction API.
+
+A task body receives a :class:`TaskContext` ``t`` (and, for a data task, the wavelet's data)::
+
+    def compute(t):
+        t.fmacs(C_col, C_col, A_col, b)                   # @fmacs(dst, src0, src1, scalar)
+        t.mov32(out_dsd, buf_dsd, async_=True, activate=DONE)   # async mem -> fabric
+        t.activate(NEXT); t.block(LOCK); t.unblock(LOCK)
+        t.mark("end")                                     # timestamp counter -> ce.marks
+
+Synchronous tensor instructions on memory operands compute real results at once and advance
+``t.now`` by their cost (from :mod:`pe.isa`). Operations with a fabric operand must be
+``async_=True``: they start a microthread that runs alongside the rest of the task and beyond it.
+Router writes (``set_route``, ``exit_teardown``...) take effect at the local cycle they are made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fabric.routes import ColourRoute, Dir, Position
+from fabric.wavelet import Cmd, Wavelet
+from pe import isa
+from pe.ce import INPUT_QUEUE_DEPTHS, OUTPUT_QUEUE_DEPTHS, AsyncOp
+from pe.dsd import FabInDsd, FabOutDsd, MemDsd
+from simcore.errors import BuildError
+from simcore.tracing import TraceLevel
+
+if TYPE_CHECKING:
+    from pe.ce import ComputeEngine, TaskDef
+
+PRIORITIES = {"high": 0, "medium": 1, "low": 2}
+
+
+class TaskContext:
+    """The running task's view of its PE. ``now`` is the task's local cycle."""
+
+    __slots__ = ("ce", "now", "task")
+
+    def __init__(self, ce: ComputeEngine, task: TaskDef, now: int) -> None:
+        self.ce = ce
+        self.task = task
+        self.now = now
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def x(self) -> int:
+        return self.ce.xy[0]
+
+    @property
+    def y(self) -> int:
+        return self.ce.xy[1]
+
+    # -- timestamps ------------------------------------------------------------------------------
+    def timestamp(self) -> int:
+        """Read the PE's timestamp counter (48-bit, in cycles)."""
+        self.now += self.ce.timing.timestamp_cycles
+        return self.now % (1 << 48)
+
+    def mark(self, name: str) -> int:
+        """Read the timestamp counter and keep it as ``ce.marks[name]``."""
+        value = self.timestamp()
+        self.ce.marks[name] = value
+        return value
+
+    # -- task control ----------------------------------------------------------------------------
+    def activate(self, task_id: int) -> None:
+        self._control_op()
+        self._known(task_id)
+        self.ce.activated[task_id] = True
+
+    def block(self, task_id: int) -> None:
+        self._control_op()
+        self._known(task_id)
+        self.ce.blocked[task_id] = True
+
+    def unblock(self, task_id: int) -> None:
+        self._control_op()
+        self._known(task_id)
+        self.ce.blocked[task_id] = False
+
+    def _control_op(self) -> None:
+        self.now += self.ce.timing.control_op_cycles
+
+    def _known(self, task_id: int) -> None:
+        if task_id not in self.ce.tasks:
+            raise BuildError(
+                f"{self.ce.path}: task '{self.task.name}' refers to task id {task_id}, which is "
+                f"not bound (bound ids: {sorted(self.ce.tasks)})"
+            )
+
+    # -- router configuration ------------------------------------------------------------------
+    def set_route(
+        self, colour: int, rx: Iterable[Dir | str], tx: Iterable[Dir | str], *,
+        positions: Iterable[tuple[Iterable[Dir | str], Iterable[Dir | str]]] = (),
+    ) -> None:  # fmt: skip
+        """Rewrite the colour's switch positions on this PE's router (keeps teardown state)."""
+        pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
+        self.now += self.ce.timing.route_write_cycles * 2 * len(pos)  # rx and tx registers
+        router = self.ce.router
+
+        def apply() -> None:
+            old = router.routes.get(colour)
+            router.routes[colour] = ColourRoute(pos, teardown=old.teardown if old else False)
+            router.pending = {k: v for k, v in router.pending.items() if k[1] != colour}
+
+        self._at_now(apply)
+
+    def reset_switches(self, colour: int) -> None:
+        self.now += self.ce.timing.route_write_cycles
+        router = self.ce.router
+        self._at_now(lambda: router.routes[colour].reset())
+
+    def clear_filters(self, colour: int) -> None:
+        """Clear the PE's wavelet filters: one router write per filter register. (Filters
+        themselves are not modelled yet: every wavelet passes.)"""
+        self.now += self.ce.timing.route_write_cycles * self.ce.wafer.cfg.fabric.filters_per_pe
+
+    def exit_teardown(self, colour: int) -> None:
+        self.now += self.ce.timing.route_write_cycles
+        router = self.ce.router
+        engine = self.ce.engine
+
+        def apply() -> None:
+            router.routes[colour].teardown = False
+            engine.activate_router(router)
+
+        self._at_now(apply)
+
+    def teardown_colours(self) -> list[int]:
+        """Colours whose teardown triggered the teardown task (cleared on read)."""
+        out = list(self.ce.torn_down)
+        self.ce.torn_down.clear()
+        return out
+
+    def _at_now(self, fn: Any) -> None:
+        t = max(self.now, self.ce.engine.now_cycle() + 1)
+        self.ce.engine.at(t, fn)
+
+    # -- instructions ----------------------------------------------------------------------------
+    def op(
+        self,
+        name: str,
+        dst: Any,
+        *srcs: Any,
+        async_: bool = False,
+        activate: int | None = None,
+        unblock: int | None = None,
+        priority: str = "low",
+    ) -> None:
+        """Run tensor instruction ``name``: dst = f(srcs) (see :mod:`pe.isa` for each op)."""
+        fabric = isinstance(dst, FabOutDsd) or any(isinstance(s, FabInDsd) for s in srcs)
+        if not fabric:
+            if async_:
+                raise BuildError(
+                    f"{self.ce.path}: async '{name}' has no fabric operand; only operations "
+                    "with a fabric operand run on microthreads here (drop async_)"
+                )
+            start = self.now
+            cycles = isa.execute(name, self.ce.sram, dst, tuple(srcs), self.ce.cfg)
+            self.now += cycles
+            if self.ce.trace_level >= TraceLevel.OPS:
+                self.ce.sim.tracer.emit(
+                    start, cycles, start, cycles, "wafer", f"{self.ce.path}/ce", "instr", name,
+                    args={"elements": getattr(dst, "length", 0)},
+                )  # fmt: skip
+            return
+        if not async_:
+            raise BuildError(
+                f"{self.ce.path}: '{name}' has a fabric operand; synchronous fabric operations "
+                "are not modelled, use async_=True with activate=/unblock= for completion"
+            )
+        self._launch(name, dst, srcs, activate, unblock, priority)
+
+    def _launch(
+        self,
+        name: str,
+        dst: Any,
+        srcs: tuple,
+        activate: int | None,
+        unblock: int | None,
+        priority: str,
+    ) -> None:
+        ce = self.ce
+        length = dst.length
+        op = AsyncOp(ce, name, length)
+        op.priority = PRIORITIES[priority]
+        fab_ins = [s for s in srcs if isinstance(s, FabInDsd)]
+        if len(fab_ins) > 1:
+            raise BuildError(
+                f"{ce.path}: '{name}' reads two fabric inputs; one at most is modelled"
+            )
+        for s in srcs:
+            n = getattr(s, "length", None)
+            if n is not None and n != length:
+                raise BuildError(
+                    f"{ce.path}: '{name}' operands differ in length (destination {length}, "
+                    f"source {n})"
+                )
+        if fab_ins:
+            fin = fab_ins[0]
+            op.fab_in = fin.queue
+            if ce.queue_of_colour.get(fin.colour) != fin.queue:
+                ce.bind_queue(fin.colour, fin.queue)
+            if name not in ("mov32", "fmovs", "mov16", "fmovh"):
+                op.plan = [
+                    ("f",) if isinstance(s, FabInDsd)
+                    else ("m", s.read(ce.sram)) if isinstance(s, MemDsd)
+                    else ("s", float(s))
+                    for s in srcs
+                ]  # fmt: skip
+                op.func = _elementwise(name)
+            op.microthread = fin.queue
+        elif isinstance(dst, FabOutDsd):
+            if name in ("mov32", "fmovs", "mov16", "fmovh"):
+                (src,) = srcs
+                op.values = (
+                    src.read(ce.sram)
+                    if isinstance(src, MemDsd)
+                    else np.full(length, float(src), np.float32)
+                )
+            else:
+                vals = [m.read(ce.sram) if isinstance(m, MemDsd) else m for m in srcs]
+                op.values = isa.apply(name, *vals)
+        if isinstance(dst, FabOutDsd):
+            if not 0 <= dst.queue < len(OUTPUT_QUEUE_DEPTHS):
+                raise BuildError(f"{ce.path}: output queue {dst.queue} does not exist (0..5)")
+            op.out_colour = dst.colour
+            op.microthread = dst.queue
+        else:
+            op.out_mem = dst
+            op.out_view = _mem_view(ce.sram, dst)
+        for action, tid in (("activate", activate), ("unblock", unblock)):
+            if tid is not None:
+                self._known(tid)
+                op.on_done.append((action, tid))
+        self.now += ce.cfg.dsd_setup_cycles
+        ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+
+    def send_control(
+        self,
+        colour: int,
+        commands: Iterable[Cmd],
+        *,
+        queue: int,
+        task_id: int | None = None,
+        activate: int | None = None,
+    ) -> None:
+        """Send one control wavelet (commands for the routers it passes, optionally a control
+        task id for the CEs it reaches) from output queue ``queue`` as an async operation."""
+        ce = self.ce
+        op = AsyncOp(ce, "send_control", 1)
+        op.control_wavelet = Wavelet(ctrl=True, commands=tuple(commands), task_id=task_id)
+        op.out_colour = colour
+        op.microthread = queue
+        if activate is not None:
+            self._known(activate)
+            op.on_done.append(("activate", activate))
+        self.now += ce.cfg.dsd_setup_cycles
+        ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in isa.OPS:
+            return lambda dst, *srcs, **kw: self.op(name, dst, *srcs, **kw)
+        raise AttributeError(name)
+
+
+def _mem_view(sram: Any, dst: MemDsd) -> np.ndarray:
+    """A writable numpy view of ``dst`` when it is contiguous, else a staging array."""
+    if len(dst.shape) == 1 and dst.strides[0] == 1:
+        return sram.view(dst.base + dst.offset * np.dtype(_np_dtype(dst.dtype)).itemsize,
+                         _np_dtype(dst.dtype), dst.length)  # fmt: skip
+    return np.empty(dst.length, _np_dtype(dst.dtype))
+
+
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(
+        {"f32": np.float32, "f16": np.float16, "i16": np.int16, "u16": np.uint16,
+         "i32": np.int32, "u32": np.uint32}[name]
+    )  # fmt: skip
+
+
+def _elementwise(name: str) -> Any:
+    def func(*args: Any) -> Any:
+        return isa.apply(name, *(np.asarray([a]) for a in args))[0]
+
+    return func
+
+
+__all__ = ["INPUT_QUEUE_DEPTHS", "TaskContext"]

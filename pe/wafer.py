@@ -1,0 +1,125 @@
+"""The wafer: a 2D mesh of PEs (router + CE + SRAM each) running a :class:`pe.program.Layout`.
+
+Building a wafer creates every PE's router and compute engine, runs each tile's PE code (which
+allocates SRAM, makes DSDs, binds tasks and routes), links the routers into a mesh and checks the
+routes. Starting it activates each PE's start tasks. The fabric runs in the wavelet-exact
+reference engine (:mod:`fabric.engine`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from fabric.config import FabricConfig
+from fabric.engine import FabricEngine
+from fabric.routes import check_routes, pe_name
+from pe.ce import ComputeEngine
+from pe.config import PeConfig
+from pe.memory import Sram
+from pe.program import Layout, PeBuilder
+from simcore.component import Component
+from simcore.config import param, section
+from simcore.errors import BuildError
+from simcore.sim import Simulation
+
+MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (spec)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CeTiming:
+    """Costs of the CE's non-tensor work (spec unknowns; defaults documented in docs/design.md)."""
+
+    route_write_cycles: int = param(
+        21,
+        "cycles for the CE to write one router configuration register (spec unknown; set from "
+        "the broadcast micro-benchmark's constant)",
+        min=0,
+    )
+    control_op_cycles: int = param(1, "cycles of an activate / block / unblock", min=0)
+    timestamp_cycles: int = param(1, "cycles to read the timestamp counter", min=0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WaferConfig:
+    clock_hz: int = param(
+        850_000_000, "wafer clock (the SDK measurements ran at 850 MHz; design 1.1 GHz)", min=1
+    )
+    fidelity: Literal["reference"] = param(
+        "reference", "fabric model: 'reference' steps every wavelet through every router"
+    )
+    fabric: FabricConfig = section(FabricConfig, "routers, links and ramps")
+    pe: PeConfig = section(PeConfig, "processing element: SRAM, pipeline, instruction costs")
+    ce: CeTiming = section(CeTiming, "costs of task control and router writes")
+
+
+class Pe(Component):
+    """One PE of the mesh: holds its router and compute engine."""
+
+    def __init__(self, wafer: Wafer, xy: tuple[int, int], index: int) -> None:
+        super().__init__(wafer, pe_name(xy))
+        self.xy = xy
+        self.router = wafer.engine.add_router(xy)
+        self.sram = Sram(wafer.cfg.pe, owner=self.path)
+        self.ce = ComputeEngine(wafer, xy, index, self.path, self.sram, wafer.cfg.pe)
+        self.ce.router = self.router
+        self.router.ce = self.ce
+        self.start_tasks: list[int] = []
+
+    def pending(self) -> list[str] | None:
+        notes = self.ce.pending()
+        held = self.router.describe()
+        if held:
+            notes.append(f"router holds {held}")
+        return notes or None
+
+
+class Wafer(Component):
+    """The PE mesh of one layout. ``pes[(x, y)]`` gives a PE."""
+
+    def __init__(self, sim: Simulation, cfg: WaferConfig, layout: Layout) -> None:
+        if layout.width > MAX_WIDTH or layout.height > MAX_HEIGHT:
+            raise BuildError(
+                f"layout {layout.width}x{layout.height} exceeds the wafer's usable "
+                f"{MAX_WIDTH}x{MAX_HEIGHT} PEs"
+            )
+        dom = sim.domain("wafer", cfg.clock_hz)
+        super().__init__(sim, "wafer", domain=dom)
+        self.cfg = cfg
+        self.layout = layout
+        self.engine = FabricEngine(sim, cfg.fabric, layout.width, layout.height)
+        self.pes: dict[tuple[int, int], Pe] = {}
+        for y in range(layout.height):
+            for x in range(layout.width):
+                self.pes[(x, y)] = Pe(self, (x, y), len(self.pes))
+        self.engine.link_neighbours()
+        for xy in sorted(layout.tiles, key=lambda p: (p[1], p[0])):
+            tile = layout.tiles[xy]
+            pe = self.pes[xy]
+            builder = PeBuilder(pe.ce, layout, tile.params)
+            tile.code(builder)
+            pe.start_tasks = builder.start_tasks
+        for xy, colours in layout.routes.items():
+            self.pes[xy].router.routes.update(colours)
+
+    def check(self) -> None:
+        check_routes(self.layout.routes, self.layout.width, self.layout.height)
+
+    def start(self) -> None:
+        self.engine.period = self.domain.period_ticks
+        level = self.sim.trace_level
+        for pe in self.pes.values():
+            pe.ce.trace_level = level
+            for task in pe.start_tasks:
+                pe.ce.activate_at_start(task)
+
+    def ce(self, x: int, y: int) -> ComputeEngine:
+        return self.pes[(x, y)].ce
+
+    def span_cycles(self, start: str = "start", end: str = "end") -> int:
+        """max(end) - min(start) over the PEs that recorded both marks (the SDK's measure)."""
+        starts = [pe.ce.marks[start] for pe in self.pes.values() if start in pe.ce.marks]
+        ends = [pe.ce.marks[end] for pe in self.pes.values() if end in pe.ce.marks]
+        if not starts or not ends:
+            raise BuildError(f"no PE recorded both '{start}' and '{end}' marks")
+        return max(ends) - min(starts)
