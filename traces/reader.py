@@ -99,6 +99,37 @@ def iter_batches(path: str | os.PathLike[str]) -> Iterator[pa.RecordBatch]:
             return
 
 
+class BatchStream:
+    """Batches of a trace one at a time; after iterating, ``truncated`` and ``note`` say whether
+    the stream was cut off (like :func:`read_trace`, but with flat memory)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._reader = _open(self.path)
+        self.header = _decode_header(self._reader.schema, self.path)
+        self.truncated = False
+        self.note = ""
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        batches = 0
+        while True:
+            try:
+                batch = self._reader.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowInvalid, OSError) as exc:
+                self.truncated = True
+                self.note = (
+                    f"trace '{self.path}' is truncated after {batches} complete batch(es) "
+                    f"({self.rows} events); the rest is lost ({exc})"
+                )
+                return
+            batches += 1
+            self.rows += batch.num_rows
+            yield batch
+
+
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = os.fspath(path)
     return _decode_header(_open(path).schema, path)

@@ -1,8 +1,21 @@
-"""Summaries of a trace: what ran, for how long, and where the time went.
+"""Summaries of a trace: what ran, for how long, where the time went, and what held it up.
 
-Reads the trace batch by batch (memory stays flat) and reports the header, the run's final status,
-event counts per category, and per component the busy time (the union of its slice events, so
-overlapping slices are not counted twice) as a fraction of the run.
+The trace is read batch by batch; per event only a few integers are kept (numpy arrays), so a
+summary of millions of events fits in tens of megabytes. Reported:
+
+* header, final status, event counts per category;
+* **busy fraction** per component and per ancestor in the path tree (``wafer/pe[3,4]`` covers
+  its router, ce and task children): the union of its slice events, so overlapping slices are
+  not counted twice, divided by the run's length. ``stall`` slices are not busy time;
+* **top stalls** (category ``stall``) by total stalled time, grouped by component, name and
+  cause (the string arguments of the stall event, e.g. ``cause=backpressure``);
+* **link and queue utilisation** from counter events of category ``link``/``queue``: the
+  time-weighted mean occupancy (each sample holds until the next or the end of the run), its
+  maximum, the fraction of time non-zero and, when the events carry an integer ``capacity``
+  argument, mean occupancy / capacity;
+* the **critical path**, where flows make it derivable: from the slice that ends last, step back
+  to the send of its ``flow_in`` if it has one, otherwise to the latest slice on the same
+  component that ended by its start; the chain of events and the share per component.
 """
 
 from __future__ import annotations
@@ -11,54 +24,252 @@ import collections
 import dataclasses
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from traces.reader import read_trace
+from traces.reader import BatchStream
+
+NOT_BUSY = frozenset({"stall", "run"})
+UTIL_CATEGORIES = ("link", "queue")
+CRITICAL_PATH_MAX_SLICES = 5_000_000
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by the intervals ``[starts[i], ends[i])``."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return int((reach[last] - s[first]).sum())
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 @dataclasses.dataclass
-class ComponentBusy:
-    component: str
-    busy_ticks: int
-    slices: int
+class _Acc:
+    """Per-trace accumulators filled batch by batch."""
+
+    intervals: dict[str, list[tuple[np.ndarray, np.ndarray]]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(list)
+    )
+    slice_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    stalls: dict[tuple[str, str, str], list[int]] = dataclasses.field(default_factory=dict)
+    series: dict[tuple[str, str, str], list] = dataclasses.field(default_factory=dict)
+    capacity: dict[tuple[str, str, str], int] = dataclasses.field(default_factory=dict)
+    cp: list[tuple[np.ndarray, ...]] = dataclasses.field(default_factory=list)
+    cp_names: list[str] = dataclasses.field(default_factory=list)
+    cp_index: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def _union_length(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    start = 0
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            if end is not None:
-                total += end - start
-            start, end = s, e
-        elif e > end:
-            end = e
-    if end is not None:
-        total += end - start
-    return total
+def _cause(args_str: list[tuple[str, str]] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(args_str or [])) or "-"
+
+
+def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]]) -> None:
+    phase = batch.column("phase").cast(pa.string())
+    cat = batch.column("category").cast(pa.string())
+    ts = batch.column("ts_ticks").to_numpy()
+    end = ts + batch.column("dur_ticks").to_numpy()
+    comp_col = batch.column("component")
+    comp_idx = comp_col.indices.to_numpy(zero_copy_only=False)
+    comp_names = comp_col.dictionary.to_pylist()
+    is_slice = pc.not_equal(phase, "counter").to_numpy(zero_copy_only=False)
+    busy = is_slice & ~pc.is_in(cat, pa.array(sorted(NOT_BUSY))).to_numpy(zero_copy_only=False)
+    for ci in np.unique(comp_idx[busy]):
+        comp = comp_names[ci]
+        mask = busy & (comp_idx == ci)
+        pair = (ts[mask], end[mask])
+        acc.slice_counts[comp] += int(mask.sum())
+        anc = paths_seen.get(comp)
+        if anc is None:
+            anc = paths_seen[comp] = _ancestors(comp)
+        for a in anc:
+            acc.intervals[a].append(pair)
+    # stalls and utilisation counters are rare enough for per-row Python
+    names = batch.column("name")
+    stall_rows = np.flatnonzero(
+        is_slice & pc.equal(cat, "stall").to_numpy(zero_copy_only=False)
+    ).tolist()
+    if stall_rows:
+        sub = batch.take(pa.array(stall_rows))
+        for comp, name, t0, d, a in zip(
+            sub.column("component").to_pylist(),
+            sub.column("name").to_pylist(),
+            sub.column("ts_ticks").to_pylist(),
+            sub.column("dur_ticks").to_pylist(),
+            sub.column("args_str").to_pylist(),
+            strict=True,
+        ):
+            del t0
+            rec = acc.stalls.setdefault((comp, name, _cause(a)), [0, 0])
+            rec[0] += 1
+            rec[1] += d
+    util_mask = (~is_slice) & pc.is_in(cat, pa.array(UTIL_CATEGORIES)).to_numpy(
+        zero_copy_only=False
+    )
+    util_rows = np.flatnonzero(util_mask).tolist()
+    if util_rows:
+        sub = batch.take(pa.array(util_rows))
+        for comp, c, name, t0, v, a in zip(
+            sub.column("component").to_pylist(),
+            sub.column("category").to_pylist(),
+            sub.column("name").to_pylist(),
+            sub.column("ts_ticks").to_pylist(),
+            sub.column("value").to_pylist(),
+            sub.column("args_int").to_pylist(),
+            strict=True,
+        ):
+            key = (comp, c, name)
+            acc.series.setdefault(key, []).append((t0, 0.0 if v is None else v))
+            for k, cap in a or []:
+                if k == "capacity":
+                    acc.capacity[key] = cap
+    # critical-path material: every slice's span, component id and flow ids
+    sl = np.flatnonzero(is_slice & ~pc.equal(cat, "run").to_numpy(zero_copy_only=False))
+    if len(sl):
+        gid = np.array(
+            [acc.cp_index.setdefault(c, len(acc.cp_index)) for c in comp_names], np.int64
+        )
+        acc.cp_names[:] = list(acc.cp_index)
+        fo = batch.column("flow_out").fill_null(-1).to_numpy(zero_copy_only=False)
+        fi = batch.column("flow_in").fill_null(-1).to_numpy(zero_copy_only=False)
+        name_idx = names.indices.to_numpy(zero_copy_only=False)
+        name_list = names.dictionary.to_pylist()
+        cat_list = cat.to_pylist()
+        labels = np.array(
+            [f"{cat_list[i]}:{name_list[name_idx[i]]}" for i in sl.tolist()], dtype=object
+        )
+        acc.cp.append((ts[sl], end[sl], gid[comp_idx[sl]], fo[sl], fi[sl], labels))
+
+
+def _utilisation(acc: _Acc, end_ticks: int) -> list[dict[str, Any]]:
+    rows = []
+    for key, samples in acc.series.items():
+        samples.sort()
+        t = np.array([s[0] for s in samples], np.int64)
+        v = np.array([s[1] for s in samples], float)
+        span_end = max(end_ticks, int(t[-1]))
+        hold = np.diff(np.append(t, span_end)).astype(float)
+        span = float(span_end - t[0])
+        mean = float((v * hold).sum() / span) if span > 0 else float(v[-1])
+        nonzero = float(hold[v > 0].sum() / span) if span > 0 else float(v[-1] > 0)
+        cap = acc.capacity.get(key)
+        rows.append({
+            "component": key[0], "category": key[1], "name": key[2],
+            "samples": len(samples), "mean": mean, "max": float(v.max()),
+            "nonzero_fraction": nonzero, "capacity": cap,
+            "utilisation": mean / cap if cap else None,
+        })  # fmt: skip
+    rows.sort(key=lambda r: (-(r["utilisation"] or r["nonzero_fraction"]), r["component"]))
+    return rows
+
+
+def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
+    """Walk back from the last-ending slice along flows and same-component precedence."""
+    if not acc.cp:
+        return None
+    ts, end, comp, fo, fi, labels = (np.concatenate(x) for x in zip(*acc.cp, strict=True))
+    if len(ts) > CRITICAL_PATH_MAX_SLICES:
+        return {"note": f"skipped: more than {CRITICAL_PATH_MAX_SLICES:,} slices"}
+    sender = {}
+    for i in np.flatnonzero(fo >= 0).tolist():
+        sender.setdefault(int(fo[i]), i)
+    by_comp: dict[int, np.ndarray] = {}
+    order = np.lexsort((ts, end, comp))
+    comp_sorted = comp[order]
+    bounds = np.flatnonzero(np.diff(comp_sorted)) + 1
+    for chunk in np.split(order, bounds):
+        by_comp[int(comp[chunk[0]])] = chunk  # indices sorted by end within the component
+    cur = int(np.argmax(end))
+    steps, via_flow = [], 0
+    visited = set()
+    while cur not in visited and len(steps) < limit:
+        visited.add(cur)
+        steps.append(cur)
+        f = int(fi[cur])
+        if f >= 0 and f in sender and sender[f] != cur and end[sender[f]] <= end[cur]:
+            cur = sender[f]
+            via_flow += 1
+            continue
+        chunk = by_comp[int(comp[cur])]
+        k = int(np.searchsorted(end[chunk], ts[cur], side="right")) - 1
+        while k >= 0 and int(chunk[k]) in visited:
+            k -= 1
+        if k < 0:
+            break
+        cur = int(chunk[k])
+    steps.reverse()
+    names = acc.cp_names
+    share: collections.Counter = collections.Counter()
+    for i in steps:
+        share[names[comp[i]]] += int(end[i] - ts[i])
+    length = int(end[steps[-1]] - ts[steps[0]])
+    return {
+        "length_ticks": length,
+        "steps": len(steps),
+        "via_flows": via_flow,
+        "start_ticks": int(ts[steps[0]]),
+        "end_ticks": int(end[steps[-1]]),
+        "share": [{"component": c, "ticks": t} for c, t in share.most_common()],
+        "events": [
+            {
+                "component": names[comp[i]],
+                "event": labels[i],
+                "ts_ticks": int(ts[i]),
+                "dur_ticks": int(end[i] - ts[i]),
+            }
+            for i in steps[:200]
+        ],
+    }
 
 
 def summarize(path: str) -> dict[str, Any]:
     """A JSON-ready summary of the trace at ``path``."""
-    trace = read_trace(path)
-    table = trace.table
-    header = trace.header
-    n = table.num_rows
-    end_ticks = int(pc.max(pc.add(table["ts_ticks"], table["dur_ticks"])).as_py() or 0) if n else 0
-    categories = collections.Counter(table.column("category").to_pylist())
-    busy: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
-    slices = table.filter(pc.equal(table["phase"].cast("string"), "slice"))
-    for comp, ts, dur in zip(
-        slices.column("component").to_pylist(),
-        slices.column("ts_ticks").to_pylist(),
-        slices.column("dur_ticks").to_pylist(),
-        strict=True,
-    ):
-        busy[comp].append((ts, ts + dur))
-    rows = sorted(
-        (ComponentBusy(c, _union_length(iv), len(iv)) for c, iv in busy.items()),
-        key=lambda r: (-r.busy_ticks, r.component),
-    )
+    stream = BatchStream(path)
+    header = stream.header
+    acc = _Acc()
+    categories: collections.Counter = collections.Counter()
+    paths_seen: dict[str, list[str]] = {}
+    end_ticks = 0
+    status = "cut off"
+    n = 0
+    for batch in stream:
+        n += batch.num_rows
+        ends = pc.add(batch.column("ts_ticks"), batch.column("dur_ticks"))
+        end_ticks = max(end_ticks, int(pc.max(ends).as_py() or 0))
+        vc = pc.value_counts(batch.column("category").cast(pa.string()))
+        for item in vc.to_pylist():
+            categories[item["values"]] += item["counts"]
+        run_end = pc.and_(
+            pc.equal(batch.column("category").cast(pa.string()), "run"),
+            pc.equal(batch.column("name").cast(pa.string()), "end"),
+        )
+        hits = np.flatnonzero(run_end.to_numpy(zero_copy_only=False))
+        if len(hits):
+            args = dict(batch.column("args_str")[int(hits[-1])].as_py() or [])
+            status = args.get("status", "unknown")
+        _add_batch(acc, batch, paths_seen)
+    busy = []
+    for comp, pairs in acc.intervals.items():
+        s = np.concatenate([p[0] for p in pairs])
+        e = np.concatenate([p[1] for p in pairs])
+        busy.append((comp, union_length(s, e), len(s)))
+    busy.sort(key=lambda r: (-r[1], r[0]))
+    stalls = sorted(acc.stalls.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    stall_total = sum(v[1] for v in acc.stalls.values())
+    by_cause: collections.Counter = collections.Counter()
+    for (_, _, cause), (_, ticks) in acc.stalls.items():
+        by_cause[cause] += ticks
     tick_hz = int(header.get("tick_hz") or 0)
     return {
         "path": path,
@@ -67,9 +278,9 @@ def summarize(path: str) -> dict[str, Any]:
         "seed": header.get("seed"),
         "level": header.get("level"),
         "wafersim_version": header.get("wafersim_version"),
-        "status": trace.status,
-        "truncated": trace.truncated,
-        "note": trace.note,
+        "status": status,
+        "truncated": stream.truncated,
+        "note": stream.note,
         "events": n,
         "end_ticks": end_ticks,
         "end_ns": end_ticks * 1e9 / tick_hz if tick_hz else None,
@@ -77,12 +288,31 @@ def summarize(path: str) -> dict[str, Any]:
         "categories": dict(sorted(categories.items())),
         "busy": [
             {
-                "component": r.component,
-                "busy_fraction": r.busy_ticks / end_ticks if end_ticks else 0.0,
-                "slices": r.slices,
+                "component": c,
+                "busy_fraction": b / end_ticks if end_ticks else 0.0,
+                "busy_ticks": b,
+                "slices": k,
+                "leaf": c in acc.slice_counts,
             }
-            for r in rows
+            for c, b, k in busy
         ],
+        "stalls": {
+            "total_ticks": stall_total,
+            "by_cause": [{"cause": c, "ticks": t} for c, t in by_cause.most_common()],
+            "top": [
+                {
+                    "component": c,
+                    "name": nm,
+                    "cause": cause,
+                    "count": cnt,
+                    "ticks": t,
+                    "fraction_of_run": t / end_ticks if end_ticks else 0.0,
+                }
+                for (c, nm, cause), (cnt, t) in stalls[:50]
+            ],
+        },
+        "utilisation": _utilisation(acc, end_ticks),
+        "critical_path": critical_path(acc),
     }
 
 
@@ -102,11 +332,47 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
     lines.append(
         "  events by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
     )
-    if s["busy"]:
-        lines.append(f"  busiest components (top {min(top, len(s['busy']))} of {len(s['busy'])}):")
-        for row in s["busy"][:top]:
+    leaves = [r for r in s["busy"] if r["leaf"]]
+    if leaves:
+        lines.append(f"  busiest components (top {min(top, len(leaves))} of {len(leaves)}):")
+        for row in leaves[:top]:
             lines.append(
                 f"    {row['component']:<40} {100 * row['busy_fraction']:6.1f}% busy"
                 f"  {row['slices']:>9,} slices"
             )
+    st = s["stalls"]
+    if st["top"]:
+        lines.append(
+            f"  stalls: {st['total_ticks']:,} ticks in total; by cause: "
+            + ", ".join(f"{c['cause']} {c['ticks']:,}" for c in st["by_cause"][:5])
+        )
+        for row in st["top"][: min(top, 10)]:
+            lines.append(
+                f"    {row['component']:<40} {row['name']:<10} {row['cause']:<30} "
+                f"{row['count']:>6,}x {row['ticks']:>10,} ticks"
+            )
+    if s["utilisation"]:
+        lines.append(f"  link/queue utilisation (top {min(top, len(s['utilisation']))}):")
+        for row in s["utilisation"][:top]:
+            util = (
+                f"{100 * row['utilisation']:5.1f}% of {row['capacity']}"
+                if row["capacity"]
+                else "      -      "
+            )
+            lines.append(
+                f"    {row['component'] + ' ' + row['name']:<44} {row['category']:<6} "
+                f"mean {row['mean']:7.2f} max {row['max']:6.1f} {util}  "
+                f"non-zero {100 * row['nonzero_fraction']:5.1f}%"
+            )
+    cp = s["critical_path"]
+    if cp and "length_ticks" in cp:
+        lines.append(
+            f"  critical path: {cp['length_ticks']:,} ticks, {cp['steps']:,} events "
+            f"({cp['via_flows']:,} hops along flows); share by component:"
+        )
+        for row in cp["share"][:5]:
+            frac = row["ticks"] / cp["length_ticks"] if cp["length_ticks"] else 0.0
+            lines.append(f"    {row['component']:<40} {100 * frac:6.1f}%")
+    elif cp:
+        lines.append(f"  critical path: {cp['note']}")
     return "\n".join(lines)

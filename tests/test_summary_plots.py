@@ -1,0 +1,112 @@
+"""Trace summaries (busy, stalls, utilisation, critical path) and plots rendered to files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simcore.errors import TraceError, WafersimError
+from tests.trace_samples import write_wafer_trace
+from traces import plots
+from traces.summary import summarize, union_length
+from workloads import cli, registry
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def wafer(tmp_path):
+    path = tmp_path / "w.arrows"
+    write_wafer_trace(path)
+    return str(path)
+
+
+def test_union_length():
+    s, e = np.array([0, 5, 20, 21]), np.array([10, 8, 30, 25])
+    assert union_length(s, e) == 20
+    assert union_length(np.array([], int), np.array([], int)) == 0
+
+
+def test_summary_busy_stalls_utilisation(wafer):
+    s = summarize(wafer)
+    assert s["status"] == "completed" and s["end_ticks"] == 600
+    busy = {r["component"]: r for r in s["busy"]}
+    # tasks: fmac [t, t+60) and reduce [t+20, t+80) overlap -> 80 of every 100 ticks
+    assert busy["wafer/pe[0,0]/task"]["busy_fraction"] == pytest.approx(0.8)
+    assert busy["wafer/pe[0,0]"]["busy_fraction"] >= 0.8  # ancestors cover children
+    assert not busy["wafer/pe[0,0]"]["leaf"]
+    causes = {c["cause"] for c in s["stalls"]["by_cause"]}
+    assert causes <= {"cause=backpressure, link=east", "cause=operand_wait, link=east"}
+    assert s["stalls"]["total_ticks"] == sum(r["ticks"] for r in s["stalls"]["top"])
+    util = {(r["component"], r["name"]): r for r in s["utilisation"]}
+    q = util[("wafer/pe[0,0]/ce", "input")]
+    assert q["capacity"] == 8 and q["mean"] == pytest.approx(1.0)
+    assert q["utilisation"] == pytest.approx(1.0 / 8)
+
+
+def test_summary_critical_path_follows_flows(tmp_path):
+    from traces import TraceLevel, TraceWriter
+
+    path = tmp_path / "cp.arrows"
+    with TraceWriter(path, level=TraceLevel.DETAIL, header={"tick_hz": 1}) as w:
+        w.emit(0, 10, 0, 10, "d", "a", "task", "produce", flow_out=1)
+        w.emit(0, 3, 0, 3, "d", "b", "task", "idle-work")
+        w.emit(12, 5, 12, 5, "d", "b", "task", "consume", flow_in=1)
+        w.emit(20, 4, 20, 4, "d", "b", "task", "finish")
+    cp = summarize(str(path))["critical_path"]
+    assert [e["event"] for e in cp["events"]] == ["task:produce", "task:consume", "task:finish"]
+    assert cp["length_ticks"] == 24 and cp["via_flows"] == 1
+
+
+def test_cli_summary_json_and_text(wafer, capsys):
+    assert cli.main(["trace", "summary", wafer, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"busy", "stalls", "utilisation", "critical_path"} <= set(data)
+    assert cli.main(["trace", "summary", wafer]) == 0
+    out = capsys.readouterr().out
+    assert "stalls:" in out and "link/queue utilisation" in out and "critical path" in out
+
+
+def valid_image(path, kind):
+    data = path.read_bytes()
+    assert len(data) > 5000
+    if kind == "png":
+        assert data.startswith(PNG_MAGIC)
+    else:
+        assert b"<svg" in data[:1000]
+
+
+def test_mesh_heatmaps(wafer, tmp_path):
+    grid = plots.mesh_values(wafer, "busy")
+    assert grid.shape == (2, 3) and not np.isnan(grid).any()
+    plots.plot_mesh(wafer, str(tmp_path / "busy.png"), metric="busy")
+    valid_image(tmp_path / "busy.png", "png")
+    plots.plot_mesh(wafer, str(tmp_path / "link.svg"), metric="link")
+    valid_image(tmp_path / "link.svg", "svg")
+
+
+def test_timeline(wafer, tmp_path):
+    plots.plot_timeline(wafer, str(tmp_path / "tl.png"))
+    valid_image(tmp_path / "tl.png", "png")
+
+
+def test_validate_plot(tmp_path):
+    registry.load_all()
+    plots.plot_validate("link-chain", str(tmp_path / "v.png"))
+    valid_image(tmp_path / "v.png", "png")
+
+
+def test_plot_errors(tmp_path, wafer, capsys):
+    with pytest.raises(WafersimError, match=r"must end in \.png or \.svg"):
+        plots.plot_mesh(wafer, str(tmp_path / "x.jpg"))
+    chain = tmp_path / "chain.arrows"
+    assert cli.main(["run", "link-chain", "--set", "items=10", "--quiet",
+                     "--trace", str(chain), "--trace-level", "detail"]) == 0  # fmt: skip
+    with pytest.raises(TraceError, match="mesh plots need a wafer trace"):
+        plots.plot_mesh(str(chain), str(tmp_path / "m.png"))
+    capsys.readouterr()
+    assert cli.main(["plot", "validate", "nope", "-o", str(tmp_path / "v.png")]) == 2
+    assert "unknown validation case 'nope'" in capsys.readouterr().err
+    assert cli.main(["plot", "timeline", str(chain), "-o", str(tmp_path / "t.svg")]) == 0
