@@ -110,7 +110,8 @@ def load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    from workloads import linkchain, wse
+    from workloads import linkchain, summa, wse
 
     linkchain.register()
     wse.register()
+    summa.register()

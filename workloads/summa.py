@@ -1,0 +1,348 @@
+"""SUMMA GEMM on the wafer, lowered as the SDK's "GEMM with collective operations" is.
+
+C = A·B, all M x M FP32, on a P x P block of PEs; PE (x, y) holds the Mt x Mt blocks
+A[y, x], B[y, x] and C[y, x] (M = P·Mt), each column-major. The run has P steps. In step k:
+
+- the PEs of column k broadcast their A block along their rows (``Collectives.x``) and the PEs of
+  row k broadcast their B block down their columns (``Collectives.y``), concurrently on the two
+  dimensions' own colours and queues. A root sends its own block; every other PE receives into a
+  temporary (``Ap``, ``Bp``), so a PE holds A, B, C and two temporaries: the study's 5 buffers;
+- the x broadcast's callback *activates* the compute task and the y broadcast's callback
+  *unblocks* it (it was blocked when the step started), so it runs once both blocks are in;
+- the compute task does C += A_k·B_k: for k in Kt, for j in Nt, with the scalar b = B_k[j·Kt+k],
+  ``fmacs(C[:, j], C[:, j], A_k[:, k], b)`` over Mt elements. Columns are addressed by moving
+  1-D descriptors (``with_offset``, CSL's ``@increment_dsd_offset``); then the task starts the
+  next step itself, so step k+1's broadcasts begin only after step k's compute (no overlap).
+
+What it costs comes from mechanisms only: the fmacs cost model of :mod:`pe.isa`, the collectives
+library over the fabric engine, task switches and control ops of the compute engine. The one
+program-level cost is the loop's scalar work per inner iteration (address arithmetic, loading b),
+``loop_overhead_cycles``, because the PE model has no scalar instructions: it is charged by
+advancing the task's local cycle ``t.now``, fractional values accumulating over the iterations.
+
+Timing is read like the study reads it, ``cycles = max(end) - min(start)`` over the PEs' timestamp
+marks. Marks inside the program (one timestamp read each) split the time of the PE that ends
+last into compute (inside the compute task), communication (step start to the later broadcast
+callback) and control (callbacks and task switches up to the compute task).
+
+``overlap = true`` is an experiment beyond the SDK: two temporaries per operand (7 buffers), and
+the compute task of step k starts step k+1's broadcasts before computing. The compute engine does
+not make microthreads and the main thread compete for datapath cycles (see :mod:`pe.ce`), so this
+is an upper bound on what overlap buys.
+
+The analytical model (:func:`model`) is the study's T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast
++ 100} x P with the calibration fits of :mod:`workloads.wse`; it never feeds the simulation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from pe.collectives import Collectives
+from pe.config import PeConfig
+from pe.dsd import MemDsd
+from pe.program import Layout, PeBuilder
+from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
+from simcore.config import param, section
+from simcore.errors import ConfigError
+from simcore.sim import RunResult, Simulation
+from workloads import registry
+from workloads.wse import t_bcast_reference, t_fmac_reference
+
+#: Local task ids of the program (the collectives library takes 24..28).
+MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
+WORD_BYTES = 4
+
+# The study's constants besides the two calibration fits (docs/summa.md).
+MODEL_LOOP_CYCLES_PER_ITERATION = 0.5
+MODEL_COMPUTE_CONSTANT_CYCLES = 10.0
+MODEL_CONTROL_CYCLES = 100.0
+
+
+def buffers(overlap: bool) -> int:
+    """Mt x Mt FP32 buffers per PE: A, B, C and one (two with overlap) temporary per operand."""
+    return 7 if overlap else 5
+
+
+def max_mt(pe: PeConfig, overlap: bool = False) -> int:
+    """The largest Mt whose buffers fit in SRAM beside the program (``pe.code_bytes``)."""
+    free = pe.sram_bytes - pe.code_bytes
+    return math.isqrt(max(free, 0) // (buffers(overlap) * WORD_BYTES))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SummaParams(registry.ScenarioParams):
+    p: int = param(4, "PEs per side of the square PE block (P); M = P·Mt", min=2, max=MAX_WIDTH)
+    mt: int = param(14, "side of each PE's A, B and C blocks (Mt), FP32 elements", min=1)
+    overlap: bool = param(
+        False, "start step k+1's broadcasts before step k's compute (experiment, 7 buffers)"
+    )
+    loop_overhead_cycles: float = param(
+        0.5,
+        "cycles of scalar work (address arithmetic, loading b) per inner-loop iteration; the PE "
+        "model has no scalar instructions (study: 0.5·N_loop)",
+        min=0.0,
+    )
+    wafer: WaferConfig = section(WaferConfig, "the wafer-scale engine")
+
+    def check(self) -> None:
+        limit = max_mt(self.wafer.pe, self.overlap)
+        if self.mt > limit:
+            n = buffers(self.overlap)
+            data = n * self.mt * self.mt * WORD_BYTES
+            code = self.wafer.pe.code_bytes
+            raise ConfigError(
+                "mt",
+                self.mt,
+                f"{n} buffers of {self.mt} x {self.mt} FP32 ({data:,} B) plus code ({code:,} B) "
+                f"need {data + code:,} B but a PE has {self.wafer.pe.sram_bytes:,} B of SRAM",
+                allowed=f"1 .. {limit} (the largest Mt that fits)",
+            )
+
+    @property
+    def m(self) -> int:
+        return self.p * self.mt
+
+
+@dataclasses.dataclass
+class PeState:
+    """What one PE's program keeps between tasks (CSL: PE-level variables)."""
+
+    step: int = 0
+    loop_debt: float = 0.0  # fractional loop-overhead cycles not charged yet
+
+
+@dataclasses.dataclass
+class SummaRun:
+    wafer: Wafer
+    a: np.ndarray
+    b: np.ndarray
+    c: dict[tuple[int, int], MemDsd]
+
+
+def inputs(p: SummaParams) -> tuple[np.ndarray, np.ndarray]:
+    """The seeded FP32 matrices A and B (M x M)."""
+    rng = np.random.default_rng([p.seed, 4])
+    a = rng.standard_normal((p.m, p.m)).astype(np.float32)
+    b = rng.standard_normal((p.m, p.m)).astype(np.float32)
+    return a, b
+
+
+def _block(mat: np.ndarray, x: int, y: int, mt: int) -> np.ndarray:
+    """Block (row y, column x), flattened column-major."""
+    return mat[y * mt : (y + 1) * mt, x * mt : (x + 1) * mt].reshape(-1, order="F")
+
+
+def _columns(buf: MemDsd, mt: int) -> list[MemDsd]:
+    """1-D descriptors of the Mt columns of a flat column-major Mt x Mt block."""
+    col = buf.with_length(mt)
+    return [col.with_offset(j * mt) for j in range(mt)]
+
+
+def build(sim: Simulation, p: SummaParams) -> SummaRun:
+    p.check()
+    a_mat, b_mat = inputs(p)
+    run = SummaRun(None, a_mat, b_mat, {})  # type: ignore[arg-type]
+    mt, steps = p.mt, p.p
+
+    def code(pe: PeBuilder) -> None:
+        coll = Collectives(pe)
+        # Flat column-major blocks; with_length(mt) makes the column descriptor of column 0.
+        a = pe.array("A", _block(a_mat, pe.x, pe.y, mt))
+        b = pe.array("B", _block(b_mat, pe.x, pe.y, mt))
+        c = pe.zeros("C", mt * mt)
+        temps = 2 if p.overlap else 1
+        ap = [pe.zeros(f"Ap{i}", mt * mt) for i in range(temps)]
+        bp = [pe.zeros(f"Bp{i}", mt * mt) for i in range(temps)]
+        run.c[(pe.x, pe.y)] = c
+        state = PeState()
+        # Column descriptors, moved once at build time as @increment_dsd_offset would move them
+        # in the loop (the cost of that arithmetic is in loop_overhead_cycles).
+        c_cols = _columns(c, mt)
+        a_cols = {buf.name: _columns(buf, mt) for buf in (a, *ap)}
+
+        def a_of(step: int) -> MemDsd:
+            return a if pe.x == step else ap[step % temps]
+
+        def b_of(step: int) -> MemDsd:
+            return b if pe.y == step else bp[step % temps]
+
+        def start_step(t: Any, step: int) -> None:
+            t.block(COMPUTE)
+            coll.x.broadcast(t, step, a_of(step), X_DONE)
+            coll.y.broadcast(t, step, b_of(step), Y_DONE)
+
+        @pe.local_task(id=MAIN)
+        def main(t: Any) -> None:
+            t.mark("start")
+            start_step(t, 0)
+
+        @pe.local_task(id=X_DONE)
+        def x_done(t: Any) -> None:
+            t.mark(f"x{state.step}")
+            t.activate(COMPUTE)
+
+        @pe.local_task(id=Y_DONE)
+        def y_done(t: Any) -> None:
+            t.mark(f"y{state.step}")
+            t.unblock(COMPUTE)
+
+        @pe.local_task(id=COMPUTE)
+        def compute(t: Any) -> None:
+            step = state.step
+            t.mark(f"c{step}")
+            if p.overlap and step + 1 < steps:
+                start_step(t, step + 1)
+            a_k_cols = a_cols[a_of(step).name]
+            b_vals = pe.read(b_of(step)).tolist()  # the scalars b; loads are in the loop overhead
+            for k in range(mt):
+                a_k = a_k_cols[k]
+                for j in range(mt):
+                    c_j = c_cols[j]
+                    t.fmacs(c_j, c_j, a_k, b_vals[j * mt + k])
+                    state.loop_debt += p.loop_overhead_cycles
+                    whole = int(state.loop_debt)
+                    t.now += whole
+                    state.loop_debt -= whole
+            t.mark(f"e{step}")
+            state.step = step + 1
+            if state.step == steps:
+                t.mark("end")
+            elif not p.overlap:
+                start_step(t, state.step)
+
+        pe.block(COMPUTE)
+        pe.start(main)
+
+    layout = Layout(steps, steps)
+    layout.set_rectangle_code(code)
+    run.wafer = Wafer(sim, p.wafer, layout)
+    return run
+
+
+def split_cycles(marks: dict[str, int], steps: int) -> dict[str, int]:
+    """Compute, communication and control cycles of one PE, summed over the steps.
+
+    Per step k, from the PE's marks: communication runs from the step's start (``start`` or the
+    previous compute's end ``e{k-1}``) to the later broadcast callback (``x{k}``, ``y{k}``);
+    control from there to the compute task's start ``c{k}``; compute to its end ``e{k}``. With
+    ``overlap`` the communication is what is left exposed, not what the broadcasts take.
+    """
+    comp = comm = ctrl = 0
+    prev = marks["start"]
+    for k in range(steps):
+        done = max(marks[f"x{k}"], marks[f"y{k}"], prev)
+        comm += done - prev
+        ctrl += marks[f"c{k}"] - done
+        comp += marks[f"e{k}"] - marks[f"c{k}"]
+        prev = marks[f"e{k}"]
+    ctrl += marks["end"] - prev
+    return {"compute_cycles": comp, "comm_cycles": comm, "control_cycles": ctrl}
+
+
+def peak_tflops(p: SummaParams) -> float:
+    """Single-PE FP32 fmacs peak (one multiply-add per initiation interval) x the P² PEs."""
+    flop_per_cycle = 2.0 / p.wafer.pe.fp32_fmac_cycles_per_element
+    return flop_per_cycle * p.p * p.p * p.wafer.clock_hz / 1e12
+
+
+def tflops(p: SummaParams, cycles: float) -> float:
+    """F = 2·M³·f_clk / T, in TFLOP/s."""
+    return 2.0 * p.m**3 * p.wafer.clock_hz / cycles / 1e12
+
+
+def fp32_error_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise bound on |C_fp32 - A·B| for M rounded products summed in FP32.
+
+    Each term is rounded once (the product) and the running sum once per add (fmacs is not
+    fused, see docs/pe-isa.md), so |error| <= gamma_(M+1) · (|A|·|B|) with
+    gamma_n = n·u / (1 - n·u), u = 2^-24 (Higham, recursive summation of rounded products).
+    """
+    n = a.shape[1] + 1
+    u = 2.0**-24
+    gamma = n * u / (1.0 - n * u)
+    return gamma * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+
+
+def metrics(sim: Simulation, p: SummaParams, run: SummaRun, result: RunResult) -> dict:
+    wafer, mt = run.wafer, p.mt
+    got = np.zeros((p.m, p.m), np.float64)
+    for (x, y), c in run.c.items():
+        block = c.read(wafer.ce(x, y).sram).reshape((mt, mt), order="F")
+        got[y * mt : (y + 1) * mt, x * mt : (x + 1) * mt] = block
+    ref = run.a.astype(np.float64) @ run.b.astype(np.float64)
+    err = np.abs(got - ref)
+    correct = bool(np.all(err <= fp32_error_bound(run.a, run.b)))
+    cycles = wafer.span_cycles()
+    last = max(wafer.pes.values(), key=lambda pe: (pe.ce.marks["end"], pe.xy[1], pe.xy[0]))
+    model_cycles = model(p)["cycles"]
+    out: dict[str, Any] = {
+        "cycles": cycles,
+        **split_cycles(last.ce.marks, p.p),
+        "critical_pe": list(last.xy),
+        "p": p.p,
+        "mt": mt,
+        "m": p.m,
+        "overlap": p.overlap,
+        "tflops": tflops(p, cycles),
+        "peak_tflops": peak_tflops(p),
+        "peak_fraction": tflops(p, cycles) / peak_tflops(p),
+        "model_cycles": model_cycles,
+        "model_error_pct": 100.0 * (cycles - model_cycles) / model_cycles,
+        "max_abs_error": float(err.max()),
+        "correct": correct,
+    }
+    return out
+
+
+# -- analytical model ----------------------------------------------------------------------------
+def model(p: SummaParams) -> dict[str, Any]:
+    """The study's time model, from the calibration fits only (never from end-to-end runs).
+
+    Per step: T_comp = T_fmac + 0.5·N_loop + 10 with T_fmac the sum of T_fmac(Mt) over the Mt²
+    fmacs and N_loop = Mt² inner-loop iterations; T_comm = T_bcast(Mt²); T_cntl = 100. The x and y
+    broadcasts run concurrently, so a step pays one T_bcast. ``overlap_cycles`` is the same model
+    with each step's broadcasts hidden behind the previous compute (not the study's).
+    """
+    mt, steps = p.mt, p.p
+    n_loop = mt * mt
+    t_fmac = mt * mt * t_fmac_reference(mt)
+    t_comp = t_fmac + MODEL_LOOP_CYCLES_PER_ITERATION * n_loop + MODEL_COMPUTE_CONSTANT_CYCLES
+    t_comm = t_bcast_reference(mt * mt)
+    t_cntl = MODEL_CONTROL_CYCLES
+    cycles = (t_comp + t_comm + t_cntl) * steps
+    overlap_cycles = t_comm + (max(t_comp, t_comm) + t_cntl) * steps
+    return {
+        "cycles": cycles,
+        "compute_cycles": t_comp * steps,
+        "comm_cycles": t_comm * steps,
+        "control_cycles": t_cntl * steps,
+        "t_fmac_step": t_fmac,
+        "n_loop_step": n_loop,
+        "p": steps,
+        "mt": mt,
+        "m": p.m,
+        "tflops": tflops(p, cycles),
+        "peak_tflops": peak_tflops(p),
+        "peak_fraction": tflops(p, cycles) / peak_tflops(p),
+        "overlap_cycles": overlap_cycles,
+        "overlap_tflops": tflops(p, overlap_cycles),
+    }
+
+
+# -- registration --------------------------------------------------------------------------------
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="summa",
+            summary="SUMMA GEMM on P x P PEs with row/column broadcasts (the SDK's GEMM)",
+            params=SummaParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+        )
+    )
