@@ -346,3 +346,47 @@ def register() -> None:
             model=model,
         )
     )
+    cases = (
+        ("summa", VALIDATE_POINTS, 17.0, "P = 4..32, Mt = 1..48 (the largest that fits)"),
+        ("summa-strong", STRONG_POINTS, 11.0, "strong scaling: M = 64 on P = 2..32"),
+        ("summa-weak", WEAK_POINTS, 6.0, "weak scaling: Mt = 8 on P = 2..16"),
+    )
+    for name, points, tolerance, what in cases:
+        registry.register_case(
+            registry.ValidationCase(
+                name=name,
+                summary=f"SUMMA cycles vs the study's T_total model, {what}",
+                run=lambda name=name, points=points: _sweep(name, points),
+                tolerance=tolerance,
+                criterion="mape",
+            )
+        )
+
+
+# -- validation ----------------------------------------------------------------------------------
+#: (P, Mt) points of the default case: P = 4..32, Mt from 1 to the largest that fits (48),
+#: sampled so that ``wafersim validate summa`` runs in about two minutes.
+VALIDATE_POINTS = (
+    *((4, mt) for mt in (1, 4, 8, 16, 32, 48)),
+    *((8, mt) for mt in (1, 4, 8)),
+    (16, 1),
+    (32, 1),
+)
+#: Fixed M = 64 on P = 2..32 PEs per side (Mt = 32 .. 2).
+STRONG_POINTS = tuple((p, 64 // p) for p in (2, 4, 8, 16, 32))
+#: Fixed Mt = 8 on P = 2..16 PEs per side.
+WEAK_POINTS = tuple((p, 8) for p in (2, 4, 8, 16))
+
+
+def _sweep(case: str, points: tuple[tuple[int, int], ...]) -> list[registry.ValidationRow]:
+    from workloads.scenario import Scenario, run_scenario
+
+    scen = Scenario("summa", "<validate>", registry.KINDS["summa"], "", {})
+    rows = []
+    for p, mt in points:
+        params = SummaParams(p=p, mt=mt)
+        m = run_scenario(scen, params).metrics
+        if not m["correct"]:
+            raise RuntimeError(f"summa P={p} Mt={mt}: wrong product ({m['max_abs_error']:g})")
+        rows.append(registry.ValidationRow(case, f"P={p} Mt={mt}", m["cycles"], m["model_cycles"]))
+    return rows
