@@ -60,8 +60,11 @@ def export_chrome_json(
                     ("ts_ticks", "dur_ticks", "component", "category", "name", "phase",
                      "value", "flow_out", "flow_in")]  # fmt: skip
             args_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
-            for ts, dur, comp, cat, name, phase, value, f_out, f_in in zip(*cols, strict=True):
-                groups = [next(a) for a in args_cols]
+            args_cols = [a for a in args_cols if a is not None]
+            for r, (ts, dur, comp, cat, name, phase, value, f_out, f_in) in enumerate(
+                zip(*cols, strict=True)
+            ):
+                groups = [a[r] for a in args_cols]
                 stats.events += 1
                 pid = pid_of[comp.split("/")[0]]
                 t_us = ts * us_per_tick

@@ -21,8 +21,8 @@ same picture. Nothing here knows a hardware family: it works on component *paths
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
-from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -132,6 +132,19 @@ class FlowPlan:
             return range(base, base + int(self.counts[i]))
         return range(0)
 
+    def batch_sends(self, flow_out: pa.Array) -> tuple[list[int], list[int]]:
+        """Per row of a batch's ``flow_out`` column: first viewer id and count (0: no flow)."""
+        if flow_out.null_count == len(flow_out) or len(self.ids) == 0:
+            zeros = [0] * len(flow_out)
+            return zeros, zeros
+        fo = flow_out.fill_null(-1).to_numpy(zero_copy_only=False)
+        i = np.minimum(np.searchsorted(self.ids, fo), len(self.ids) - 1)
+        hit = self.ids[i] == fo
+        return (
+            np.where(hit, self.bases[i], 0).tolist(),
+            np.where(hit, self.counts[i], 0).tolist(),
+        )
+
     def receive_id(self, flow_id: int, seen: dict[int, int]) -> int | None:
         """Viewer id for the next receive of ``flow_id``; ``seen`` counts receives so far."""
         i = int(np.searchsorted(self.ids, flow_id))
@@ -182,14 +195,14 @@ def prepass(path: str) -> Prepass:
     return Prepass(sorted(comps, key=natural_key), plan, events)
 
 
-def map_rows(arr: pa.Array) -> Iterator[list[tuple[str, object]] | None]:
-    """The entries of a map column, row by row, without building a Python object per row twice."""
+def map_rows(arr: pa.Array) -> list[list[tuple[str, object]] | None] | None:
+    """The entries of a (non-sliced) map column per row, or None if no row has any."""
     if arr.null_count == len(arr) or len(arr.keys) == 0:
-        yield from (None for _ in range(len(arr)))
-        return
+        return None
     offsets = arr.offsets.to_pylist()
     keys = arr.keys.to_pylist()
     items = arr.items.to_pylist()
-    for i in range(len(arr)):
-        a, b = offsets[i], offsets[i + 1]
-        yield list(zip(keys[a:b], items[a:b], strict=True)) if b > a else None
+    return [
+        list(zip(keys[a:b], items[a:b], strict=True)) if b > a else None
+        for a, b in itertools.pairwise(offsets)
+    ]

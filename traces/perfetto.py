@@ -89,6 +89,10 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
+_PREFIXED = 1 << 14
+_PREFIX = [b"\x0a" + _varint(n) for n in range(_PREFIXED)]  # tag of field 1 + length
+
+
 def clock_unit(tick_hz: int) -> tuple[int, bool]:
     """``(unit_multiplier_ns, exact)`` for a trace whose tick is ``1 / tick_hz`` seconds."""
     if tick_hz > 0 and 1_000_000_000 % tick_hz == 0:
@@ -106,7 +110,8 @@ class _Out:
 
     def add(self, packet: pb.TracePacket) -> None:
         data = packet.SerializeToString()
-        self.parts.append(b"\x0a" + _varint(len(data)) + data)
+        n = len(data)
+        self.parts.append((_PREFIX[n] if n < _PREFIXED else b"\x0a" + _varint(n)) + data)
 
     def flush(self) -> None:
         blob = b"".join(self.parts)
@@ -246,44 +251,47 @@ class _Exporter:
     def run(self, path: str) -> None:
         st = self.stats
         out = self.out
+        # Packets are reused (cleared, refilled, serialized): much cheaper than new messages.
+        pk = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+        te = pk.track_event
+        end = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+        end_te = end.track_event
+        end_te.type = _END
+        ctr = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+        ctr_te = ctr.track_event
+        ctr_te.type = _COUNTER
+        flows = self.flows
         for batch in iter_batches(path):
             n = batch.num_rows
             st.events += n
-            cols = {name: batch.column(name) for name in ("component", "category", "name", "phase")}
-            dicts = {k: v.dictionary.to_pylist() for k, v in cols.items()}
-            idx = {k: v.indices.to_pylist() for k, v in cols.items()}
+            names = ("component", "category", "name", "phase")
+            cols = [batch.column(c) for c in names]
+            comp_d, cat_d, name_d, ph_d = (c.dictionary.to_pylist() for c in cols)
+            comp_i, cat_i, name_i, ph_i = (c.indices.to_pylist() for c in cols)
             ts = batch.column("ts_ticks").to_pylist()
             dur = batch.column("dur_ticks").to_pylist()
             value = batch.column("value").to_pylist()
-            fout = batch.column("flow_out").to_pylist()
+            send_base, send_count = flows.batch_sends(batch.column("flow_out"))
             fin = batch.column("flow_in").to_pylist()
-            args = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
-            comp_d, cat_d, name_d, ph_d = (
-                dicts[k] for k in ("component", "category", "name", "phase")
-            )
-            comp_i, cat_i, name_i, ph_i = (
-                idx[k] for k in ("component", "category", "name", "phase")
-            )
+            arg_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
+            arg_cols = [a for a in arg_cols if a is not None]
             for r in range(n):
-                a_int, a_float, a_str = next(args[0]), next(args[1]), next(args[2])
                 comp = comp_d[comp_i[r]]
-                phase = ph_d[ph_i[r]]
                 t = ts[r]
-                pk = pb.TracePacket(
-                    trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS, timestamp=t
-                )
-                te = pk.track_event
-                if phase == "counter":
-                    te.type = _COUNTER
-                    te.track_uuid = self._counter_track(comp, name_d[name_i[r]])
+                if ph_d[ph_i[r]] == "counter":
+                    ctr.timestamp = t
+                    ctr_te.track_uuid = self._counter_track(comp, name_d[name_i[r]])
                     v = value[r]
-                    te.double_counter_value = 0.0 if v is None else v
+                    ctr_te.double_counter_value = 0.0 if v is None else v
                     st.counters += 1
-                    out.add(pk)
+                    out.add(ctr)
                     continue
+                te.Clear()
+                if pk.HasField("interned_data"):
+                    pk.ClearField("interned_data")
+                pk.timestamp = t
                 d = dur[r]
-                name = name_d[name_i[r]]
-                te.name_iid = self._iid(self.names, name, pk, "event_names")
+                te.name_iid = self._iid(self.names, name_d[name_i[r]], pk, "event_names")
                 te.category_iids.append(
                     self._iid(self.cats, cat_d[cat_i[r]], pk, "event_categories")
                 )
@@ -292,7 +300,8 @@ class _Exporter:
                     lanes = self.lanes[comp] = Lanes()
                 track = self._lane_track(comp, lanes.place(t, t + d) if d > 0 else 0)
                 te.track_uuid = track
-                for group in (a_int, a_float, a_str):
+                for col in arg_cols:
+                    group = col[r]
                     if group:
                         for k, v in group:
                             ann = te.debug_annotations.add()
@@ -305,26 +314,22 @@ class _Exporter:
                                 ann.double_value = v
                             else:
                                 ann.int_value = v
-                f_out, f_in = fout[r], fin[r]
-                if f_out is not None:
-                    ids = self.flows.send_ids(f_out)
-                    te.flow_ids.extend(ids)
-                    st.flows += len(ids)
+                k = send_count[r]
+                if k:
+                    base = send_base[r]
+                    te.flow_ids.extend(range(base, base + k))
+                    st.flows += k
+                f_in = fin[r]
                 if f_in is not None:
-                    rid = self.flows.receive_id(f_in, self.seen)
+                    rid = flows.receive_id(f_in, self.seen)
                     if rid is not None:
                         te.terminating_flow_ids.append(rid)
                 st.slices += 1
                 if d > 0:
                     te.type = _BEGIN
                     out.add(pk)
-                    end = pb.TracePacket(
-                        trusted_packet_sequence_id=SEQUENCE_ID,
-                        sequence_flags=_NEEDS,
-                        timestamp=t + d,
-                    )
-                    end.track_event.type = _END
-                    end.track_event.track_uuid = track
+                    end.timestamp = t + d
+                    end_te.track_uuid = track
                     out.add(end)
                 else:
                     te.type = _INSTANT

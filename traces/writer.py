@@ -28,21 +28,51 @@ from traces.schema import META_PREFIX, SCHEMA, SCHEMA_VERSION, TraceLevel
 _TS, _DUR, _CYC, _DCYC, _DOM, _COMP, _CAT, _NAME, _PH, _VAL, _FOUT, _FIN, _ARGS = range(13)
 
 
-def _split_args(args: Mapping[str, Any] | None) -> tuple[list, list, list]:
-    ints: list[tuple[str, int]] = []
-    floats: list[tuple[str, float]] = []
-    strs: list[tuple[str, str]] = []
-    if args:
-        for k, v in args.items():
-            if isinstance(v, bool):
-                ints.append((k, int(v)))
-            elif isinstance(v, int):
-                ints.append((k, v))
-            elif isinstance(v, float):
-                floats.append((k, v))
-            else:
-                strs.append((k, str(v)))
-    return ints, floats, strs
+def _args_columns(rows: tuple) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The three typed argument map columns, built flat (keys, values, offsets) in one sweep."""
+    ik: list[str] = []
+    iv: list[int] = []
+    fk: list[str] = []
+    fv: list[float] = []
+    sk: list[str] = []
+    sv: list[str] = []
+    io, fo, so = [0], [0], [0]
+    for args in rows:
+        if args:
+            for k, v in args.items():
+                t = type(v)
+                if t is int:
+                    ik.append(k)
+                    iv.append(v)
+                elif t is float:
+                    fk.append(k)
+                    fv.append(v)
+                elif t is str:
+                    sk.append(k)
+                    sv.append(v)
+                elif isinstance(v, bool | int):
+                    ik.append(k)
+                    iv.append(int(v))
+                elif isinstance(v, float):
+                    fk.append(k)
+                    fv.append(float(v))
+                else:
+                    sk.append(k)
+                    sv.append(str(v))
+        io.append(len(ik))
+        fo.append(len(fk))
+        so.append(len(sk))
+    return (
+        _map(io, ik, iv, pa.int64()),
+        _map(fo, fk, fv, pa.float64()),
+        _map(so, sk, sv, pa.string()),
+    )
+
+
+def _map(offsets: list[int], keys: list[str], items: list, item_type: pa.DataType) -> pa.Array:
+    return pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(items, item_type)
+    )
 
 
 class TraceWriter:
@@ -114,7 +144,7 @@ class TraceWriter:
         if not self._rows or self._closed:
             return
         cols = list(zip(*self._rows, strict=True))
-        split = [_split_args(a) for a in cols[_ARGS]]
+        args_int, args_float, args_str = _args_columns(cols[_ARGS])
         arrays = [
             pa.array(cols[_TS], pa.int64()),
             pa.array(cols[_DUR], pa.int64()),
@@ -128,9 +158,9 @@ class TraceWriter:
             pa.array(cols[_VAL], pa.float64()),
             pa.array(cols[_FOUT], pa.int64()),
             pa.array(cols[_FIN], pa.int64()),
-            pa.array([s[0] for s in split], SCHEMA.field("args_int").type),
-            pa.array([s[1] for s in split], SCHEMA.field("args_float").type),
-            pa.array([s[2] for s in split], SCHEMA.field("args_str").type),
+            args_int,
+            args_float,
+            args_str,
         ]
         self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
         self._sink.flush()
