@@ -45,7 +45,9 @@ class Router:
         "ce",
         "credits",
         "engine",
+        "express_until",
         "forwarded",
+        "future",
         "index",
         "nbr",
         "pending",
@@ -68,10 +70,40 @@ class Router:
         self.ce: Any = None
         self.forwarded = 0
         self.stall_cycles = 0
+        self.express_until = -1  # last cycle of an express stream through this router
+        # colour -> (cycle of the last pending configuration write, the state it will leave)
+        self.future: dict[int, tuple[int, ColourRoute]] = {}
 
     @property
     def name(self) -> str:
         return pe_name(self.xy)
+
+    def write_config(self, t: int, colour: int, change: Callable[[ColourRoute], None]) -> None:
+        """Schedule a configuration write by the CE at cycle ``t``: ``change`` mutates the
+        colour's route then. The state it will leave is kept as ``future`` until it lands, so
+        express streams can plan with the configuration already on its way."""
+        ready = self.future.get(colour)
+        base = ready[1] if ready else self.routes.get(colour)
+        predicted = ColourRoute(list(base.positions), base.pos, base.teardown, base.ring)
+        change(predicted)
+        self.future[colour] = (t, predicted)
+
+        def apply() -> None:
+            change(self.routes[colour])
+            pending = self.future.get(colour)
+            if pending is not None and pending[0] <= t:
+                del self.future[colour]
+            self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
+            self.engine.activate_router(self)
+
+        self.engine.at(t, apply)
+
+    def route_at(self, colour: int) -> tuple[int, ColourRoute | None]:
+        """(cycle from which it holds, the colour's route once pending writes have landed)."""
+        pending = self.future.get(colour)
+        if pending is not None:
+            return pending
+        return -1, self.routes.get(colour)
 
     def credit(self, port: Dir, colour: int) -> int:
         key = (port, colour)
@@ -82,6 +114,11 @@ class Router:
         return c
 
     def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
+        if self.express_until >= self.engine.now_cycle():
+            # Inside an express stream's window: wait for it to end (counted, see express.py).
+            self.engine.fast_conflicts += 1
+            self.engine.at(self.express_until + 1, self.receive, port, colour, w)
+            return
         route = self.routes.get(colour)
         if route is None or port not in route.current.rx:
             have = route.current.describe() if route else "no route"
@@ -122,8 +159,10 @@ class Router:
                     wanted.setdefault(port, []).append(key)
                 else:
                     self.stall_cycles += 1
-        if not busy:
-            return False
+        if not busy or not wanted:
+            return (
+                False  # empty, or everything blocked: a credit, arrival or teardown exit wakes it
+            )
         for port, keys in wanted.items():
             key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
             self.rr[port] = key[1]
@@ -207,7 +246,10 @@ class FabricEngine:
         self._active_ces: dict[int, Any] = {}
         self._ticking: set[int] = set()
         self.cycles_stepped = 0
-        self.wavelet_hops = 0
+        self.fast = False  # express streams on (the 'fast' fidelity)
+        self.express_streams = 0
+        self.express_wavelets = 0
+        self.fast_conflicts = 0
 
     def add_router(self, xy: tuple[int, int]) -> Router:
         r = Router(self, xy, len(self.routers))
@@ -247,14 +289,25 @@ class FabricEngine:
 
     def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` at the start of absolute cycle ``t`` (t > now)."""
-        if t <= self.env.now // self.period:
+        if t <= self.env._now // self.period:
             raise ValueError(f"fabric action scheduled in the past or present: cycle {t}")
-        slot = self._due.setdefault(t, [])
-        slot.append((fn, args))
-        self._tick_at(t)
+        slot = self._due.get(t)
+        if slot is None:
+            self._due[t] = [(fn, args)]
+            if t not in self._ticking:
+                self._tick_at(t)
+        else:
+            slot.append((fn, args))
 
     # Activation is only ever called while a tick is delivering this cycle's due work (every
     # outside interaction arrives through ``later``/``at``), so the current tick steps the part.
+    def at_or_now(self, t: int, fn: Callable[..., None], *args: Any) -> None:
+        """``at(t, ...)``, or call at once when ``t`` is the current cycle (inside a tick)."""
+        if t <= self.env.now // self.period:
+            fn(*args)
+        else:
+            self.at(t, fn, *args)
+
     def activate_router(self, r: Router) -> None:
         self._active_routers[r.index] = r
 

@@ -62,7 +62,11 @@ class Position:
 
     @staticmethod
     def make(rx: Iterable[Dir | str], tx: Iterable[Dir | str]) -> Position:
-        return Position(dirs(rx), tuple(sorted(dirs(tx))))
+        rx, tx = tuple(rx), tuple(tx)
+        pos = _POSITIONS.get((rx, tx))
+        if pos is None:
+            pos = _POSITIONS[(rx, tx)] = Position(dirs(rx), tuple(sorted(dirs(tx))))
+        return pos
 
     def describe(self) -> str:
         rx = ",".join(d.name for d in sorted(self.rx)) or "-"
@@ -91,6 +95,9 @@ class ColourRoute:
 
     def reset(self) -> None:
         self.pos = 0
+
+
+_POSITIONS: dict[tuple[tuple, tuple], Position] = {}  # Position is frozen: safe to share
 
 
 def pe_name(xy: tuple[int, int]) -> str:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
+from fabric.express import try_express
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from simcore.errors import BuildError
@@ -80,12 +81,15 @@ class AsyncOp:
     """
 
     __slots__ = (
+        "begin_at",
         "ce",
         "control_wavelet",
         "done",
+        "express",
         "fab_in",
         "func",
         "in_queue",
+        "issues",
         "length",
         "microthread",
         "name",
@@ -96,9 +100,9 @@ class AsyncOp:
         "out_view",
         "plan",
         "priority",
-        "stalled",
         "started",
         "values",
+        "width",
     )  # fmt: skip
 
     def __init__(self, ce: ComputeEngine, name: str, length: int) -> None:
@@ -122,7 +126,10 @@ class AsyncOp:
         self.priority = 2
         self.on_done: list[tuple[str, int]] = []
         self.started = 0
-        self.stalled = 0
+        self.issues = 0  # cycles in which this microthread issued
+        self.begin_at = 0  # the cycle the operation is registered to begin
+        self.express = False  # moved as an express stream (fast fidelity)
+        self.width = 1  # elements one issue may move (the op's SIMD width)
 
     def describe(self) -> str:
         src = f"input queue {self.fab_in}" if self.fab_in is not None else "memory"
@@ -151,6 +158,7 @@ class ComputeEngine:
         self.engine: FabricEngine = wafer.engine
         self.router: Router = None  # type: ignore[assignment]
         self.tasks: dict[int, TaskDef] = {}
+        self._order: list[TaskDef] | None = None  # tasks in dispatch order, built on first use
         self.activated = [False] * TASK_IDS
         self.blocked = [False] * TASK_IDS
         self.queue_of_colour: dict[int, int] = {}
@@ -167,6 +175,7 @@ class ComputeEngine:
         self._dispatch_at = -1
         self.marks: dict[str, int] = {}
         self.exited = False
+        self.express_until = -1  # last cycle of an express stream this CE takes part in
         self.busy_cycles = 0
         self.tasks_run = 0
         self.trace_level = 0
@@ -187,6 +196,7 @@ class ComputeEngine:
                 f"'{task.name}'); give one of them another id"
             )
         self.tasks[task.id] = task
+        self._order = None
         if task.kind == "data":
             self.bind_queue(task.colour, task.queue)  # type: ignore[arg-type]
             self.data_task_of_queue[task.queue] = task.id  # type: ignore[index]
@@ -256,21 +266,30 @@ class ComputeEngine:
             c = self.up_credits[colour] = self.wafer.cfg.fabric.ramp_credits
         return c
 
+    def _eligible(self, op: AsyncOp) -> bool:
+        if op.fab_in is not None and not op.in_queue:
+            return False
+        return op.out_colour is None or self._up_credit_count(op.out_colour) > 0
+
     def fabric_step(self, t: int) -> bool:
-        """Advance one eligible microthread by one element; True while any are still running."""
+        """Advance the eligible microthread of highest priority by one issue. Returns whether
+        any microthread can still issue next cycle; otherwise the CE sleeps until a wavelet or
+        a credit arrives (``fabric_deliver`` / ``up_credit`` wake it)."""
         best: AsyncOp | None = None
         for op in self.ops:
-            if op.fab_in is not None and not op.in_queue:
-                op.stalled += 1
-                continue
-            if op.out_colour is not None and self._up_credit_count(op.out_colour) <= 0:
-                op.stalled += 1
-                continue
-            if best is None or (op.priority, op.microthread) < (best.priority, best.microthread):
+            if self._eligible(op) and (
+                best is None or (op.priority, op.microthread) < (best.priority, best.microthread)
+            ):
                 best = op
-        if best is not None:
+        if best is None:
+            return False
+        # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
+        best.issues += 1
+        for _ in range(best.width):
             self._advance(best, t)
-        return bool(self.ops)
+            if best.done == best.length or not self._eligible(best):
+                break
+        return any(self._eligible(op) for op in self.ops)
 
     def _advance(self, op: AsyncOp, t: int) -> None:
         k = op.done
@@ -310,9 +329,14 @@ class ComputeEngine:
         raise BuildError(f"{self.path}: input queue {q} has no colour bound")
 
     def _finish(self, op: AsyncOp, t: int) -> None:
-        self.ops.remove(op)
+        if not op.express:
+            self.ops.remove(op)
         if op.fab_in is not None:
             del self.ops_in[op.fab_in]
+            queue = self.in_queues[op.fab_in]
+            while queue and queue[0].ctrl and queue[0].task_id is None:
+                queue.popleft()  # a control wavelet that followed the data: consumed
+                self._return_down_credit(self._colour_of_queue(op.fab_in))
         if op.out_colour is not None:
             del self.ops_out[op.microthread]
         if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
@@ -321,7 +345,7 @@ class ComputeEngine:
             self.sim.tracer.emit(
                 op.started, t + 1 - op.started, op.started, t + 1 - op.started, "wafer",
                 f"{self.path}/mt[{op.microthread}]", "async", op.name,
-                args={"elements": op.length, "stall_cycles": op.stalled},
+                args={"elements": op.length, "issue_cycles": op.issues},
             )  # fmt: skip
         for action, task_id in op.on_done:
             if action == "activate":
@@ -350,12 +374,30 @@ class ComputeEngine:
                     f"once ('{other.name}' and '{op.name}'); give one a different queue"
                 )
             self.ops_out[op.microthread] = op
+        op.begin_at = at_cycle
         self.engine.at(at_cycle, self._begin, op)
 
     def _begin(self, op: AsyncOp) -> None:
-        op.started = self.engine.now_cycle()
+        if op.express:
+            return  # already carried by an express stream
+        now = self.engine.now_cycle()
+        if self.express_until >= now:
+            # Inside an express window of this CE: wait for it to end (see fabric/express.py).
+            self.engine.fast_conflicts += 1
+            self.engine.at(self.express_until + 1, self._begin, op)
+            return
+        op.started = now
+        if self.engine.fast and op.out_colour is not None and try_express(self, op, now):
+            return
         self.ops.append(op)
         self.engine.activate_ce(self)
+
+    def complete_express(self, op: AsyncOp, values: Any) -> None:
+        """The end of an express stream for ``op`` (a send, or a receive given its data)."""
+        if values is not None:
+            op.out_view[:] = values  # type: ignore[index]
+        op.done = op.length
+        self._finish(op, self.engine.now_cycle())
 
     # -- task dispatch -----------------------------------------------------------------------
     def activate_at_start(self, task_id: int) -> None:
@@ -378,20 +420,23 @@ class ComputeEngine:
         self.env.schedule(ev, DISPATCH_PRIORITY, when - self.env.now)
 
     def _runnable(self) -> TaskDef | None:
-        best: TaskDef | None = None
-        best_key = None
-        for tid, task in self.tasks.items():
-            if self.blocked[tid]:
+        """The task to run next: high priority first, then the lowest id."""
+        order = self._order
+        if order is None:
+            order = self._order = sorted(
+                self.tasks.values(), key=lambda task: (PRIORITY_RANK[task.priority], task.id)
+            )
+        activated, blocked = self.activated, self.blocked
+        for task in order:
+            tid = task.id
+            if blocked[tid]:
                 continue
             if task.kind == "data":
-                if not self.in_queues[task.queue]:  # type: ignore[index]
-                    continue
-            elif not self.activated[tid]:
-                continue
-            key = (PRIORITY_RANK[task.priority], tid)
-            if best_key is None or key < best_key:
-                best, best_key = task, key
-        return best
+                if self.in_queues[task.queue]:  # type: ignore[index]
+                    return task
+            elif activated[tid]:
+                return task
+        return None
 
     def _dispatch(self, _ev: Any) -> None:
         self._dispatch_at = -1

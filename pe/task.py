@@ -100,19 +100,16 @@ class TaskContext:
         """Rewrite the colour's switch positions on this PE's router (keeps teardown state)."""
         pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
         self.now += self.ce.timing.route_write_cycles * 2 * len(pos)  # rx and tx registers
-        router = self.ce.router
 
-        def apply() -> None:
-            old = router.routes.get(colour)
-            router.routes[colour] = ColourRoute(pos, teardown=old.teardown if old else False)
-            router.pending = {k: v for k, v in router.pending.items() if k[1] != colour}
+        def change(route: ColourRoute) -> None:
+            route.positions = list(pos)
+            route.pos = 0
 
-        self._at_now(apply)
+        self._write(colour, change)
 
     def reset_switches(self, colour: int) -> None:
         self.now += self.ce.timing.route_write_cycles
-        router = self.ce.router
-        self._at_now(lambda: router.routes[colour].reset())
+        self._write(colour, ColourRoute.reset)
 
     def clear_filters(self, colour: int) -> None:
         """Clear the PE's wavelet filters: one router write per filter register. (Filters
@@ -121,14 +118,11 @@ class TaskContext:
 
     def exit_teardown(self, colour: int) -> None:
         self.now += self.ce.timing.route_write_cycles
-        router = self.ce.router
-        engine = self.ce.engine
 
-        def apply() -> None:
-            router.routes[colour].teardown = False
-            engine.activate_router(router)
+        def change(route: ColourRoute) -> None:
+            route.teardown = False
 
-        self._at_now(apply)
+        self._write(colour, change)
 
     def teardown_colours(self) -> list[int]:
         """Colours whose teardown triggered the teardown task (cleared on read)."""
@@ -136,9 +130,12 @@ class TaskContext:
         self.ce.torn_down.clear()
         return out
 
-    def _at_now(self, fn: Any) -> None:
-        t = max(self.now, self.ce.engine.now_cycle() + 1)
-        self.ce.engine.at(t, fn)
+    def _write(self, colour: int, change: Any) -> None:
+        """A router configuration write landing at the task's current cycle."""
+        router = self.ce.router
+        if colour not in router.routes:
+            router.routes[colour] = ColourRoute([Position.make([], [])], teardown=True)
+        router.write_config(max(self.now, self.ce.engine.now_cycle() + 1), colour, change)
 
     # -- instructions ----------------------------------------------------------------------------
     def op(
@@ -188,6 +185,7 @@ class TaskContext:
         length = dst.length
         op = AsyncOp(ce, name, length)
         op.priority = PRIORITIES[priority]
+        op.width = ce.cfg.simd_width(isa.OPS[name].simd_width_param)
         fab_ins = [s for s in srcs if isinstance(s, FabInDsd)]
         if len(fab_ins) > 1:
             raise BuildError(

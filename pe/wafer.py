@@ -45,8 +45,10 @@ class WaferConfig:
     clock_hz: int = param(
         850_000_000, "wafer clock (the SDK measurements ran at 850 MHz; design 1.1 GHz)", min=1
     )
-    fidelity: Literal["reference"] = param(
-        "reference", "fabric model: 'reference' steps every wavelet through every router"
+    fidelity: Literal["fast", "reference"] = param(
+        "fast",
+        "fabric model: 'reference' steps every wavelet through every router; 'fast' moves "
+        "uncontended streams as express streams (same cycles) and the rest wavelet by wavelet",
     )
     fabric: FabricConfig = section(FabricConfig, "routers, links and ramps")
     pe: PeConfig = section(PeConfig, "processing element: SRAM, pipeline, instruction costs")
@@ -88,6 +90,7 @@ class Wafer(Component):
         self.cfg = cfg
         self.layout = layout
         self.engine = FabricEngine(sim, cfg.fabric, layout.width, layout.height)
+        self.engine.fast = cfg.fidelity == "fast"
         self.pes: dict[tuple[int, int], Pe] = {}
         for y in range(layout.height):
             for x in range(layout.width):

@@ -1,0 +1,114 @@
+"""Wafer benchmark: simulated PE-cycles per wall-second, and memory per simulated PE.
+
+The workload (issue #3): on a W x W mesh every PE row-broadcasts ``words`` FP32 wavelets with the
+collectives library: each row runs W broadcasts one after another (root 0, then 1, ...), and all
+rows run at once. PE-cycles = PEs x simulated cycles. Memory: peak RSS of building and running
+the mesh, minus the interpreter's baseline, divided by the PEs.
+
+Run: ``python bench/wafer_bench.py [--sizes 16 64] [--words 1024] [--fidelity reference]``
+(``--profile`` prints the top of a cProfile of the first size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import pstats
+import resource
+import time
+
+import numpy as np
+
+from pe.collectives import Collectives
+from pe.program import Layout
+from pe.wafer import Wafer, WaferConfig
+from simcore import Simulation
+
+
+def row_broadcasts(width: int, words: int, cfg: WaferConfig) -> tuple[Simulation, Wafer]:
+    data = np.arange(words, dtype=np.float32)
+
+    def code(pe):
+        coll = Collectives(pe)
+        buf = pe.array("buf", data)
+        state = {"root": 0}
+
+        @pe.local_task(id=10)
+        def step(t):
+            if state["root"] == 0:
+                t.mark("start")
+            coll.x.broadcast(t, state["root"], buf, 11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            state["root"] += 1
+            if state["root"] < pe.width:
+                t.activate(10)
+            else:
+                t.mark("end")
+
+        pe.start(step)
+
+    layout = Layout(width, width)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    wafer = Wafer(sim, cfg, layout)
+    return sim, wafer
+
+
+def rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def measure(width: int, words: int, cfg: WaferConfig) -> dict:
+    base = rss_bytes()
+    t0 = time.perf_counter()
+    sim, wafer = row_broadcasts(width, words, cfg)
+    build_s = time.perf_counter() - t0
+    result = sim.run()
+    assert result.status == "completed", result.report
+    cycles = wafer.span_cycles()
+    pes = width * width
+    return {
+        "mesh": f"{width}x{width}",
+        "pes": pes,
+        "cycles": cycles,
+        "build_s": build_s,
+        "run_s": result.wall_s,
+        "pe_cycles_per_s": pes * cycles / result.wall_s,
+        "bytes_per_pe": (rss_bytes() - base) / pes,
+        "events": result.events,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--words", type=int, default=1024)
+    ap.add_argument("--fidelity", default="reference")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    cfg = dataclasses.replace(WaferConfig(), fidelity=args.fidelity)
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        measure(args.sizes[0], args.words, cfg)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+        return
+    print(f"row broadcasts of {args.words} words, fidelity {args.fidelity}")
+    print(
+        f"{'mesh':>8} {'cycles':>10} {'build s':>8} {'run s':>8} {'PE-cycles/s':>14} {'B/PE':>10}"
+    )
+    for w in args.sizes:
+        m = measure(w, args.words, cfg)
+        print(
+            f"{m['mesh']:>8} {m['cycles']:>10,} {m['build_s']:>8.2f} {m['run_s']:>8.2f} "
+            f"{m['pe_cycles_per_s']:>14,.0f} {m['bytes_per_pe']:>10,.0f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
