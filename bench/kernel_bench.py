@@ -16,6 +16,7 @@ Run: ``python bench/kernel_bench.py [--items N] [--stages K] [--repeat R]``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 
 import simpy
@@ -43,7 +44,7 @@ def bare_simpy(items: int, stages: int, capacity: int) -> tuple[float, int]:
             yield stores[-1].get()
 
     env.process(source())
-    for a, b in zip(stores, stores[1:], strict=False):
+    for a, b in itertools.pairwise(stores):
         env.process(relay(a, b))
     env.process(sink())
     t0 = time.perf_counter()
@@ -78,7 +79,9 @@ def main() -> None:
     print(f"kernel benchmark: {args.items:,} items x {args.stages} links (best of {args.repeat})")
     print(f"{'kernel':<12} {'wall s':>8} {'events':>12} {'events/s':>12} {'item-hops/s':>13}")
     for name, (wall, events) in best.items():
-        print(f"{name:<12} {wall:>8.3f} {events:>12,} {events / wall:>12,.0f} {hops / wall:>13,.0f}")
+        print(
+            f"{name:<12} {wall:>8.3f} {events:>12,} {events / wall:>12,.0f} {hops / wall:>13,.0f}"
+        )
     ratio = (hops / best["wafersim"][0]) / (hops / best["bare simpy"][0])
     print(f"ratio wafersim / bare SimPy (item-hops per second): {ratio:.2f}")
 

@@ -69,7 +69,7 @@ def _tree(
             nbr = r.nbr.get(port)
             if nbr is None or nbr.index in seen:
                 return None
-            nready, nroute = nbr.route_at(colour)
+            _, nroute = nbr.route_at(colour)
             if nroute is None or port.opposite not in nroute.current.rx:
                 return None
             seen.add(nbr.index)
@@ -85,7 +85,7 @@ _SCHEDULES: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
 
 
 def source_schedule(
-    n: int, begin: int, width: int, credits: int, lr: int, lc: int, b: int, hop: int, lch: int
+    n: int, begin: int, width: int, n_credits: int, lr: int, lc: int, b: int, hop: int, lch: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Issue cycles ``s`` at the sending CE and forward cycles ``f`` at the root router.
 
@@ -93,25 +93,25 @@ def source_schedule(
     stream's schedule is a prefix of a longer one's; so it is computed once per parameter set
     (grown by doubling) and sliced.
     """
-    key = (width, credits, lr, lc, b, hop, lch)
+    key = (width, n_credits, lr, lc, b, hop, lch)
     cached = _SCHEDULES.get(key)
     if cached is None or len(cached[0]) < n:
         size = max(n, 2 * len(cached[0]) if cached else 1024)
-        s_list, f_list = _recurrence(size, width, credits, lr, lc, b, hop, lch)
+        s_list, f_list = _recurrence(size, width, n_credits, lr, lc, b, hop, lch)
         cached = (np.asarray(s_list, np.int64), np.asarray(f_list, np.int64))
         _SCHEDULES[key] = cached
     return cached[0][:n] + begin, cached[1][:n] + begin
 
 
 def _recurrence(
-    n: int, width: int, credits: int, lr: int, lc: int, b: int, hop: int, lch: int
+    n: int, width: int, n_credits: int, lr: int, lc: int, b: int, hop: int, lch: int
 ) -> tuple[list[int], list[int]]:
     """The cycle-by-cycle rules of the sender and its router, from cycle 0 (see the module)."""
     begin = 0
     s = [0] * n
     f = [0] * n
     back: deque[int] = deque()
-    avail = credits
+    avail = n_credits
     t = begin
     k = 0
     while k < n:
@@ -136,11 +136,11 @@ def _recurrence(
     return s, f
 
 
-def _outstanding(tail: list[int], shift: int, after: int, credits: int) -> list[int]:
+def _outstanding(tail: list[int], shift: int, after: int, n_credits: int) -> list[int]:
     """Credit-return cycles (``tail`` + ``shift``) still in the future at cycle ``after``.
-    Returns increase with the wavelet index and at most ``credits`` can be away, so only the
+    Returns increase with the wavelet index and at most ``n_credits`` can be away, so only the
     last ``credits`` wavelets of the stream (``tail``) are looked at."""
-    return [t + shift for t in tail[-credits:] if t + shift > after]
+    return [t + shift for t in tail[-n_credits:] if t + shift > after]
 
 
 def try_express(ce: ComputeEngine, op: AsyncOp, now: int) -> bool:
@@ -156,7 +156,7 @@ def try_express(ce: ComputeEngine, op: AsyncOp, now: int) -> bool:
     if up_credits != cfg.ramp_credits:
         return False
     root = ce.router
-    ready, route = root.route_at(colour)
+    _, route = root.route_at(colour)
     if route is None or Dir.RAMP not in route.current.rx or Dir.RAMP in route.current.tx:
         return False
     n = op.length

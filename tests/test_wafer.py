@@ -1,0 +1,253 @@
+"""The wafer model end to end: real data moves and computes, errors are clear, stalls explained."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric.routes import RouteError
+from pe.collectives import Collectives
+from pe.memory import SramOverflowError
+from pe.program import Layout
+from pe.wafer import Wafer, WaferConfig
+from simcore import Simulation
+from simcore.errors import BuildError
+from workloads import wse
+from workloads.scenario import Scenario, run_scenario
+
+FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def bcast_wafer(width: int, height: int, root: int, n: int, axis: str = "x", seed: int = 0):
+    """Every row (axis x) or column (axis y) broadcasts its own vector from ``root``."""
+    rng = np.random.default_rng(seed)
+    lines = width if axis == "y" else height
+    data = {i: rng.standard_normal(n).astype(np.float32) for i in range(lines)}
+    bufs = {}
+
+    def code(pe):
+        coll = Collectives(pe)
+        line, pos = (pe.y, pe.x) if axis == "x" else (pe.x, pe.y)
+        buf = pe.array("buf", data[line] if pos == root else np.zeros(n, np.float32))
+        bufs[(pe.x, pe.y)] = buf
+
+        @pe.local_task(id=10)
+        def main(t):
+            t.mark("start")
+            getattr(coll, axis).broadcast(t, root, buf, 11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            t.mark("end")
+
+        pe.start(main)
+
+    layout = Layout(width, height)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    wafer = Wafer(sim, WaferConfig(), layout)
+    result = sim.run()
+    return sim, wafer, result, data, bufs
+
+
+@FAST
+@given(
+    width=st.integers(2, 6),
+    height=st.integers(1, 3),
+    n=st.integers(1, 40),
+    root=st.integers(0, 5),
+    axis=st.sampled_from(["x", "y"]),
+    seed=st.integers(0, 1000),
+)
+def test_broadcast_delivers_root_data_everywhere(width, height, n, root, axis, seed):
+    if axis == "y":
+        width, height = height, width
+    size = width if axis == "x" else height
+    root %= size
+    _, wafer, result, data, bufs = bcast_wafer(width, height, root, n, axis, seed)
+    assert result.status == "completed", result.report
+    for (x, y), buf in bufs.items():
+        line = y if axis == "x" else x
+        np.testing.assert_array_equal(buf.read(wafer.ce(x, y).sram), data[line])
+
+
+@FAST
+@given(n=st.integers(2, 7), length=st.integers(1, 30), seed=st.integers(0, 1000))
+def test_chain_reduce_sums_the_row(n, length, seed):
+    rng = np.random.default_rng(seed)
+    vecs = {x: rng.standard_normal(length).astype(np.float32) for x in range(n)}
+    bufs = {}
+
+    def code(pe):
+        coll = Collectives(pe)
+        bufs[pe.x] = buf = pe.array("buf", vecs[pe.x])
+
+        @pe.local_task(id=10)
+        def main(t):
+            coll.x.reduce_fadds(t, 0, buf, 11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            t.mark("end")
+
+        pe.start(main)
+
+    layout = Layout(n, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    wafer = Wafer(sim, WaferConfig(), layout)
+    result = sim.run()
+    assert result.status == "completed", result.report
+    # The chain adds from the far end towards the root, in FP32, in that order.
+    expected = vecs[n - 1].copy()
+    for x in range(n - 2, -1, -1):
+        expected = (vecs[x] + expected).astype(np.float32)
+    np.testing.assert_array_equal(bufs[0].read(wafer.ce(0, 0).sram), expected)
+    assert all("end" in wafer.ce(x, 0).marks for x in range(n))
+
+
+def test_fmac_calibration_every_length():
+    kind = wse.registry.KINDS["wse-fmac"]
+    for i in [*range(1, 130), 200, 511, 1000, 1500, 2047, 2048]:
+        m = run_scenario(Scenario("wse-fmac", "", kind, "", {}), wse.FmacParams(elements=i)).metrics
+        assert abs(m["cycles"] - wse.t_fmac_reference(i)) <= 2
+        assert m["correct"]
+
+
+@pytest.mark.parametrize(("pes", "elements"), [(4, 1), (16, 256), (16, 2048), (64, 64)])
+def test_broadcast_calibration_points(pes, elements):
+    kind = wse.registry.KINDS["wse-bcast"]
+    m = run_scenario(
+        Scenario("wse-bcast", "", kind, "", {}), wse.BcastParams(elements=elements, pes=pes)
+    ).metrics
+    assert m["correct"]
+    assert (
+        abs(m["cycles"] - wse.t_bcast_reference(elements)) / wse.t_bcast_reference(elements) < 0.08
+    )
+
+
+def test_broadcast_time_grows_with_words_and_distance():
+    spans = [bcast_wafer(8, 1, 0, n)[1].span_cycles() for n in (10, 100, 1000)]
+    assert spans[0] < spans[1] < spans[2]
+    near = bcast_wafer(4, 1, 0, 100)[1].span_cycles()
+    far = bcast_wafer(32, 1, 0, 100)[1].span_cycles()
+    assert far - near == 28  # one cycle per extra hop
+
+
+def test_waiting_on_a_colour_nobody_sends_is_a_diagnosed_stall():
+    def code(pe):
+        buf = pe.zeros("buf", 8)
+        rx = pe.fabin(colour=5, length=8, queue=2)
+        pe.route(5, rx=["W"], tx=["RAMP"])
+
+        @pe.local_task(id=10)
+        def main(t):
+            t.mov32(buf, rx, async_=True, activate=11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            t.mark("end")
+
+        pe.start(main)
+
+    layout = Layout(2, 1)
+    layout.set_tile_code(1, 0, code)
+    layout.set_colour_config(0, 0, 5, rx=["RAMP"], tx=["E"])
+    sim = Simulation()
+    Wafer(sim, WaferConfig(), layout)
+    result = sim.run()
+    assert result.status == "stalled"
+    assert result.report == [
+        "wafer/pe[1,0]: async mov32 on microthread 2 (input queue 2 -> memory): "
+        "0 of 8 element(s) done"
+    ]
+
+
+def build(layout):
+    sim = Simulation()
+    Wafer(sim, WaferConfig(), layout)
+    sim.check()
+
+
+def test_route_errors_name_pes_and_colour():
+    layout = Layout(3, 1)
+    layout.set_colour_config(0, 0, 4, rx=["RAMP"], tx=["E"])
+    layout.set_colour_config(1, 0, 4, rx=["N"], tx=["RAMP"])
+    with pytest.raises(RouteError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "colour 4: pe[0,0] sends E to pe[1,0], which does not accept from W (it has "
+        "rx={N} tx={RAMP}); add W to its rx or remove E from pe[0,0]'s tx"
+    )
+    layout = Layout(3, 1)
+    layout.set_colour_config(2, 0, 7, rx=["RAMP"], tx=["E"])
+    with pytest.raises(RouteError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "colour 7: pe[2,0] sends E off the edge of the 3x1 mesh (position 0: rx={RAMP} tx={E})"
+    )
+
+
+def test_route_loop_and_double_arrival_are_rejected():
+    layout = Layout(2, 2)
+    layout.set_colour_config(0, 0, 1, rx=["RAMP", "S"], tx=["E"])
+    layout.set_colour_config(1, 0, 1, rx=["W"], tx=["S"])
+    layout.set_colour_config(1, 1, 1, rx=["N"], tx=["W"])
+    layout.set_colour_config(0, 1, 1, rx=["E"], tx=["N"])
+    with pytest.raises(RouteError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "colour 1: the route from pe[0,0] loops (pe[0,0] -> pe[1,0] -> pe[1,1] -> pe[0,1]); "
+        "a colour's routes must form a tree"
+    )
+    layout = Layout(2, 2)
+    layout.set_colour_config(0, 0, 2, rx=["RAMP"], tx=["E", "S"])
+    layout.set_colour_config(1, 0, 2, rx=["W"], tx=["S"])
+    layout.set_colour_config(0, 1, 2, rx=["N"], tx=["E"])
+    layout.set_colour_config(1, 1, 2, rx=["N", "W"], tx=["RAMP"])
+    with pytest.raises(RouteError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "colour 2: wavelets from pe[0,0] reach pe[1,1] from both pe[0,1] and pe[1,0]; several "
+        "rx are only safe when wavelets never arrive from two sides at once (use another colour "
+        "for one of the paths)"
+    )
+
+
+def test_sram_overflow_is_clear():
+    def code(pe):
+        pe.zeros("big", 12_000)
+
+    layout = Layout(1, 1)
+    layout.set_rectangle_code(code)
+    with pytest.raises(SramOverflowError) as err:
+        build(layout)
+    assert "PE wafer/pe[0,0]: SRAM overflow allocating 'big' (48,000 B)" in str(err.value)
+    assert "49,152 B (48 kB)" in str(err.value)
+
+
+def test_task_binding_errors():
+    def code(pe):
+        @pe.local_task(id=5)
+        def a(t):
+            pass
+
+        @pe.local_task(id=5)
+        def b(t):
+            pass
+
+    layout = Layout(1, 1)
+    layout.set_rectangle_code(code)
+    with pytest.raises(BuildError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "wafer/pe[0,0]: task id 5 is bound twice ('a' and 'b'); give one of them another id"
+    )
+
+
+def test_same_seed_same_marks():
+    a = bcast_wafer(6, 2, 1, 50, seed=3)[1]
+    b = bcast_wafer(6, 2, 1, 50, seed=3)[1]
+    assert [p.ce.marks for p in a.pes.values()] == [p.ce.marks for p in b.pes.values()]
