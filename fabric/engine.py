@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 PORTS = (Dir.N, Dir.E, Dir.S, Dir.W, Dir.RAMP)
 
 
+def _busy(fa: Any, shift: int, t: int) -> bool:
+    """Whether cycle ``t`` is one of the sorted cycles ``fa + shift``."""
+    i = int(fa.searchsorted(t - shift))
+    return i < len(fa) and int(fa[i]) == t - shift
+
+
 class Router:
     """The router of one PE: per-(input port, colour) buffers, credits, switch state."""
 
@@ -45,6 +51,7 @@ class Router:
         "ce",
         "credits",
         "engine",
+        "express_busy",
         "express_until",
         "forwarded",
         "future",
@@ -71,12 +78,25 @@ class Router:
         self.forwarded = 0
         self.stall_cycles = 0
         self.express_until = -1  # last cycle of an express stream through this router
+        # port -> (forward cycles at the root router, shift to this router): when it is busy
+        self.express_busy: dict[Dir, tuple[Any, int]] = {}
         # colour -> (cycle of the last pending configuration write, the state it will leave)
         self.future: dict[int, tuple[int, ColourRoute]] = {}
 
     @property
     def name(self) -> str:
         return pe_name(self.xy)
+
+    def _free_cycle(self, colour: int, now: int) -> int:
+        """The first cycle from ``now`` in which none of the colour's tx ports is used by the
+        express stream passing this router."""
+        route = self.routes.get(colour)
+        shared = [self.express_busy[p] for p in (route.current.tx if route else ()) if p in
+                  self.express_busy]  # fmt: skip
+        t = now
+        while any(_busy(fa, shift, t) for fa, shift in shared):
+            t += 1
+        return t
 
     def write_config(self, t: int, colour: int, change: Callable[[ColourRoute], None]) -> None:
         """Schedule a configuration write by the CE at cycle ``t``: ``change`` mutates the
@@ -114,11 +134,12 @@ class Router:
         return c
 
     def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
-        if self.express_until >= self.engine.now_cycle():
-            # Inside an express stream's window: wait for it to end (counted, see express.py).
+        now = self.engine.now_cycle()
+        if self.express_until >= now and self._free_cycle(colour, now) > now:
+            # The wavelet needs a port an express stream is using in this cycle. Round robin
+            # between the two colours would serve it now and push the stream back one cycle; it
+            # is served now and the stream keeps its schedule (counted, see express.py).
             self.engine.fast_conflicts += 1
-            self.engine.at(self.express_until + 1, self.receive, port, colour, w)
-            return
         route = self.routes.get(colour)
         if route is None or port not in route.current.rx:
             have = route.current.describe() if route else "no route"

@@ -27,9 +27,17 @@ its wavelet leaves (or is consumed). Downstream routers forward each wavelet in 
 arrives, so a receiver at depth d sees the root router's pattern shifted by d hops.
 
 Anything else (relays, data tasks, several streams sharing links or CEs) runs wavelet by wavelet.
-Should a wavelet or operation reach a router or CE inside an express window after all, it waits
-for the window to end; the engine counts these ``fast_conflicts`` (the only way the two
-fidelities can differ), and the run reports them.
+Should something reach a router or CE inside an express window after all, the engine counts a
+``fast_conflict`` (the only way the two fidelities can differ; runs report the count):
+
+- a wavelet of another colour that needs an output port in a cycle the stream uses it is served
+  at once, as round robin between two colours would serve it, but the stream keeps its schedule
+  (the reference would push the stream back by one cycle); one that needs no such port, or
+  comes in a free cycle, is no conflict at all;
+- an operation that begins on a CE inside its window is stepped wavelet by wavelet and yields
+  the issue slots the stream's microthread takes whenever that microthread would win the
+  arbitration; when it would lose, the stream keeps its slots anyway (the reference would delay
+  the stream by a cycle).
 """
 
 from __future__ import annotations
@@ -231,6 +239,7 @@ def _commit(
     last_issue = int(s[-1])
     last_f = int(fa[-1])
     ce.express_until = last_issue
+    ce.express_issue = (s, 0, (op.priority, op.microthread))
     tail = fa[-64:].tolist()  # credits per loop are at most 64 (config ranges)
     away = _outstanding(tail, lc, last_issue, cfg.ramp_credits)
     ce.up_credits[colour] -= len(away)
@@ -246,6 +255,7 @@ def _commit(
         last_send = last_f + depth * hop
         r.express_until = last_send
         r.forwarded += n
+        r.express_busy = {port: (fa, depth * hop) for port in route.current.tx}
         for port in route.current.tx:
             if port is Dir.RAMP:
                 continue
@@ -260,6 +270,7 @@ def _commit(
         shift = depth * hop + lr
         last_pop = last_f + shift
         rce.express_until = last_pop
+        rce.express_issue = (fa, shift, (rop.priority, rop.microthread))
         router = rce.router
         cd = rce.down_credits(colour)
         away = _outstanding(tail, shift + lc, last_pop - lr, cd)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
+from fabric.engine import _busy
 from fabric.express import try_express
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
@@ -176,6 +177,8 @@ class ComputeEngine:
         self.marks: dict[str, int] = {}
         self.exited = False
         self.express_until = -1  # last cycle of an express stream this CE takes part in
+        # (issue cycles, shift, arbitration key) of that stream's microthread on this CE
+        self.express_issue: tuple[Any, int, tuple[int, int]] | None = None
         self.busy_cycles = 0
         self.tasks_run = 0
         self.trace_level = 0
@@ -283,6 +286,10 @@ class ComputeEngine:
                 best = op
         if best is None:
             return False
+        if self.express_until >= t and self.express_issue is not None:
+            cycles, shift, key = self.express_issue
+            if key < (best.priority, best.microthread) and _busy(cycles, shift, t):
+                return True  # the express stream's microthread wins this cycle's issue slot
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
         best.issues += 1
         for _ in range(best.width):
@@ -382,10 +389,9 @@ class ComputeEngine:
             return  # already carried by an express stream
         now = self.engine.now_cycle()
         if self.express_until >= now:
-            # Inside an express window of this CE: wait for it to end (see fabric/express.py).
+            # An express stream is using this CE's issue slots: the new operation runs beside
+            # it without competing for them (counted, see fabric/express.py).
             self.engine.fast_conflicts += 1
-            self.engine.at(self.express_until + 1, self._begin, op)
-            return
         op.started = now
         if self.engine.fast and op.out_colour is not None and try_express(self, op, now):
             return

@@ -1,8 +1,9 @@
 """A collectives library written in the program API, as the SDK's is.
 
 Per dimension (row = axis x, column = axis y) it uses two colours, two local tasks (a state
-machine and a lock) and its own input and output queue; all PEs share one teardown task. The
-colours start in teardown mode.
+machine and a lock), an input queue per colour and an output queue; its teardown handlers join
+the PE's one teardown task (:meth:`pe.program.PeBuilder.on_teardown`). The colours start in
+teardown mode.
 
 ``broadcast(t, root, buf, callback)`` (every PE of the row/column calls it):
 block the lock task; clear filters and switches; rewrite the data colour's route for this root
@@ -182,11 +183,6 @@ class Collectives:
         self.pe = pe
         self.x = Dimension(self, "x", x_colours, x_tasks, x_queues)
         self.y = Dimension(self, "y", y_colours, y_tasks, y_queues)
-        self._by_colour = {c: d for d in (self.x, self.y) for c in d.colours}
-        pe.teardown_task(teardown_task)(self._teardown)
-
-    def _teardown(self, t: TaskContext) -> None:
-        for colour in t.teardown_colours():
-            dim = self._by_colour.get(colour)
-            if dim is not None:
-                dim.on_teardown(t)
+        for dim in (self.x, self.y):
+            for colour in dim.colours:
+                pe.on_teardown(colour, dim.on_teardown, task_id=teardown_task)

@@ -105,6 +105,7 @@ class PeBuilder:
         self.params = params
         self.layout = layout
         self.start_tasks: list[int] = []
+        self._teardown_handlers: dict[int, Callable[[Any], None]] | None = None
 
     @property
     def sram(self) -> Any:
@@ -190,6 +191,28 @@ class PeBuilder:
             return id
 
         return deco
+
+    def on_teardown(self, colour: int, handler: Callable[[Any], None], *, task_id: int) -> None:
+        """Call ``handler(t)`` when ``colour`` enters teardown on this PE's router.
+
+        A PE has one teardown task; the first registration binds it (with ``task_id``) and it
+        dispatches each torn-down colour to its handler, so several libraries can share it.
+        """
+        self._colour(colour)
+        if self._teardown_handlers is None:
+            handlers: dict[int, Callable[[Any], None]] = {}
+            self._teardown_handlers = handlers
+
+            def teardown(t: Any) -> None:
+                for c in t.teardown_colours():
+                    h = handlers.get(c)
+                    if h is not None:
+                        h(t)
+
+            self.teardown_task(task_id)(teardown)
+        if colour in self._teardown_handlers:
+            raise BuildError(f"{self.ce.path}: colour {colour} already has a teardown handler")
+        self._teardown_handlers[colour] = handler
 
     def start(self, task: int) -> None:
         """Activate ``task`` when the run starts (the host launching the program)."""
