@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-DEMO   ?= link-chain
+DEMO   ?= wse-bcast
 
 .PHONY: demo test test-slow test-browser lint bench clean setup
 
@@ -21,10 +21,12 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	@mkdir -p out
-	$(VENV)/bin/wafersim run $(DEMO) --trace out/demo.arrows --trace-level detail --json > out/demo-summary.json
-	$(VENV)/bin/wafersim run $(DEMO) --trace out/demo.arrows --trace-level detail
+	$(VENV)/bin/wafersim run $(DEMO) --trace out/demo.arrows --trace-level detail \
+		--perfetto out/demo.pftrace --json > out/demo-summary.json
+	@cat out/demo-summary.json; echo
 	$(VENV)/bin/wafersim trace summary out/demo.arrows
-	@echo "wrote out/demo.arrows (trace) and out/demo-summary.json (metrics)"
+	@echo "wrote out/demo.arrows (Arrow trace), out/demo.pftrace (open it in ui.perfetto.dev)"
+	@echo "and out/demo-summary.json (metrics)"
 
 test: $(STAMP)
 	$(PY) -m pytest -q

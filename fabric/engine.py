@@ -57,10 +57,12 @@ class Router:
         "future",
         "index",
         "nbr",
+        "path",
         "pending",
         "routes",
         "rr",
         "stall_cycles",
+        "stalled",
         "xy",
     )  # fmt: skip
 
@@ -80,6 +82,8 @@ class Router:
         self.express_until = -1  # last cycle of an express stream through this router
         # port -> (forward cycles at the root router, shift to this router): when it is busy
         self.express_busy: dict[Dir, tuple[Any, int]] = {}
+        self.path = f"wafer/{pe_name(xy)}/router"
+        self.stalled: dict[tuple[Dir, int], tuple[int, Dir]] = {}  # key -> (since, port)
         # colour -> (cycle of the last pending configuration write, the state it will leave)
         self.future: dict[int, tuple[int, ColourRoute]] = {}
 
@@ -152,6 +156,8 @@ class Router:
         if buf is None:
             buf = self.bufs[key] = deque()
         buf.append(w)
+        if self.engine.detail:
+            self.engine.counter(self.path, f"buffer c{colour} {port.name}", len(buf))
         self.engine.activate_router(self)
 
     def step(self, t: int) -> bool:
@@ -180,6 +186,8 @@ class Router:
                     wanted.setdefault(port, []).append(key)
                 else:
                     self.stall_cycles += 1
+                    if key not in self.stalled:
+                        self.stalled[key] = (t, port)
         if not busy or not wanted:
             return (
                 False  # empty, or everything blocked: a credit, arrival or teardown exit wakes it
@@ -196,6 +204,8 @@ class Router:
         buf = self.bufs[key]
         w = buf[0]
         self.credits[(port, colour)] -= 1
+        if engine.detail:
+            self._trace_send(t, key, port, w)
         if port is Dir.RAMP:
             engine.later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
         else:
@@ -208,6 +218,8 @@ class Router:
         del self.pending[key]
         buf.popleft()
         self.forwarded += 1
+        if engine.detail:
+            engine.counter(self.path, f"buffer c{colour} {key[0].name}", len(buf))
         src_port = key[0]
         if src_port is Dir.RAMP:
             engine.later(engine.ramp_credit_latency, self.ce.up_credit, colour)
@@ -216,6 +228,22 @@ class Router:
             engine.later(engine.hop_credit_latency, up.return_credit, src_port.opposite, colour)
         if w.ctrl:
             self._apply(colour, w)
+
+    def _trace_send(self, t: int, key: tuple[Dir, int], port: Dir, w: Wavelet) -> None:
+        engine = self.engine
+        colour = key[1]
+        stall = self.stalled.pop(key, None)
+        if stall is not None:
+            since, blocked = stall
+            cause = (
+                "no ramp credit: the CE's input queue is full"
+                if blocked is Dir.RAMP
+                else f"no credit: {blocked.name} neighbour's buffer is full"
+            )
+            engine.trace(self.path, "stall", f"c{colour} {blocked.name}", since, t - since,
+                         colour=colour, port=blocked.name, cause=cause)  # fmt: skip
+        engine.trace(self.path, "wavelet", "ctrl" if w.ctrl else "data", t, 1,
+                     colour=colour, port=port.name, came_from=key[0].name)  # fmt: skip
 
     def return_credit(self, port: Dir, colour: int) -> None:
         self.credits[(port, colour)] += 1
@@ -268,6 +296,7 @@ class FabricEngine:
         self._ticking: set[int] = set()
         self.cycles_stepped = 0
         self.fast = False  # express streams on (the 'fast' fidelity)
+        self.detail = False  # trace wavelets, stalls and buffer occupancy (level 'detail')
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
@@ -322,6 +351,18 @@ class FabricEngine:
 
     # Activation is only ever called while a tick is delivering this cycle's due work (every
     # outside interaction arrives through ``later``/``at``), so the current tick steps the part.
+    def trace(self, path: str, category: str, name: str, t: int, dur: int, **args: Any) -> None:
+        """A slice of ``dur`` cycles from cycle ``t`` on component ``path``."""
+        p = self.period
+        self.sim.tracer.emit(t * p, dur * p, t, dur, "wafer", path, category, name, args=args)
+
+    def counter(self, path: str, name: str, value: float) -> None:
+        """A counter sample at the current cycle (buffer and queue occupancy)."""
+        now = self.env._now
+        self.sim.tracer.emit(
+            now, 0, now // self.period, 0, "wafer", path, "queue", name, "counter", float(value)
+        )
+
     def at_or_now(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """``at(t, ...)``, or call at once when ``t`` is the current cycle (inside a tick)."""
         if t <= self.env.now // self.period:

@@ -256,6 +256,11 @@ def _commit(
         r.express_until = last_send
         r.forwarded += n
         r.express_busy = {port: (fa, depth * hop) for port in route.current.tx}
+        if engine.detail:
+            first = int(fa[0]) + depth * hop
+            ports = ",".join(p.name for p in route.current.tx)
+            engine.trace(r.path, "wavelet", f"stream c{colour}", first, last_send + 1 - first,
+                         colour=colour, wavelets=n, ports=ports, express=1)  # fmt: skip
         for port in route.current.tx:
             if port is Dir.RAMP:
                 continue

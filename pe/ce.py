@@ -241,6 +241,8 @@ class ComputeEngine:
             return
         q = self.queue_of_colour[colour]
         self.in_queues[q].append(w)
+        if self.engine.detail:
+            self.engine.counter(f"{self.path}/ce", f"input queue {q}", len(self.in_queues[q]))
         if q in self.ops_in:
             self.engine.activate_ce(self)
         elif q in self.data_task_of_queue:
@@ -303,6 +305,8 @@ class ComputeEngine:
         value: Any
         if op.fab_in is not None:
             w = op.in_queue.popleft()  # type: ignore[union-attr]
+            if self.engine.detail:
+                self.engine.counter(f"{self.path}/ce", f"input queue {op.fab_in}", len(op.in_queue))
             colour = self._colour_of_queue(op.fab_in)
             self._return_down_credit(colour)
             if w.ctrl:
@@ -488,8 +492,28 @@ class ComputeEngine:
         self._schedule_dispatch()
 
     # -- diagnosis -------------------------------------------------------------------------------
+    def _describe_op(self, op: AsyncOp) -> str:
+        """An operation's progress and what it waits for, naming colours, queues and routes."""
+        parts = [op.describe()]
+        if op.fab_in is not None:
+            colour = self._colour_of_queue(op.fab_in)
+            route = self.router.routes.get(colour)
+            state = "no route" if route is None else route.current.describe()
+            if route is not None and route.teardown:
+                state += ", in teardown"
+            parts.append(
+                f"waiting for colour {colour} on input queue {op.fab_in} "
+                f"({len(self.in_queues[op.fab_in])}/{INPUT_QUEUE_DEPTHS[op.fab_in]} wavelets); "
+                f"this router's colour {colour}: {state}"
+            )
+        if op.out_colour is not None and self._up_credit_count(op.out_colour) <= 0:
+            parts.append(
+                f"no ramp credit for colour {op.out_colour}: the router is not draining it"
+            )
+        return "; ".join(parts)
+
     def pending(self) -> list[str]:
-        notes = [op.describe() for op in self.ops]
+        notes = [self._describe_op(op) for op in self.ops]
         for tid, task in sorted(self.tasks.items()):
             if task.kind != "data" and self.activated[tid] and self.blocked[tid]:
                 notes.append(f"task '{task.name}' (id {tid}) is activated but blocked")

@@ -22,6 +22,7 @@ from simcore.component import Component
 from simcore.config import param, section
 from simcore.errors import BuildError
 from simcore.sim import Simulation
+from simcore.tracing import TraceLevel
 
 MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (spec)
 
@@ -111,6 +112,7 @@ class Wafer(Component):
     def start(self) -> None:
         self.engine.period = self.domain.period_ticks
         level = self.sim.trace_level
+        self.engine.detail = level >= TraceLevel.DETAIL
         for pe in self.pes.values():
             pe.ce.trace_level = level
             for task in pe.start_tasks:

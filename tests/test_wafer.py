@@ -161,7 +161,8 @@ def test_waiting_on_a_colour_nobody_sends_is_a_diagnosed_stall():
     assert result.status == "stalled"
     assert result.report == [
         "wafer/pe[1,0]: async mov32 on microthread 2 (input queue 2 -> memory): "
-        "0 of 8 element(s) done"
+        "0 of 8 element(s) done; waiting for colour 5 on input queue 2 (0/4 wavelets); "
+        "this router's colour 5: rx={W} tx={RAMP}"
     ]
 
 

@@ -291,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("wafersim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception:
         traceback.print_exc()
         print("wafersim: internal error (a bug in wafersim; please report it)", file=sys.stderr)
