@@ -23,6 +23,7 @@ matplotlib.use("Agg")  # before pyplot: render to files only
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from simcore.errors import TraceError, WafersimError
 from traces.layout import natural_key
@@ -95,6 +96,8 @@ def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
     fig.colorbar(im, ax=ax, label=label)
     ax.set_xlabel("x (column)")
     ax.set_ylabel("y (row)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{label} per PE: {os.path.basename(path)}")
     if w * h <= 400:
         for y in range(h):

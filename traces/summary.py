@@ -6,7 +6,8 @@ summary of millions of events fits in tens of megabytes. Reported:
 * header, final status, event counts per category;
 * **busy fraction** per component and per ancestor in the path tree (``wafer/pe[3,4]`` covers
   its router, ce and task children): the union of its slice events, so overlapping slices are
-  not counted twice, divided by the run's length. ``stall`` slices are not busy time;
+  not counted twice, divided by the run's length. ``stall``, ``async`` (operation lifetimes)
+  and ``wavelet`` (fabric traffic) slices are not busy time;
 * **top stalls** (category ``stall``) by total stalled time, grouped by component, name and
   cause (the string arguments of the stall event, e.g. ``cause=backpressure``);
 * **link and queue utilisation** from counter events of category ``link``/``queue``: the
@@ -30,7 +31,10 @@ import pyarrow.compute as pc
 
 from traces.reader import BatchStream
 
-NOT_BUSY = frozenset({"stall", "run"})
+# Slices that are not work: stalls; run markers; ``async`` (an asynchronous operation's lifetime,
+# mostly waiting for its data); ``wavelet`` (fabric traffic through a router, reported as link
+# utilisation instead).
+NOT_BUSY = frozenset({"stall", "run", "async", "wavelet"})
 UTIL_CATEGORIES = ("link", "queue")
 CRITICAL_PATH_MAX_SLICES = 5_000_000
 
