@@ -26,7 +26,11 @@ from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
 
 
-def row_broadcasts(width: int, words: int, cfg: WaferConfig) -> tuple[Simulation, Wafer]:
+def row_broadcasts(
+    width: int, words: int, cfg: WaferConfig, rounds: int | None = None
+) -> tuple[Simulation, Wafer]:
+    """Every row broadcasts from root 0, 1, ... (``rounds`` roots, default all ``width``)."""
+    rounds = width if rounds is None else rounds
     data = np.arange(words, dtype=np.float32)
 
     def code(pe):
@@ -43,7 +47,7 @@ def row_broadcasts(width: int, words: int, cfg: WaferConfig) -> tuple[Simulation
         @pe.local_task(id=11)
         def done(t):
             state["root"] += 1
-            if state["root"] < pe.width:
+            if state["root"] < rounds:
                 t.activate(10)
             else:
                 t.mark("end")
@@ -61,10 +65,10 @@ def rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(width: int, words: int, cfg: WaferConfig) -> dict:
+def measure(width: int, words: int, cfg: WaferConfig, rounds: int | None = None) -> dict:
     base = rss_bytes()
     t0 = time.perf_counter()
-    sim, wafer = row_broadcasts(width, words, cfg)
+    sim, wafer = row_broadcasts(width, words, cfg, rounds)
     build_s = time.perf_counter() - t0
     result = sim.run()
     assert result.status == "completed", result.report
@@ -86,14 +90,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--words", type=int, default=1024)
-    ap.add_argument("--fidelity", default="reference")
+    ap.add_argument("--fidelity", default="fast", choices=["fast", "reference"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument(
+        "--rounds", type=int, default=None, help="broadcasts per row (default: one per PE)"
+    )
     args = ap.parse_args()
     cfg = dataclasses.replace(WaferConfig(), fidelity=args.fidelity)
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
-        measure(args.sizes[0], args.words, cfg)
+        measure(args.sizes[0], args.words, cfg, args.rounds)
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
         return
@@ -102,7 +109,7 @@ def main() -> None:
         f"{'mesh':>8} {'cycles':>10} {'build s':>8} {'run s':>8} {'PE-cycles/s':>14} {'B/PE':>10}"
     )
     for w in args.sizes:
-        m = measure(w, args.words, cfg)
+        m = measure(w, args.words, cfg, args.rounds)
         print(
             f"{m['mesh']:>8} {m['cycles']:>10,} {m['build_s']:>8.2f} {m['run_s']:>8.2f} "
             f"{m['pe_cycles_per_s']:>14,.0f} {m['bytes_per_pe']:>10,.0f}",
