@@ -369,24 +369,21 @@ class ComputeEngine:
     def start_op(self, op: AsyncOp, at_cycle: int) -> None:
         """Register ``op`` now (queue conflicts are checked at once) and start it at a cycle."""
         if op.fab_in is not None:
-            other = self.ops_in.get(op.fab_in)
-            if other is not None:
-                raise BuildError(
-                    f"{self.path}: two async operations use input queue {op.fab_in} at once "
-                    f"('{other.name}' and '{op.name}'); give one a different queue"
-                )
-            self.ops_in[op.fab_in] = op
+            self._claim(self.ops_in, "input", op.fab_in, op)
             op.in_queue = self.in_queues[op.fab_in]
         if op.out_colour is not None:
-            other = self.ops_out.get(op.microthread)
-            if other is not None:
-                raise BuildError(
-                    f"{self.path}: two async operations use output queue {op.microthread} at "
-                    f"once ('{other.name}' and '{op.name}'); give one a different queue"
-                )
-            self.ops_out[op.microthread] = op
+            self._claim(self.ops_out, "output", op.microthread, op)
         op.begin_at = at_cycle
         self.engine.at(at_cycle, self._begin, op)
+
+    def _claim(self, table: dict[int, AsyncOp], kind: str, queue: int, op: AsyncOp) -> None:
+        other = table.get(queue)
+        if other is not None:
+            raise BuildError(
+                f"{self.path}: two async operations use {kind} queue {queue} at once "
+                f"('{other.name}' and '{op.name}'); give one a different queue"
+            )
+        table[queue] = op
 
     def _begin(self, op: AsyncOp) -> None:
         if op.express:
