@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fabric.config import FabricConfig
-from fabric.routes import STEP, ColourRoute, Dir, RouteError, pe_name
+from fabric.routes import STEP, ColourRoute, Dir, RouteError, WaveletFilter, pe_name
 from fabric.wavelet import Cmd, Wavelet
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class Router:
         "engine",
         "express_busy",
         "express_until",
+        "filters",
         "forwarded",
         "future",
         "index",
@@ -83,6 +84,7 @@ class Router:
         # port -> (forward cycles at the root router, shift to this router): when it is busy
         self.express_busy: dict[Dir, tuple[Any, int]] = {}
         self.path = f"wafer/{pe_name(xy)}/router"
+        self.filters: dict[int, WaveletFilter] = {}
         self.stalled: dict[tuple[Dir, int], tuple[int, Dir]] = {}  # key -> (since, port)
         # colour -> (cycle of the last pending configuration write, the state it will leave)
         self.future: dict[int, tuple[int, ColourRoute]] = {}
@@ -181,6 +183,12 @@ class Router:
                         f"colour {colour}: {self.name} accepts from {key[0].name} but has no tx "
                         f"({route.current.describe()}); the wavelet has nowhere to go"
                     )
+                filt = self.filters.get(colour)
+                if filt is not None and Dir.RAMP in pend and not buf[0].ctrl and not filt.admit():
+                    pend.remove(Dir.RAMP)
+                    if not pend:  # filtered out and going nowhere else: consumed here
+                        self._done(t, key)
+                        continue
             for port in pend:
                 if self.credit(port, colour) > 0:
                     wanted.setdefault(port, []).append(key)
@@ -213,10 +221,16 @@ class Router:
             engine.later(engine.hop_latency, nbr.receive, port.opposite, colour, w)
         pend = self.pending[key]
         pend.remove(port)
-        if pend:
-            return
+        if not pend:
+            self._done(t, key)
+
+    def _done(self, t: int, key: tuple[Dir, int]) -> None:
+        """The head of ``key``'s buffer has gone out of every port it had to: free its slot."""
+        engine = self.engine
+        colour = key[1]
+        buf = self.bufs[key]
         del self.pending[key]
-        buf.popleft()
+        w = buf.popleft()
         self.forwarded += 1
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {key[0].name}", len(buf))

@@ -11,8 +11,8 @@ The schedule is exact because it is only used when nothing else can interfere:
 
 - the sending CE runs no other microthread, and its ramp credits for the colour are all home;
 - every router of the tree is idle (no wavelet buffered, no credit of the tree's ports away, not
-  inside another express window, the colour not in teardown), and the root does not route the
-  stream back to itself;
+  inside another express window, the colour not in teardown, no wavelet filter on it), and the
+  root does not route the stream back to itself;
 - every receiving CE runs exactly one microthread, the plain fabric -> memory move of this
   stream's length, registered to begin no later than the first wavelet arrives, with nothing
   moved yet and an empty queue;
@@ -177,7 +177,7 @@ def try_express(ce: ComputeEngine, op: AsyncOp, now: int) -> bool:
         return False
     receivers: list[tuple[Any, int, AsyncOp]] = []
     for r, depth, route in tree:
-        if not _router_idle(r, now):
+        if not _router_idle(r, now) or colour in r.filters:
             return False
         for port in route.current.tx:
             if port is Dir.RAMP:

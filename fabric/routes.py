@@ -100,6 +100,41 @@ class ColourRoute:
 _POSITIONS: dict[tuple[tuple, tuple], Position] = {}  # Position is frozen: safe to share
 
 
+@dataclasses.dataclass
+class WaveletFilter:
+    """A router's wavelet filter on one colour: which data wavelets go down the RAMP.
+
+    Wavelets of the colour are counted from the last reset (``clear_filters``). A ``counter``
+    filter lets wavelet i down when ``i % period == index`` (e.g. a scatter: PE k keeps every
+    n-th word); a ``range`` filter when ``lo <= i <= hi``. Filtered wavelets are still forwarded
+    on the colour's other tx ports; control wavelets always pass.
+    """
+
+    kind: str
+    period: int = 1
+    index: int = 0
+    lo: int = 0
+    hi: int = 2**62
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("counter", "range"):
+            raise BuildError(f"wavelet filter kind {self.kind!r} is not 'counter' or 'range'")
+        if self.period < 1 or not 0 <= self.index < self.period or self.lo > self.hi:
+            raise BuildError(
+                f"wavelet filter ({self.kind}, period={self.period}, index={self.index}, "
+                f"lo={self.lo}, hi={self.hi}) admits nothing: need period >= 1, "
+                "0 <= index < period and lo <= hi"
+            )
+
+    def admit(self) -> bool:
+        i = self.count
+        self.count = i + 1
+        if self.kind == "counter":
+            return i % self.period == self.index
+        return self.lo <= i <= self.hi
+
+
 def pe_name(xy: tuple[int, int]) -> str:
     return f"pe[{xy[0]},{xy[1]}]"
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabric.routes import ColourRoute, Dir, Position
+from fabric.routes import ColourRoute, Dir, Position, WaveletFilter
 from pe.ce import INPUT_QUEUE_DEPTHS, TaskDef
 from pe.dsd import FabInDsd, FabOutDsd, MemDsd
 from simcore.errors import BuildError
@@ -61,6 +61,7 @@ class Layout:
         self.height = height
         self.tiles: dict[tuple[int, int], Tile] = {}
         self.routes: dict[tuple[int, int], dict[int, ColourRoute]] = {}
+        self.filters: dict[tuple[int, int], dict[int, WaveletFilter]] = {}
 
     def _check_xy(self, x: int, y: int) -> None:
         if not (0 <= x < self.width and 0 <= y < self.height):
@@ -77,6 +78,23 @@ class Layout:
         for y in range(self.height):
             for x in range(self.width):
                 self.tiles[(x, y)] = Tile(code, params)
+
+    def set_filter(
+        self,
+        x: int,
+        y: int,
+        colour: int,
+        kind: str,
+        *,
+        period: int = 1,
+        index: int = 0,
+        lo: int = 0,
+        hi: int = 2**62,
+    ) -> None:
+        """A wavelet filter on ``colour`` at PE (x, y): see :class:`fabric.routes.WaveletFilter`."""
+        self._check_xy(x, y)
+        filt = WaveletFilter(kind, period=period, index=index, lo=lo, hi=hi)
+        self.filters.setdefault((x, y), {})[colour] = filt
 
     def set_colour_config(
         self,
@@ -160,6 +178,11 @@ class PeBuilder:
         self.layout.set_colour_config(
             self.x, self.y, colour, rx=rx, tx=tx, positions=positions, teardown=teardown
         )
+
+    def filter(self, colour: int, kind: str, **kw: int) -> None:
+        """A wavelet filter on ``colour`` at this PE's router (counter or range)."""
+        self._colour(colour)
+        self.layout.set_filter(self.x, self.y, colour, kind, **kw)
 
     # -- tasks -----------------------------------------------------------------------------------
     def _bind(self, kind: str, task_id: int, priority: str, **kw: Any) -> Callable:

@@ -112,9 +112,16 @@ class TaskContext:
         self._write(colour, ColourRoute.reset)
 
     def clear_filters(self, colour: int) -> None:
-        """Clear the PE's wavelet filters: one router write per filter register. (Filters
-        themselves are not modelled yet: every wavelet passes.)"""
+        """Clear the PE's wavelet filters (their counters restart): one router write per filter
+        register of the PE."""
         self.now += self.ce.timing.route_write_cycles * self.ce.wafer.cfg.fabric.filters_per_pe
+        filt = self.ce.router.filters.get(colour)
+        if filt is not None:
+
+            def change(route: ColourRoute) -> None:
+                filt.count = 0
+
+            self._write(colour, change)
 
     def exit_teardown(self, colour: int) -> None:
         self.now += self.ce.timing.route_write_cycles

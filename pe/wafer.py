@@ -105,6 +105,14 @@ class Wafer(Component):
             pe.start_tasks = builder.start_tasks
         for xy, colours in layout.routes.items():
             self.pes[xy].router.routes.update(colours)
+        for xy, filters in layout.filters.items():
+            if len(filters) > cfg.fabric.filters_per_pe:
+                raise BuildError(
+                    f"{self.pes[xy].path}: {len(filters)} wavelet filters on colours "
+                    f"{sorted(filters)}, but a PE has {cfg.fabric.filters_per_pe} "
+                    "(fabric.filters_per_pe)"
+                )
+            self.pes[xy].router.filters.update(filters)
 
     def check(self) -> None:
         check_routes(self.layout.routes, self.layout.width, self.layout.height)

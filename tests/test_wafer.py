@@ -252,3 +252,58 @@ def test_same_seed_same_marks():
     a = bcast_wafer(6, 2, 1, 50, seed=3)[1]
     b = bcast_wafer(6, 2, 1, 50, seed=3)[1]
     assert [p.ce.marks for p in a.pes.values()] == [p.ce.marks for p in b.pes.values()]
+
+
+@pytest.mark.parametrize("fidelity", ["reference", "fast"])
+def test_counter_filters_scatter_a_broadcast(fidelity):
+    """Root 0 streams 12 words; PE k (k = 1..3) keeps every third word starting at k - 1."""
+    n, words = 4, 12
+    data = np.arange(100, 100 + words, dtype=np.float32)
+    bufs = {}
+
+    def code(pe):
+        if pe.x == 0:
+            src = pe.array("src", data)
+            out = pe.fabout(colour=3, length=words, queue=2)
+            pe.route(3, rx=["RAMP"], tx=["E"])
+
+            @pe.local_task(id=10)
+            def send(t):
+                t.mov32(out, src, async_=True)
+
+            pe.start(send)
+            return
+        bufs[pe.x] = buf = pe.zeros("buf", words // 3)
+        rx = pe.fabin(colour=3, length=words // 3, queue=2)
+        pe.route(3, rx=["W"], tx=["RAMP"] + (["E"] if pe.x < n - 1 else []))
+        pe.filter(3, "counter", period=3, index=pe.x - 1)
+
+        @pe.local_task(id=10)
+        def recv(t):
+            t.mov32(buf, rx, async_=True)
+
+        pe.start(recv)
+
+    layout = Layout(n, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    wafer = Wafer(sim, WaferConfig(fidelity=fidelity), layout)
+    assert sim.run().status == "completed"
+    for x in range(1, n):
+        np.testing.assert_array_equal(bufs[x].read(wafer.ce(x, 0).sram), data[x - 1 :: 3])
+
+
+def test_too_many_filters_is_an_error():
+    def code(pe):
+        for c in range(7):
+            pe.route(c, rx=["RAMP"], tx=["RAMP"])
+            pe.filter(c, "range", lo=0, hi=3)
+
+    layout = Layout(1, 1)
+    layout.set_rectangle_code(code)
+    with pytest.raises(BuildError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "wafer/pe[0,0]: 7 wavelet filters on colours [0, 1, 2, 3, 4, 5, 6], but a PE has 6 "
+        "(fabric.filters_per_pe)"
+    )
