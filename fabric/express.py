@@ -75,8 +75,8 @@ def _tree(
             if port is Dir.RAMP:
                 continue
             nbr = r.nbr.get(port)
-            if nbr is None or nbr.index in seen:
-                return None
+            if nbr is None or not hasattr(nbr, "route_at") or nbr.index in seen:
+                return None  # off the mesh (an edge port) or a loop: not for an express stream
             _, nroute = nbr.route_at(colour)
             if nroute is None or port.opposite not in nroute.current.rx:
                 return None

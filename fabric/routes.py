@@ -140,9 +140,15 @@ def pe_name(xy: tuple[int, int]) -> str:
 
 
 def check_routes(
-    routes: dict[tuple[int, int], dict[int, ColourRoute]], width: int, height: int
+    routes: dict[tuple[int, int], dict[int, ColourRoute]],
+    width: int,
+    height: int,
+    edges: set[tuple[tuple[tuple[int, int], Dir], str]] = frozenset(),  # type: ignore[assignment]
 ) -> None:
-    """Reject route configurations that cannot work (see the module docstring)."""
+    """Reject route configurations that cannot work (see the module docstring).
+
+    ``edges`` holds ((xy, side), 'input'|'output') for the wafer's edge ports: a tx off the mesh
+    is allowed onto an output port, and a router fed by an input port is a source."""
     by_colour: dict[int, dict[tuple[int, int], ColourRoute]] = {}
     for xy in sorted(routes):
         for colour, cr in sorted(routes[xy].items()):
@@ -150,7 +156,7 @@ def check_routes(
     for colour in sorted(by_colour):
         table = by_colour[colour]
         for pos_index in range(max(len(cr.positions) for cr in table.values())):
-            _check_position(colour, table, pos_index, width, height)
+            _check_position(colour, table, pos_index, width, height, edges)
 
 
 def _position(cr: ColourRoute, i: int) -> Position:
@@ -163,6 +169,7 @@ def _check_position(
     pos_index: int,
     width: int,
     height: int,
+    edges: set[tuple[tuple[tuple[int, int], Dir], str]],
 ) -> None:
     graph = nx.DiGraph()
     for xy in sorted(table):
@@ -173,6 +180,8 @@ def _check_position(
             dx, dy = STEP[d]
             nxy = (xy[0] + dx, xy[1] + dy)
             if not (0 <= nxy[0] < width and 0 <= nxy[1] < height):
+                if ((xy, d), "output") in edges:
+                    continue
                 raise RouteError(
                     f"colour {colour}: {pe_name(xy)} sends {d.name} off the edge of the "
                     f"{width}x{height} mesh (position {pos_index}: {p.describe()})"
@@ -186,7 +195,12 @@ def _check_position(
                     f"its rx or remove {d.name} from {pe_name(xy)}'s tx"
                 )
             graph.add_edge(xy, nxy)
-    sources = [xy for xy in sorted(table) if Dir.RAMP in _position(table[xy], pos_index).rx]
+    sources = [
+        xy
+        for xy in sorted(table)
+        if Dir.RAMP in _position(table[xy], pos_index).rx
+        or any(((xy, d), "input") in edges for d in _position(table[xy], pos_index).rx)
+    ]
     for src in sources:
         if src not in graph:
             continue

@@ -62,6 +62,8 @@ class Layout:
         self.tiles: dict[tuple[int, int], Tile] = {}
         self.routes: dict[tuple[int, int], dict[int, ColourRoute]] = {}
         self.filters: dict[tuple[int, int], dict[int, WaveletFilter]] = {}
+        # (x, y, side, colour, kind, data, start_cycle)
+        self.edges: list[tuple[int, int, Dir, int, str, Any, int]] = []
 
     def _check_xy(self, x: int, y: int) -> None:
         if not (0 <= x < self.width and 0 <= y < self.height):
@@ -95,6 +97,21 @@ class Layout:
         self._check_xy(x, y)
         filt = WaveletFilter(kind, period=period, index=index, lo=lo, hi=hi)
         self.filters.setdefault((x, y), {})[colour] = filt
+
+    def add_edge_input(
+        self, x: int, y: int, side: str, colour: int, data: Any, *, start_cycle: int = 1
+    ) -> None:
+        """Stream ``data`` (FP32 words) into PE (x, y)'s router from the wafer edge on ``side``,
+        on ``colour``, from ``start_cycle`` (see :mod:`fabric.edge`)."""
+        self._check_xy(x, y)
+        if start_cycle < 1:
+            raise BuildError(f"edge input at ({x},{y}): start_cycle must be >= 1")
+        self.edges.append((x, y, Dir[side.upper()], colour, "input", data, start_cycle))
+
+    def add_edge_output(self, x: int, y: int, side: str, colour: int) -> None:
+        """Collect what PE (x, y)'s router sends off the wafer edge on ``side`` on ``colour``."""
+        self._check_xy(x, y)
+        self.edges.append((x, y, Dir[side.upper()], colour, "output", None, 0))
 
     def set_colour_config(
         self,

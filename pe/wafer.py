@@ -12,6 +12,7 @@ import dataclasses
 from typing import Literal
 
 from fabric.config import FabricConfig
+from fabric.edge import EdgePort
 from fabric.engine import FabricEngine
 from fabric.routes import check_routes, pe_name
 from pe.ce import ComputeEngine
@@ -105,6 +106,15 @@ class Wafer(Component):
             pe.start_tasks = builder.start_tasks
         for xy, colours in layout.routes.items():
             self.pes[xy].router.routes.update(colours)
+        self.edges: list[EdgePort] = []
+        for x, y, side, colour, kind, data, start in layout.edges:
+            router = self.pes[(x, y)].router
+            port = EdgePort(
+                self.engine, router, side, colour, kind, data=data, start_cycle=start,
+                index=len(self.edges),
+            )  # fmt: skip
+            router.nbr[side] = port  # type: ignore[assignment]
+            self.edges.append(port)
         for xy, filters in layout.filters.items():
             if len(filters) > cfg.fabric.filters_per_pe:
                 raise BuildError(
@@ -115,7 +125,8 @@ class Wafer(Component):
             self.pes[xy].router.filters.update(filters)
 
     def check(self) -> None:
-        check_routes(self.layout.routes, self.layout.width, self.layout.height)
+        edges = {((p.router.xy, p.side), p.kind) for p in self.edges}
+        check_routes(self.layout.routes, self.layout.width, self.layout.height, edges)
 
     def start(self) -> None:
         self.engine.period = self.domain.period_ticks
@@ -125,6 +136,19 @@ class Wafer(Component):
             pe.ce.trace_level = level
             for task in pe.start_tasks:
                 pe.ce.activate_at_start(task)
+        for port in self.edges:
+            if port.kind == "input":
+                self.engine.at(port.start_cycle, port.begin)
+
+    def pending(self) -> list[str] | None:
+        notes = [n for n in (p.pending_note() for p in self.edges) if n]
+        return notes or None
+
+    def edge(self, x: int, y: int, side: str) -> EdgePort:
+        for port in self.edges:
+            if port.router.xy == (x, y) and port.side.name == side.upper():
+                return port
+        raise BuildError(f"no edge port at PE ({x},{y}) side {side}")
 
     def ce(self, x: int, y: int) -> ComputeEngine:
         return self.pes[(x, y)].ce
