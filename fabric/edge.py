@@ -4,8 +4,10 @@ An edge port sits on the outward side of a border router, in place of the neighb
 lacks, and looks to that router exactly like a neighbour router: the link between them has the
 hop latency and the router's per-colour buffer credits.
 
-- An **input** port streams ``data`` (real values) on one colour into its router from
-  ``start_cycle``: one wavelet per cycle while it holds a credit for the router's buffer.
+- An **input** port streams ``data`` on one colour into its router from ``start_cycle``: one
+  wavelet per cycle while it holds a credit for the router's buffer. ``data`` is an array of
+  FP32 values, or a sequence mixing numbers and :class:`fabric.wavelet.Wavelet` objects (control
+  wavelets naming a control task, e.g. the PSUM/FSUM commands of weight streaming).
 - An **output** port accepts every wavelet the router sends off the edge on its colour, records
   its cycle and value, and returns the credit after the hop credit latency.
 
@@ -58,7 +60,10 @@ class EdgePort:
         self.kind = kind
         self.index = EDGE_INDEX_BASE + index
         self.path = f"wafer/edge[{router.xy[0]},{router.xy[1]},{side.name}]"
-        self.values = np.asarray(data, dtype=np.float32) if data is not None else None
+        self.values: Any = None
+        if data is not None:
+            mixed = any(isinstance(d, Wavelet) for d in data)
+            self.values = list(data) if mixed else np.asarray(data, dtype=np.float32)
         self.start_cycle = start_cycle
         self.sent = 0
         self.credits = engine.cfg.router_buffer_wavelets
@@ -80,7 +85,8 @@ class EdgePort:
         """Inject the next wavelet if the router's buffer has a slot for it."""
         if self.values is None or self.sent >= len(self.values) or self.credits <= 0:
             return False
-        w = Wavelet(float(self.values[self.sent]))
+        item = self.values[self.sent]
+        w = item if isinstance(item, Wavelet) else Wavelet(float(item))
         self.sent += 1
         self.credits -= 1
         self.last_cycle = t

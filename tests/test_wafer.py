@@ -357,3 +357,28 @@ def test_edge_port_on_an_inner_side_is_rejected():
         "edge port at pe[0,0] side E: that side is not on the edge of the mesh "
         "(a neighbour PE is there)"
     )
+
+
+def test_edge_input_carries_control_wavelets_to_control_tasks():
+    from fabric.wavelet import Wavelet
+
+    seen = []
+
+    def code(pe):
+        pe.route(2, rx=["W"], tx=["RAMP"])
+
+        @pe.data_task(colour=2, queue=1)
+        def weight(t, value):
+            seen.append(("data", value, t.now))
+
+        @pe.control_task(id=40)
+        def psum(t):
+            seen.append(("psum", None, t.now))
+
+    layout = Layout(1, 1)
+    layout.set_rectangle_code(code)
+    layout.add_edge_input(0, 0, "W", 2, [1.5, 2.5, Wavelet(ctrl=True, task_id=40)])
+    sim = Simulation()
+    Wafer(sim, WaferConfig(), layout)
+    assert sim.run().status == "completed"
+    assert [(k, v) for k, v, _ in seen] == [("data", 1.5), ("data", 2.5), ("psum", None)]
