@@ -24,6 +24,7 @@ DSR register file itself (which DSR holds which descriptor; the engine owns that
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Protocol
 
@@ -158,12 +159,12 @@ class MemDsd:
     def itemsize(self) -> int:
         return DTYPES[self.dtype].itemsize
 
-    @property
+    @functools.cached_property
     def length(self) -> int:
         """Number of elements the descriptor walks."""
         return math.prod(self.shape)
 
-    @property
+    @functools.cached_property
     def is_dense(self) -> bool:
         """True when successive elements sit at successive addresses (no gaps, stride 1)."""
         expect = 1
@@ -185,7 +186,15 @@ class MemDsd:
         """Byte addresses of the elements in iteration order (first dimension fastest)."""
         return self.base + self.element_indices() * self.itemsize
 
+    @functools.cached_property
+    def _span(self) -> tuple[int, int]:
+        return self._compute_span()
+
     def span(self) -> tuple[int, int]:
+        """Lowest and highest byte touched (inclusive), without listing every address."""
+        return self._span
+
+    def _compute_span(self) -> tuple[int, int]:
         """Lowest and highest byte touched (inclusive), without listing every address."""
         lo = hi = self.offset
         for n, s in zip(self.shape, self.strides, strict=True):
@@ -207,9 +216,21 @@ class MemDsd:
         self.check(store)
         return (self.base // self.itemsize) + self.element_indices()
 
+    def _dense_slice(self, store: Store) -> slice | None:
+        """The element slice of a dense descriptor (checked against ``store``), else None."""
+        if not self.is_dense:
+            return None
+        self.check(store)
+        start = self.base // self.itemsize + self.offset
+        return slice(start, start + self.length)
+
     def read(self, store: Store) -> np.ndarray:
         """Gather the elements (a copy, in iteration order)."""
-        return store.data.view(DTYPES[self.dtype])[self._indices_in(store)]
+        view = store.data.view(DTYPES[self.dtype])
+        dense = self._dense_slice(store)
+        if dense is not None:
+            return view[dense].copy()
+        return view[self._indices_in(store)]
 
     def write(self, store: Store, values: np.ndarray | float) -> None:
         """Scatter ``values`` (one per element, or a scalar) into the tensor."""
@@ -219,9 +240,15 @@ class MemDsd:
                 f"PE {store.owner}: writing {vals.size} values into {self.label}, which has "
                 f"{self.length} elements"
             )
-        with np.errstate(all="ignore"):
-            vals = vals.astype(DTYPES[self.dtype], copy=False)
-        store.data.view(DTYPES[self.dtype])[self._indices_in(store)] = vals.reshape(-1)
+        if vals.dtype != DTYPES[self.dtype]:
+            with np.errstate(all="ignore"):
+                vals = vals.astype(DTYPES[self.dtype])
+        view = store.data.view(DTYPES[self.dtype])
+        dense = self._dense_slice(store)
+        if dense is not None:
+            view[dense] = vals.reshape(-1) if vals.ndim else vals
+        else:
+            view[self._indices_in(store)] = vals.reshape(-1)
 
     def with_offset(self, delta_elements: int) -> MemDsd:
         """The same descriptor moved by ``delta_elements`` (CSL ``@increment_dsd_offset``)."""

@@ -171,9 +171,11 @@ def apply(op: str, *operands: np.ndarray | float) -> np.ndarray:
         if _is_scalar(x) and i not in spec.scalar_srcs:
             raise OperandError(f"{op}: src{i} must be a tensor, got the scalar {x!r}")
         arr = np.asarray(x)
-        keep = arr.dtype in [DTYPES[d] for d in allowed]
-        with np.errstate(all="ignore"):
-            vals.append(arr if keep else arr.astype(DTYPES[allowed[0]]))
+        if arr.dtype in [DTYPES[d] for d in allowed]:
+            vals.append(arr)
+        else:
+            with np.errstate(all="ignore"):
+                vals.append(arr.astype(DTYPES[allowed[0]]))
     if spec.same_dtype:
         first = next((v.dtype for v in vals if v.ndim), vals[0].dtype)
         vals = [v.astype(first) for v in vals]
@@ -255,17 +257,42 @@ def cost_cycles(
             raise OperandError(
                 f"{op}: {what} {x.label} has {x.length} elements, the instruction {length}"
             )
-    beats = beat_cycles(op, length, cfg, dst=dst, srcs=tuple(srcs))
-    return cfg.dsd_setup_cycles + cfg.pipeline_stages + int(beats.sum())
+    key = (op, length, id(cfg), _timing_key(dst, cfg), *(_timing_key(s, cfg) for s in srcs))
+    cost = _COSTS.get(key)
+    if cost is None:
+        beats = beat_cycles(op, length, cfg, dst=dst, srcs=tuple(srcs))
+        cost = cfg.dsd_setup_cycles + cfg.pipeline_stages + int(beats.sum())
+        if len(_COSTS) > 200_000:
+            _COSTS.clear()
+        _COSTS[key] = cost
+        _CONFIGS[id(cfg)] = cfg  # keeps ``id(cfg)`` from being reused while cached
+    return cost
+
+
+# The cost depends on the operands only through their type, shape, strides, memory space and
+# where they start within one period of the bank pattern, so it is computed once per such key.
+_COSTS: dict[tuple, int] = {}
+_CONFIGS: dict[int, PeConfig] = {}
+
+
+def _timing_key(x: object, cfg: PeConfig) -> tuple | None:
+    if not isinstance(x, MemDsd):
+        return None
+    period = cfg.bank_interleave_bytes * cfg.sram_banks
+    start = (x.base + x.offset * x.itemsize) % period
+    return (x.dtype, x.shape, x.strides, x.space, start)
 
 
 # --------------------------------------------------------------------------- both
 
 
-def _check_dtype(op: str, what: str, dtype: str, allowed: tuple[str, ...]) -> None:
+def _check_dtype(
+    op: str, what: str, dtype: str, allowed: tuple[str, ...], dsd: MemDsd | None = None
+) -> None:
     if dtype not in allowed:
+        who = f"{what} {dsd.label}" if dsd is not None else what  # labels only on error
         raise OperandError(
-            f"{op}: {what} has element type {dtype}, the op needs {' or '.join(allowed)}"
+            f"{op}: {who} has element type {dtype}, the op needs {' or '.join(allowed)}"
         )
 
 
@@ -297,13 +324,13 @@ def execute(
             return cache
         return sram
 
-    _check_dtype(op, f"dst {dst.label}", dst.dtype, spec.dst_dtypes)
+    _check_dtype(op, "dst", dst.dtype, spec.dst_dtypes, dst)
     values: list[np.ndarray | float] = []
     timing: list[MemDsd | None] = []
     for i, (s, allowed) in enumerate(zip(srcs, spec.src_dtypes, strict=True)):
         what = f"src{i}"
         if isinstance(s, MemDsd):
-            _check_dtype(op, f"{what} {s.label}", s.dtype, allowed)
+            _check_dtype(op, what, s.dtype, allowed, s)
             if s.length != dst.length:
                 raise OperandError(
                     f"{op}: {what} {s.label} has {s.length} elements but dst {dst.label} has "
