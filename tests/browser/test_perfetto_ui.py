@@ -99,3 +99,24 @@ def test_chrome_json_in_perfetto_ui(tmp_path, open_in_ui):
     assert ui.scalar("select count(*) from flow") == counts["flows"]
     assert ui.query(BAD_STATS) == []
     record("chrome_json", load_s=round(ui.load_s, 3))
+
+
+def test_simulated_wafer_run_in_perfetto_ui(tmp_path, open_in_ui):
+    """A real wafer run (SUMMA on 2x2 PEs, every wavelet traced) opens with matching counts."""
+    sc = scenario.find("summa")
+    params = scenario.resolve_params(sc, ["p=2", "mt=4", "wafer.fidelity=reference"])
+    src = tmp_path / "summa.arrows"
+    scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
+    categories = set(read_trace(src).table.column("category").to_pylist())
+    assert {"task", "instr", "async", "wavelet", "queue"} <= categories
+    stats = export_perfetto(src, tmp_path / "summa.pftrace")
+    ui = open_in_ui(tmp_path / "summa.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    chain = ui.query(
+        "select ce.name as ce, pe.name as pe, row.name as row, w.name as w from track ce "
+        "join track pe on ce.parent_id = pe.id join track row on pe.parent_id = row.id "
+        "join track w on row.parent_id = w.id where ce.name = 'ce' and pe.name = 'pe[1,1]'"
+    )
+    assert chain == [{"ce": "ce", "pe": "pe[1,1]", "row": "pe[*,1]", "w": "wafer"}]
+    ui.screenshot(OUT / "perfetto-ui-summa.png")
+    record("summa_2x2_reference_detail", load_s=round(ui.load_s, 3), **got)
