@@ -152,7 +152,18 @@ def load(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     obj = cls(**kwargs)
     check = getattr(obj, "check", None)
     if callable(check):
-        check()
+        try:
+            check()
+        except ConfigError as err:
+            # A block's check names keys from the block's own section ("pe.code_bytes"); under
+            # a deeper prefix ("wafer.pe.") give the user the full path they would --set.
+            outer, _, section = prefix.rstrip(".").rpartition(".")
+            if outer and err.key.startswith(section + "."):
+                raise ConfigError(
+                    f"{outer}.{err.key}", err.value, err.problem, allowed=err.allowed,
+                    hint=err.hint,
+                ) from None  # fmt: skip
+            raise
     return obj
 
 

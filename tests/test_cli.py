@@ -117,6 +117,11 @@ def test_scenario_file_by_path(capsys, tmp_path):
             "cannot write trace '/proc/wafersim/t.arrows': No such file or directory",
         ),
         (
+            ["run", "wse-fmac", "--set", "wafer.pe.sram_bytes=1000"],
+            "config key 'wafer.pe.sram_bytes' = 1000: must equal pe.sram_banks x pe.bank_bytes "
+            "= 8 x 6144 = 49152; change pe.bank_bytes or pe.sram_banks to match",
+        ),
+        (
             ["run", "/nonexistent/x.toml"],
             "scenario file '/nonexistent/x.toml' does not exist",
         ),
