@@ -9,28 +9,35 @@ weight streaming ("one sparse input, dense output"):
 - W streams in from the north edge, one edge input per column (colour ``WEIGHT``; every router
   of the column has rx N, tx RAMP + S: router multicast down the column). Row r of W is sent as
   its NON-ZEROS ONLY, each to the column holding its input feature, so zeros never travel.
-- Encoding: a non-zero is two 32-bit wavelets, the local feature index (an integer carried as an
-  FP32 word, exact below 2^24) then the FP32 weight. We keep FP32 weights, so the 16-bit packed
-  index + FP16 weight of the real WSE is not used; it would halve the stream.
-- Each wavelet triggers the data task bound to ``WEIGHT``: an index wavelet is latched (a PE
-  register); a weight wavelet runs ``fmacs(acc, acc, xloc[f], w)`` over the PE's local tokens.
-- After each row a control wavelet (PSUM) rides the same colour behind the row's weights and
-  triggers control task ``PSUM`` on every PE of the column. It swaps to the other of two
-  accumulators (so the next row's FMACs overlap the reduction), blocks itself until this row's
-  reduction is done, and starts a chain reduction along the PE row towards the owner column
-  k = r // (H1/px) of output feature r: PEs west of k stream east (colours ``EAST``, alternating
-  by x parity), PEs east of k stream west (``WEST``); each relay PE adds its partial sums into
-  the passing stream with an async ``fadds`` (fabric + memory -> fabric), the chain ends start it
-  with ``mov32``. The owner adds both incoming streams into its accumulator (one after the other)
-  and copies the result into ``x1loc[r % (H1/px)]``: outputs end in the inputs' layout.
-  All routes are static; no teardown is needed because each row's streams have exact lengths.
+- Encoding: a non-zero is two 32-bit wavelets: an index word, then the FP32 weight. The index
+  word carries the local feature index in bits 0-15 and an end-of-row flag (PSUM) in bit 16; a
+  column with no weight in a row gets one index word with index 0xFFFF and the flag. (The index
+  word travels as an FP32 word holding an integer, exact below 2^24.) We keep FP32 weights, so
+  the real WSE's 16-bit index packed beside an FP16 weight in one wavelet is not used.
+- Each wavelet triggers the data task bound to ``WEIGHT``: an index word is latched (a PE
+  register); a weight runs ``fmacs(acc, acc, xloc[f], w)`` over the PE's local tokens.
+- The PSUM command is in-band: on the flagged word the data task blocks itself and activates the
+  local task ``PSUM``. A control wavelet on the colour cannot do this job in today's model: the
+  CE activates a control task the cycle its wavelet comes down the ramp, ahead of data wavelets
+  still waiting in the input queue, and two such wavelets arriving before the task runs collapse
+  into one activation (see docs/ws-matmul.md).
+- ``PSUM`` swaps to the other of two accumulators and unblocks the data task (the next row's
+  FMACs overlap this row's reduction), blocks itself until the reduction is done, and starts a
+  chain reduction along the PE row towards the owner column k = r // (H1/px) of output feature
+  r: PEs west of k stream east (colours ``EAST``, alternating by x parity), PEs east of k stream
+  west (``WEST``); a relay PE adds its partial sums into the passing stream with an async
+  ``fadds`` (fabric + memory -> fabric); the chain ends start it with ``mov32``. The owner adds
+  the incoming streams into its accumulator (west one, then east one) and copies the result
+  into ``x1loc[r % (H1/px)]``: outputs end in the inputs' layout. The completion tasks run at
+  high priority so they are not starved by the next row's weights. All routes are static; no
+  teardown is needed because each row's streams have exact lengths.
 
 Timing is the PEs' timestamp marks, ``cycles = max(end) - min(start)``. Every cost comes from the
 PE and fabric mechanisms (fmacs cost model, task switches, DSD set-up, ramp and hop rates).
 The analytical model (:func:`model`) lives beside the simulation and never feeds it.
 
 Left out: the bwd (transposed weights) and wgrad flavours; FSUM as a distinct command (the owner
-is known from r, so the same PSUM serves); the real WSE's packed 16-bit index.
+is known from r, so one command serves); a ring reduction (a chain towards the owner is used).
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ EAST = (6, 7)
 WEST = (8, 9)
 #: Input queues: weights; the east-flowing and west-flowing chains' inputs. Output queue of sends.
 Q_WEIGHT, Q_EAST_IN, Q_WEST_IN, Q_OUT = 0, 3, 4, 2
-#: Tasks: start, the owner's second add, end of a row's reduction; PSUM control task.
+#: Local tasks: start, the owner's second add, end of a row's reduction, PSUM.
 START, ROOT_EAST, RED_DONE, PSUM = 10, 11, 12, 13
 WORD_BYTES = 4
 #: Index word: bits 0-15 the local feature index (EMPTY = the column has no weight in this row),
@@ -120,7 +127,8 @@ def inputs(p: WsMatmulParams) -> tuple[np.ndarray, np.ndarray]:
 
 
 def column_stream(p: WsMatmulParams, w: np.ndarray, x: int) -> list[Any]:
-    """What column x's edge input carries: per row, (local index, weight) per non-zero, PSUM."""
+    """What column x's edge input carries: per row, (index word, weight) per non-zero, the last
+    index word flagged PSUM; a row without non-zeros in the column is one flagged empty word."""
     out: list[Any] = []
     block = w[:, x * p.f0 : (x + 1) * p.f0]
     for r in range(p.rows):
