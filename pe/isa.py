@@ -312,6 +312,10 @@ def execute(
     ``dst`` is written.
     """
     spec = spec_of(op)
+    if op in FAST_OPS:
+        cost = _execute_dense_f32(op, spec, sram, dst, srcs, cfg)
+        if cost is not None:
+            return cost
     if not isinstance(dst, MemDsd):
         raise OperandError(f"{op}: dst must be a memory DSD, got {type(dst).__name__}")
     if len(srcs) != spec.n_srcs:
@@ -368,3 +372,39 @@ def execute(
         result = apply(op, *values)
     dst.write(store_of(dst, "dst"), np.broadcast_to(result, (dst.length,)))
     return cost_cycles(op, dst.length, cfg, dst=dst, srcs=tuple(timing))
+
+
+# The common case of a kernel's inner loop: an FP32 element-wise op whose tensors are all dense
+# in SRAM and whose scalars are plain numbers. It computes exactly what the general path does
+# (same numpy function on float32 values, sources read before the destination is written), on
+# SRAM views and without the general path's checks and conversions, which cannot fail here.
+FAST_OPS = frozenset({"fmacs", "fadds", "fsubs", "fmuls", "fmaxs"})
+
+
+def _execute_dense_f32(
+    op: str, spec: OpSpec, sram: Store, dst: object, srcs: tuple, cfg: PeConfig
+) -> int | None:
+    if (
+        not (type(dst) is MemDsd and dst.dtype == "f32" and dst.space == "sram" and dst.is_dense)
+        or len(srcs) != spec.n_srcs
+    ):
+        return None
+    view = sram.data.view(F32)
+    n = dst.length
+    vals: list = []
+    timing: list = []
+    for i, s in enumerate(srcs):
+        if type(s) is MemDsd:
+            if s.dtype != "f32" or s.space != "sram" or not s.is_dense or s.length != n:
+                return None
+            vals.append(view[s._dense_slice(sram)])
+            timing.append(s)
+        elif type(s) in (float, int) and i in spec.scalar_srcs:
+            vals.append(F32(s))
+            timing.append(None)
+        else:
+            return None
+    target = dst._dense_slice(sram)
+    with np.errstate(all="ignore"):
+        view[target] = spec.fn(*vals)
+    return cost_cycles(op, n, cfg, dst=dst, srcs=tuple(timing))

@@ -330,3 +330,38 @@ def test_fmac_constant_comes_from_setup_and_pipeline_fill() -> None:
     assert base == CFG.dsd_setup_cycles + CFG.pipeline_stages + CFG.fp32_fmac_cycles_per_element
     slower = dataclasses.replace(CFG, pipeline_stages=8, dsd_setup_cycles=5)
     assert isa.cost_cycles("fmacs", 1, slower, dst=d, srcs=(d, vec(0x104, n=1), None)) == 15
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    op=st.sampled_from(sorted(isa.FAST_OPS)),
+    n=st.integers(1, 40),
+    seed=st.integers(0, 10_000),
+    scalar=st.booleans(),
+    alias=st.booleans(),
+)
+def test_dense_fast_path_is_bit_identical_to_the_general_path(op, n, seed, scalar, alias):
+    from pe.memory import Sram
+
+    cfg = PeConfig()
+    rng = np.random.default_rng(seed)
+    results = []
+    for fast in (True, False):
+        sram = Sram(cfg, owner="t")
+        spec = isa.OPS[op]
+        tensors = [sram.alloc_array(f"s{i}", "f32", n) for i in range(spec.n_srcs)]
+        dst = tensors[0] if alias else sram.alloc_array("d", "f32", n)
+        for t in tensors:
+            t.write(sram, rng.standard_normal(n).astype(np.float32) * 1e3)
+        srcs = list(tensors)
+        if scalar and spec.scalar_srcs:
+            srcs[max(spec.scalar_srcs)] = float(rng.standard_normal())
+        saved = isa.FAST_OPS
+        isa.FAST_OPS = saved if fast else frozenset()
+        try:
+            cost = isa.execute(op, sram, dst, tuple(srcs), cfg)
+        finally:
+            isa.FAST_OPS = saved
+        rng = np.random.default_rng(seed)  # same data for the second path
+        results.append((dst.read(sram).tobytes(), cost))
+    assert results[0] == results[1]
