@@ -161,6 +161,7 @@ class ComputeEngine:
         self.tasks: dict[int, TaskDef] = {}
         self._order: list[TaskDef] | None = None  # tasks in dispatch order, built on first use
         self.activated = [False] * TASK_IDS
+        self.triggers = [0] * TASK_IDS  # control wavelets waiting to run each control task
         self.blocked = [False] * TASK_IDS
         self.queue_of_colour: dict[int, int] = {}
         self.in_queues: list[deque[Wavelet]] = [deque() for _ in INPUT_QUEUE_DEPTHS]
@@ -234,22 +235,41 @@ class ComputeEngine:
 
     # -- fabric side -----------------------------------------------------------------------------
     def fabric_deliver(self, colour: int, w: Wavelet) -> None:
-        """A wavelet came down the ramp (called by the engine at the start of a cycle)."""
-        if w.ctrl and w.task_id is not None:
+        """A wavelet came down the ramp (called by the engine at the start of a cycle).
+
+        Data and control wavelets queue in arrival order in the colour's input queue. A control
+        wavelet is acted on when it reaches the head: one naming a control task triggers one run
+        of that task; one naming none is consumed. With no reader on the queue, control
+        wavelets at the head are acted on at once."""
+        q = self.queue_of_colour.get(colour)
+        if q is None:  # only control wavelets get here (the route check needs a queue for data)
             self._return_down_credit(colour)
-            self._activate_now(w.task_id)
+            self._control(w)
             return
-        q = self.queue_of_colour[colour]
-        self.in_queues[q].append(w)
+        queue = self.in_queues[q]
+        queue.append(w)
         if self.engine.detail:
-            self.engine.counter(f"{self.path}/ce", f"input queue {q}", len(self.in_queues[q]))
+            self.engine.counter(f"{self.path}/ce", f"input queue {q}", len(queue))
         if q in self.ops_in:
             self.engine.activate_ce(self)
         elif q in self.data_task_of_queue:
             self._schedule_dispatch()
-        elif w.ctrl:
-            self.in_queues[q].pop()
-            self._return_down_credit(colour)
+        else:
+            self._drain_control(q)
+
+    def _control(self, w: Wavelet) -> None:
+        """Act on a control wavelet that reached the head of its queue."""
+        if w.task_id is not None:
+            self.triggers[w.task_id] += 1
+            self._schedule_dispatch()
+
+    def _drain_control(self, q: int) -> None:
+        """Consume the control wavelets at the head of input queue ``q``."""
+        queue = self.in_queues[q]
+        while queue and queue[0].ctrl:
+            w = queue.popleft()
+            self._return_down_credit(self._colour_of_queue(q))
+            self._control(w)
 
     def _return_down_credit(self, colour: int) -> None:
         self.engine.later(self.engine.ramp_credit_latency, self.router.ramp_credit, colour)
@@ -310,7 +330,8 @@ class ComputeEngine:
             colour = self._colour_of_queue(op.fab_in)
             self._return_down_credit(colour)
             if w.ctrl:
-                return  # a control wavelet behind the data: consumed, not an element
+                self._control(w)  # a control wavelet in the stream: acted on, not an element
+                return
             value = w.data
             if op.func is not None:
                 args = [
@@ -344,10 +365,7 @@ class ComputeEngine:
             self.ops.remove(op)
         if op.fab_in is not None:
             del self.ops_in[op.fab_in]
-            queue = self.in_queues[op.fab_in]
-            while queue and queue[0].ctrl and queue[0].task_id is None:
-                queue.popleft()  # a control wavelet that followed the data: consumed
-                self._return_down_credit(self._colour_of_queue(op.fab_in))
+            self._drain_control(op.fab_in)  # control wavelets that followed the data
         if op.out_colour is not None:
             del self.ops_out[op.microthread]
         if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
@@ -441,7 +459,7 @@ class ComputeEngine:
             if task.kind == "data":
                 if self.in_queues[task.queue]:  # type: ignore[index]
                     return task
-            elif activated[tid]:
+            elif activated[tid] or self.triggers[tid]:
                 return task
         return None
 
@@ -462,13 +480,16 @@ class ComputeEngine:
             queue = self.in_queues[task.queue]  # type: ignore[index]
             w = queue.popleft()
             self._return_down_credit(task.colour)  # type: ignore[arg-type]
-            while w.ctrl:  # control wavelets queued behind data are consumed, not run
-                if not queue:
-                    self.running = None
-                    return
-                w = queue.popleft()
-                self._return_down_credit(task.colour)  # type: ignore[arg-type]
+            if w.ctrl:
+                # A control wavelet in the data stream, acted on in its turn; then the scheduler
+                # chooses again (priority decides between its control task and the next data).
+                self._control(w)
+                self.running = None
+                self._schedule_dispatch()
+                return
             arg = [w.data]
+        elif self.triggers[task.id]:
+            self.triggers[task.id] -= 1
         else:
             self.activated[task.id] = False
         task.fn(ctx, *arg)

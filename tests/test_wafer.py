@@ -371,14 +371,19 @@ def test_edge_input_carries_control_wavelets_to_control_tasks():
         def weight(t, value):
             seen.append(("data", value, t.now))
 
-        @pe.control_task(id=40)
+        @pe.control_task(id=40, priority="high")  # high: runs before the data queued behind it
         def psum(t):
             seen.append(("psum", None, t.now))
 
     layout = Layout(1, 1)
     layout.set_rectangle_code(code)
-    layout.add_edge_input(0, 0, "W", 2, [1.5, 2.5, Wavelet(ctrl=True, task_id=40)])
+    psum = Wavelet(ctrl=True, task_id=40)
+    layout.add_edge_input(0, 0, "W", 2, [1.5, 2.5, psum, 3.5, psum, psum])
     sim = Simulation()
     Wafer(sim, WaferConfig(), layout)
     assert sim.run().status == "completed"
-    assert [(k, v) for k, v, _ in seen] == [("data", 1.5), ("data", 2.5), ("psum", None)]
+    # Control wavelets wait their turn behind the data, and each one triggers one run.
+    assert [(k, v) for k, v, _ in seen] == [
+        ("data", 1.5), ("data", 2.5), ("psum", None), ("data", 3.5), ("psum", None),
+        ("psum", None),
+    ]  # fmt: skip
