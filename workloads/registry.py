@@ -110,8 +110,9 @@ def load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    from workloads import linkchain, summa, wse
+    from workloads import linkchain, summa, wse, wsmatmul
 
     linkchain.register()
     wse.register()
     summa.register()
+    wsmatmul.register()
