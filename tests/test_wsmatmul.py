@@ -55,10 +55,24 @@ def run_ws(**kw):
     bt=st.integers(1, 4),
     density=st.sampled_from([0.05, 0.3, 0.7, 1.0]),
     seed=st.integers(0, 2**32),
+    flavour=st.sampled_from(["fwd", "bwd"]),
 )
-def test_product_matches_numpy(px, py, f0, f1, bt, density, seed):
-    m = run_ws(rows=f1 * px, cols=f0 * px, tokens=bt * py, px=px, py=py, density=density, seed=seed)
+def test_product_matches_numpy(px, py, f0, f1, bt, density, seed, flavour):
+    m = run_ws(
+        rows=f1 * px, cols=f0 * px, tokens=bt * py, px=px, py=py, density=density, seed=seed,
+        flavour=flavour,
+    )  # fmt: skip
     assert m["correct"], m["max_abs_error"]
+
+
+def test_bwd_streams_the_transpose_and_computes_dx1_times_w():
+    p = wsmatmul.WsMatmulParams(flavour="bwd", rows=12, cols=8, tokens=4, px=4, py=1, seed=5)
+    q, dx1, m = wsmatmul.lowered(p)
+    _, w = wsmatmul.inputs(p)
+    assert (q.rows, q.cols) == (8, 12) and dx1.shape == (4, 12)
+    np.testing.assert_array_equal(m, w.T)
+    out = run_ws(flavour="bwd", rows=12, cols=8, tokens=4, px=4, py=1, seed=5)
+    assert out["correct"] and out["flavour"] == "bwd" and out["nnz"] == np.count_nonzero(w)
 
 
 def test_only_non_zeros_travel():

@@ -1,4 +1,4 @@
-"""Weight-streamed sparse matmul on the wafer (forward flavour): kind ``ws-matmul``.
+"""Weight-streamed sparse matmul on the wafer (fwd and bwd flavours): kind ``ws-matmul``.
 
 X1 [BS][H1] = X0 [BS][H0] · W^T with W [H1][H0] sparse (density D, seeded), lowered as the spec's
 weight streaming ("one sparse input, dense output"):
@@ -36,7 +36,8 @@ Timing is the PEs' timestamp marks, ``cycles = max(end) - min(start)``. Every co
 PE and fabric mechanisms (fmacs cost model, task switches, DSD set-up, ramp and hop rates).
 The analytical model (:func:`model`) lives beside the simulation and never feeds it.
 
-Left out: the bwd (transposed weights) and wgrad flavours; FSUM as a distinct command (the owner
+``bwd`` (activation gradient) runs the same lowering with W^T streamed; see :func:`lowered`.
+Left out: the wgrad flavour; FSUM as a distinct command (the owner
 is known from r, so one command serves); a ring reduction (a chain towards the owner is used).
 """
 
@@ -68,12 +69,14 @@ WORD_BYTES = 4
 #: Index word: bits 0-15 the local feature index (EMPTY = the column has no weight in this row),
 #: bit 16 set on the row's last word (the data task then blocks itself until PSUM).
 LAST, EMPTY = 1 << 16, 0xFFFF
-FLAVOURS = ("fwd",)
+FLAVOURS = ("fwd", "bwd")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WsMatmulParams(registry.ScenarioParams):
-    flavour: str = param("fwd", "which product: fwd (X1 = X0·W^T); bwd and wgrad are not built")
+    flavour: str = param(
+        "fwd", "which product: fwd (X1 = X0·W^T) or bwd (dX0 = dX1·W); wgrad is not built"
+    )
     rows: int = param(16, "output features H1 (rows of W)", min=1)
     cols: int = param(16, "input features H0 (columns of W)", min=1)
     tokens: int = param(16, "tokens BS (batch x sequence)", min=1)
@@ -126,6 +129,21 @@ def inputs(p: WsMatmulParams) -> tuple[np.ndarray, np.ndarray]:
     return x0, np.where(mask, w, np.float32(0)).astype(np.float32)
 
 
+def lowered(p: WsMatmulParams) -> tuple[WsMatmulParams, np.ndarray, np.ndarray]:
+    """The forward-shaped problem a flavour runs as: (params, X_in, M) with X_out = X_in · M^T.
+
+    ``bwd`` computes the activation gradient dX0 [BS][H0] = dX1 [BS][H1] · W = dX1 · (W^T)^T:
+    the same lowering with the transposed weights streamed (MemoryX sends W in transpose order),
+    H1 features in and H0 out. The same seeded W as ``fwd``; dX1 is seeded like X0.
+    """
+    x0, w = inputs(p)
+    if p.flavour == "fwd":
+        return p, x0, w
+    dx1 = np.random.default_rng([p.seed, 8]).standard_normal((p.tokens, p.rows))
+    q = dataclasses.replace(p, flavour="fwd", rows=p.cols, cols=p.rows)
+    return q, dx1.astype(np.float32), np.ascontiguousarray(w.T)
+
+
 def column_stream(p: WsMatmulParams, w: np.ndarray, x: int) -> list[Any]:
     """What column x's edge input carries: per row, (index word, weight) per non-zero, the last
     index word flagged PSUM; a row without non-zeros in the column is one flagged empty word."""
@@ -158,7 +176,7 @@ class WsRun:
 
 
 def build(sim: Simulation, p: WsMatmulParams) -> WsRun:
-    x0, w = inputs(p)
+    p, x0, w = lowered(p)
     run = WsRun(None, x0, w, {})  # type: ignore[arg-type]
     f0, f1, bt, px, py = p.f0, p.f1, p.bt, p.px, p.py
 
@@ -261,6 +279,8 @@ def result_matrix(p: WsMatmulParams, run: WsRun) -> np.ndarray:
 
 
 def metrics(sim: Simulation, p: WsMatmulParams, run: WsRun, result: RunResult) -> dict:
+    flavour = p.flavour
+    p = lowered(p)[0]
     got = result_matrix(p, run)
     want = run.x0.astype(np.float64) @ run.w.astype(np.float64).T
     err = float(np.max(np.abs(got - want))) if got.size else 0.0
@@ -270,7 +290,7 @@ def metrics(sim: Simulation, p: WsMatmulParams, run: WsRun, result: RunResult) -
     ports = [run.wafer.edge(x, 0, "N") for x in range(p.px)]
     words = sum(port.words for port in ports)
     return {
-        "flavour": p.flavour,
+        "flavour": flavour,
         "cycles": cycles,
         "nnz": nnz,
         "correct": bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(scale, 1.0))),
@@ -306,7 +326,7 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     completion task (switch, one or two fmovs, unblock). Row r+1's FMACs overlap R, so the gap
     from PSUM r to PSUM r+1 is max(FMACs of row r+1 on the slowest column, R + completion).
     """
-    _, w = inputs(p)
+    p, _, w = lowered(p)
     pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
     sw, ctl, bt = pe.task_switch_cycles, ce.control_op_cycles, p.bt
     fmovs = pe.dsd_setup_cycles + pe.pipeline_stages + bt / pe.fmovs_simd_width
