@@ -47,6 +47,7 @@ from fabric.engine import _busy
 from fabric.express import try_express
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
+from pe.memory import Cache
 from simcore.errors import BuildError
 from simcore.tracing import TraceLevel
 
@@ -154,6 +155,7 @@ class ComputeEngine:
         self.index = index
         self.path = path
         self.sram = sram
+        self.cache = Cache(pe_cfg, owner=path)  # the 256 B software-managed cache
         self.cfg = pe_cfg
         self.timing = wafer.cfg.ce
         self.engine: FabricEngine = wafer.engine

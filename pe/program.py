@@ -157,8 +157,13 @@ class PeBuilder:
         dsd.write(self.ce.sram, values.reshape(-1, order="F"))
         return dsd
 
+    def cache_zeros(self, name: str, shape: tuple[int, ...] | int, dtype: str = "f32") -> MemDsd:
+        """A buffer in the PE's 256 B software-managed cache (e.g. accumulators)."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return self.ce.cache.alloc_array(name, dtype, shape)
+
     def read(self, dsd: MemDsd) -> np.ndarray:
-        return dsd.read(self.ce.sram)
+        return dsd.read(self.ce.cache if dsd.space == "cache" else self.ce.sram)
 
     # -- fabric DSDs -----------------------------------------------------------------------------
     def fabin(self, colour: int, length: int, queue: int, dtype: str = "f32") -> FabInDsd:

@@ -164,7 +164,9 @@ class TaskContext:
                     "with a fabric operand run on microthreads here (drop async_)"
                 )
             start = self.now
-            cycles = isa.execute(name, self.ce.sram, dst, tuple(srcs), self.ce.cfg)
+            cycles = isa.execute(
+                name, self.ce.sram, dst, tuple(srcs), self.ce.cfg, cache=self.ce.cache
+            )
             self.now += cycles
             if self.ce.trace_level >= TraceLevel.OPS:
                 self.ce.sim.tracer.emit(

@@ -387,3 +387,29 @@ def test_edge_input_carries_control_wavelets_to_control_tasks():
         ("data", 1.5), ("data", 2.5), ("psum", None), ("data", 3.5), ("psum", None),
         ("psum", None),
     ]  # fmt: skip
+
+
+def test_accumulators_in_the_software_cache():
+    data = np.arange(8, dtype=np.float32)
+    got = {}
+
+    def code(pe):
+        src = pe.array("src", data)
+        acc = pe.cache_zeros("acc", 8)
+
+        @pe.local_task(id=10)
+        def main(t):
+            t.fadds(acc, acc, src)
+            t.fadds(acc, acc, src)
+            got["acc"] = pe.read(acc)
+
+        pe.start(main)
+        with pytest.raises(BuildError, match="cache"):
+            pe.cache_zeros("too_big", 100)
+
+    layout = Layout(1, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    Wafer(sim, WaferConfig(), layout)
+    assert sim.run().status == "completed"
+    np.testing.assert_array_equal(got["acc"], 2 * data)
