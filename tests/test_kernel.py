@@ -179,3 +179,19 @@ def test_ctrl_c_ends_the_run_cleanly():
     result = sim.run()
     assert result.status == "interrupted"
     assert sim.cycles() == 500
+
+
+def test_progress_line_reports_cycles_rate_and_eta():
+    import io
+
+    from simcore import Progress
+
+    stream = io.StringIO()
+    sim = Simulation(progress=Progress(stream, after_s=0.0, every_s=0.0))
+    dom = sim.domain("clk", 10)
+    Component(sim, "t", domain=dom)
+    sim.check()
+    sim.env.run(until=250)
+    sim.progress.update(sim, wall=2.0, events=1000, limit=1000)
+    line = stream.getvalue().strip()
+    assert line == "[wafersim] t = 250 clk cycles | 500 events/s | 25% | ETA 6 s"
