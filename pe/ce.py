@@ -166,6 +166,7 @@ class ComputeEngine:
         self.triggers = [0] * TASK_IDS  # control wavelets waiting to run each control task
         self.blocked = [False] * TASK_IDS
         self.queue_of_colour: dict[int, int] = {}
+        self.colour_of_queue: dict[int, int] = {}  # the reverse map, kept by bind_queue
         self.in_queues: list[deque[Wavelet]] = [deque() for _ in INPUT_QUEUE_DEPTHS]
         self.data_task_of_queue: dict[int, int] = {}
         self.ops_in: dict[int, AsyncOp] = {}
@@ -225,6 +226,7 @@ class ComputeEngine:
                     f"colour {colour} (use another queue)"
                 )
         self.queue_of_colour[colour] = queue
+        self.colour_of_queue[queue] = colour
 
     def down_credits(self, colour: int) -> int:
         q = self.queue_of_colour.get(colour)
@@ -357,10 +359,10 @@ class ComputeEngine:
             self._finish(op, t)
 
     def _colour_of_queue(self, q: int) -> int:
-        for c, qq in self.queue_of_colour.items():
-            if qq == q:
-                return c
-        raise BuildError(f"{self.path}: input queue {q} has no colour bound")
+        colour = self.colour_of_queue.get(q)
+        if colour is None:
+            raise BuildError(f"{self.path}: input queue {q} has no colour bound")
+        return colour
 
     def _finish(self, op: AsyncOp, t: int) -> None:
         if not op.express:
