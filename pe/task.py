@@ -25,7 +25,7 @@ from fabric.routes import ColourRoute, Dir, Position
 from fabric.wavelet import Cmd, Wavelet
 from pe import isa
 from pe.ce import INPUT_QUEUE_DEPTHS, OUTPUT_QUEUE_DEPTHS, AsyncOp
-from pe.dsd import FabInDsd, FabOutDsd, MemDsd
+from pe.dsd import FabInDsd, FabOutDsd, MemDsd, np_dtype
 from simcore.errors import BuildError
 from simcore.tracing import TraceLevel
 
@@ -278,16 +278,8 @@ class TaskContext:
 def _mem_view(sram: Any, dst: MemDsd) -> np.ndarray:
     """A writable numpy view of ``dst`` when it is contiguous, else a staging array."""
     if len(dst.shape) == 1 and dst.strides[0] == 1:
-        return sram.view(dst.base + dst.offset * np.dtype(_np_dtype(dst.dtype)).itemsize,
-                         _np_dtype(dst.dtype), dst.length)  # fmt: skip
-    return np.empty(dst.length, _np_dtype(dst.dtype))
-
-
-def _np_dtype(name: str) -> np.dtype:
-    return np.dtype(
-        {"f32": np.float32, "f16": np.float16, "i16": np.int16, "u16": np.uint16,
-         "i32": np.int32, "u32": np.uint32}[name]
-    )  # fmt: skip
+        return sram.view(dst.base + dst.offset * dst.itemsize, dst.dtype, dst.length)
+    return np.empty(dst.length, np_dtype(dst.dtype))
 
 
 def _elementwise(name: str) -> Any:
