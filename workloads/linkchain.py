@@ -192,18 +192,14 @@ VALIDATION_POINTS = (
 
 
 def _validate() -> list[registry.ValidationRow]:
-    from workloads.scenario import Scenario, run_scenario
+    from workloads.scenario import run_kind
 
     rows = []
-    kind = registry.KINDS["link-chain"]
     for point in VALIDATION_POINTS:
         p = LinkChainParams(items=2000, **point)
-        scen = Scenario("link-chain", "<validate>", kind, "", {})
-        out = run_scenario(scen, p)
+        cycles = run_kind("link-chain", p)["cycles"]
         label = " ".join(f"{k}={v}" for k, v in point.items())
-        rows.append(
-            registry.ValidationRow("link-chain", label, out.metrics["cycles"], model(p)["cycles"])
-        )
+        rows.append(registry.ValidationRow("link-chain", label, cycles, model(p)["cycles"]))
     return rows
 
 

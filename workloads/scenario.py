@@ -110,6 +110,14 @@ class RunOutput:
         return out
 
 
+def run_kind(kind: str, params: Any) -> dict[str, Any]:
+    """Run workload kind ``kind`` with ``params`` (no trace) and return its metrics: what
+    validation sweeps and tests need, without a scenario file."""
+    registry.load_all()
+    scen = Scenario(kind, "<validate>", registry.KINDS[kind], "", {})
+    return run_scenario(scen, params).metrics
+
+
 def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
     return {
         "wafersim_version": VERSION,

@@ -379,13 +379,11 @@ WEAK_POINTS = tuple((p, 8) for p in (2, 4, 8, 16))
 
 
 def _sweep(case: str, points: tuple[tuple[int, int], ...]) -> list[registry.ValidationRow]:
-    from workloads.scenario import Scenario, run_scenario
+    from workloads.scenario import run_kind
 
-    scen = Scenario("summa", "<validate>", registry.KINDS["summa"], "", {})
     rows = []
     for p, mt in points:
-        params = SummaParams(p=p, mt=mt)
-        m = run_scenario(scen, params).metrics
+        m = run_kind("summa", SummaParams(p=p, mt=mt))
         if not m["correct"]:
             raise RuntimeError(f"summa P={p} Mt={mt}: wrong product ({m['max_abs_error']:g})")
         rows.append(registry.ValidationRow(case, f"P={p} Mt={mt}", m["cycles"], m["model_cycles"]))

@@ -167,10 +167,9 @@ BCAST_PES = (4, 16, 64)
 
 
 def _run(kind: str, params: Any) -> dict:
-    from workloads.scenario import Scenario, run_scenario
+    from workloads.scenario import run_kind
 
-    scen = Scenario(kind, "<validate>", registry.KINDS[kind], "", {})
-    return run_scenario(scen, params).metrics
+    return run_kind(kind, params)
 
 
 def validate_fmac() -> list[registry.ValidationRow]:

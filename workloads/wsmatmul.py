@@ -357,10 +357,9 @@ SWEEP = (
 
 
 def _run(params: WsMatmulParams) -> dict:
-    from workloads.scenario import Scenario, run_scenario
+    from workloads.scenario import run_kind
 
-    scen = Scenario("ws-matmul", "<validate>", registry.KINDS["ws-matmul"], "", {})
-    return run_scenario(scen, params).metrics
+    return run_kind("ws-matmul", params)
 
 
 def validate() -> list[registry.ValidationRow]:
