@@ -16,10 +16,16 @@ Three separately testable pieces:
 Operands are written ``dst = f(src0, src1, ...)``; the op table :data:`OPS` says which sources
 may be scalars (a Python number or a 0-d array, e.g. a register or a value from the fabric).
 
+Element order: the datapath streams an instruction element by element, so when ``dst`` writes
+an address that a source reads at another position, or writes one address several times (a
+stride-0 accumulator), element i sees what element i-1 wrote. ``fmacs(acc, acc, a, b)`` with a
+one-word stride-0 ``acc`` is thus a dot product, rounded at every step in order. The cost is the
+same as for any fmacs of that length: the model assumes the FP32 interval of 2 cycles per
+element covers the accumulate dependency (a forwarding path; not documented by the vendor).
+
 Left out: fabric operands' rates (the compute engine paces wavelets through its queues and
-passes ``None`` for them here), write-versus-read bank conflicts (writes are assumed to drain
-through a write buffer), and element-by-element behaviour when a destination overlaps a source
-at a shifted position (:func:`execute` reads all sources before writing).
+passes ``None`` for them here) and write-versus-read bank conflicts (writes are assumed to drain
+through a write buffer).
 """
 
 from __future__ import annotations
@@ -362,16 +368,92 @@ def execute(
             raise OperandError(
                 f"{op}: operands have element types {', '.join(sorted(types))}; they must match"
             )
+    cost = cost_cycles(op, dst.length, cfg, dst=dst, srcs=tuple(timing))
+    dst_store = store_of(dst, "dst")
+    mem_srcs = [(s, store_of(s, "src")) for s in srcs if isinstance(s, MemDsd)]
+    if _overlaps(dst, dst_store, mem_srcs):
+        _execute_in_order(op, spec, dst, dst_store, srcs, values, store_of)
+        return cost
+    dst.write(dst_store, np.broadcast_to(_compute(op, spec, dst, values), (dst.length,)))
+    return cost
+
+
+def _compute(op: str, spec: OpSpec, dst: MemDsd, values: list) -> np.ndarray:
     if spec.raw_move:
         # Bits are copied: a tensor source is reinterpreted, a scalar converted, as dst's type.
         (src,) = values
         dt = DTYPES[dst.dtype]
         result = np.asarray(src, dtype=dt) if _is_scalar(src) else np.asarray(src).view(dt)
-        result = apply(op, result)
-    else:
-        result = apply(op, *values)
-    dst.write(store_of(dst, "dst"), np.broadcast_to(result, (dst.length,)))
-    return cost_cycles(op, dst.length, cfg, dst=dst, srcs=tuple(timing))
+        return apply(op, result)
+    return apply(op, *values)
+
+
+def _overlaps(dst: MemDsd, dst_store: Store, mem_srcs: list[tuple[MemDsd, Store]]) -> bool:
+    """Whether element-by-element order matters: ``dst`` writes one address twice (e.g. a
+    stride-0 accumulator), or writes an address a source reads at another position."""
+    if dst.is_dense and not mem_srcs:
+        return False
+    d = dst.addresses()
+    if dst.is_dense:
+        lo, hi = dst.span()
+        if all(
+            s is not dst_store or s_d.span()[1] < lo or s_d.span()[0] > hi for s_d, s in mem_srcs
+        ):
+            return False
+    elif len(np.unique(d)) < d.size:
+        return True
+    for s_dsd, store in mem_srcs:
+        if store is not dst_store:
+            continue
+        a = s_dsd.addresses()
+        if np.intersect1d(a, d).size and not np.array_equal(a, d):
+            return True
+    return False
+
+
+def _execute_in_order(
+    op: str, spec: OpSpec, dst: MemDsd, dst_store: Store, srcs: tuple, values: list,
+    store_of: Callable[[MemDsd, str], Store],
+) -> None:  # fmt: skip
+    """Run the op element by element, as the datapath streams it: element i reads its sources
+    after element i-1 has been written. So ``fmacs(acc, acc, a, b)`` with ``acc`` a stride-0
+    descriptor of one word accumulates the dot product a·b into that word, rounding each step."""
+    n = dst.length
+    d_idx = dst._indices_in(dst_store)
+    if (
+        op in ("fmacs", "fadds")
+        and isinstance(srcs[0], MemDsd)
+        and len(np.unique(d_idx)) == 1
+        and np.array_equal(srcs[0]._indices_in(store_of(srcs[0], "src0")), d_idx)
+        and store_of(srcs[0], "src0") is dst_store
+        and not any(isinstance(s, MemDsd) and _touches(s, dst_store, d_idx[0]) for s in srcs[1:])
+    ):
+        # A running sum into one word: the same steps as the loop below, done by numpy.
+        terms = apply(op, np.zeros(n, F32), *values[1:])  # the products (or addends), rounded
+        view = dst_store.data.view(F32)
+        start = view[d_idx[:1]]
+        view[d_idx[0]] = np.add.accumulate(np.concatenate((start, terms)), dtype=F32)[-1]
+        return
+    views = [
+        (s.dtype, s._indices_in(store_of(s, "src")), store_of(s, "src")) if isinstance(s, MemDsd)
+        else None
+        for s in srcs
+    ]  # fmt: skip
+    dview = dst_store.data.view(DTYPES[dst.dtype])
+    for i in range(n):
+        vals = [
+            v if view is None else view[2].data.view(DTYPES[view[0]])[view[1][i : i + 1]]
+            for v, view in zip(values, views, strict=True)
+        ]
+        vals = [
+            v if view is not None or _is_scalar(v) else v[i : i + 1]
+            for v, view in zip(vals, views, strict=True)
+        ]
+        dview[d_idx[i]] = np.asarray(_compute(op, spec, dst, vals)).reshape(-1)[0]
+
+
+def _touches(s: MemDsd, store: Store, element: int) -> bool:
+    return bool(np.any(s._indices_in(store) == element))
 
 
 # The common case of a kernel's inner loop: an FP32 element-wise op whose tensors are all dense
@@ -391,20 +473,24 @@ def _execute_dense_f32(
         return None
     view = sram.data.view(F32)
     n = dst.length
+    target = dst._dense_slice(sram)
     vals: list = []
     timing: list = []
     for i, s in enumerate(srcs):
         if type(s) is MemDsd:
             if s.dtype != "f32" or s.space != "sram" or not s.is_dense or s.length != n:
                 return None
-            vals.append(view[s._dense_slice(sram)])
+            where = s._dense_slice(sram)
+            shifted = where.start != target.start
+            if shifted and where.start < target.stop and target.start < where.stop:
+                return None  # overlaps dst at a shift: element order matters (general path)
+            vals.append(view[where])
             timing.append(s)
         elif type(s) in (float, int) and i in spec.scalar_srcs:
             vals.append(F32(s))
             timing.append(None)
         else:
             return None
-    target = dst._dense_slice(sram)
     with np.errstate(all="ignore"):
         view[target] = spec.fn(*vals)
     return cost_cycles(op, n, cfg, dst=dst, srcs=tuple(timing))

@@ -365,3 +365,80 @@ def test_dense_fast_path_is_bit_identical_to_the_general_path(op, n, seed, scala
         rng = np.random.default_rng(seed)  # same data for the second path
         results.append((dst.read(sram).tobytes(), cost))
     assert results[0] == results[1]
+
+
+# --------------------------------------------------------------------------- element order
+
+
+def _sequential_reference(op: str, view: np.ndarray, d: np.ndarray, srcs: list) -> None:
+    """Element i reads its sources after element i-1 was written (the streaming datapath)."""
+    for i in range(len(d)):
+        v = [s if np.isscalar(s) else view[s[i]] for s in srcs]
+        v = [np.float32(x) for x in v]
+        with np.errstate(all="ignore"):
+            if op == "fmacs":
+                view[d[i]] = v[0] + np.float32(v[1] * v[2])
+            else:
+                view[d[i]] = v[0] + v[1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 10_000), start=st.floats(-4, 4, width=32))
+def test_stride_zero_accumulator_computes_a_dot_product_in_order(n, seed, start) -> None:
+    sram = Sram(PeConfig(), owner=OWNER)
+    rng = np.random.default_rng(seed)
+    a = sram.alloc_array("a", "f32", n)
+    b = sram.alloc_array("b", "f32", n)
+    word = sram.alloc_array("acc", "f32", 1)
+    a.write(sram, rng.standard_normal(n).astype(F32))
+    b.write(sram, rng.standard_normal(n).astype(F32))
+    word.write(sram, F32(start))
+    acc = MemDsd(word.base, "f32", (n,), (0,), name="acc")
+    cost = isa.execute("fmacs", sram, acc, (acc, a, b), PeConfig())
+    want = F32(start)
+    for x, y in zip(a.read(sram), b.read(sram), strict=True):
+        want = F32(want + F32(x * y))
+    assert word.read(sram)[0] == want  # bit for bit: rounded at every step, in order
+    assert cost == isa.cost_cycles("fmacs", n, PeConfig(), dst=acc, srcs=(acc, a, b))
+    np.testing.assert_allclose(want, start + a.read(sram) @ b.read(sram), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    op=st.sampled_from(["fmacs", "fadds"]),
+    n=st.integers(2, 24),
+    shift=st.integers(-5, 5),
+    scalar=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_dst_overlapping_a_source_at_a_shift_runs_element_by_element(
+    op: str, n: int, shift: int, scalar: bool, seed: int
+) -> None:
+    """E.g. fadds(x[1:], x[:-1], 1) turns x into a running count, on the fast and general paths."""
+    rng = np.random.default_rng(seed)
+    init = rng.standard_normal(n + 10).astype(F32)
+    other = rng.standard_normal(n).astype(F32)
+    results = []
+    for fast in (True, False):
+        sram = Sram(PeConfig(), owner=OWNER)
+        buf = sram.alloc_array("buf", "f32", n + 10)
+        o = sram.alloc_array("o", "f32", n)
+        buf.write(sram, init)
+        o.write(sram, other)
+        dst = buf.with_offset(5).with_length(n)
+        src = buf.with_offset(5 + shift).with_length(n)
+        srcs = (src, o, 0.5 if scalar else o) if op == "fmacs" else (src, 0.5 if scalar else o)
+        saved = isa.FAST_OPS
+        isa.FAST_OPS = saved if fast else frozenset()
+        try:
+            isa.execute(op, sram, dst, srcs, PeConfig())
+        finally:
+            isa.FAST_OPS = saved
+        results.append(buf.read(sram))
+    view = init.copy()
+    d = np.arange(5, 5 + n)
+    tail = [np.arange(n + 10, 2 * n + 10) if not np.isscalar(s) else s for s in srcs[1:]]
+    ref = np.concatenate((view, other))
+    _sequential_reference(op, ref, d, [d + shift, *tail])
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], ref[: n + 10])
