@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from simcore.sim import Simulation
 
 PORTS = (Dir.N, Dir.E, Dir.S, Dir.W, Dir.RAMP)
+RAMP = Dir.RAMP
+OPPOSITE = {d: d.opposite for d in Dir}  # a dict lookup: cheaper than the enum property
 
 
 def _busy(fa: Any, shift: int, t: int) -> bool:
@@ -140,14 +142,17 @@ class Router:
         return c
 
     def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
-        now = self.engine.now_cycle()
-        if self.express_until >= now and self._free_cycle(colour, now) > now:
-            # The wavelet needs a port an express stream is using in this cycle. Round robin
-            # between the two colours would serve it now and push the stream back one cycle; it
-            # is served now and the stream keeps its schedule (counted, see express.py).
-            self.engine.fast_conflicts += 1
+        engine = self.engine
+        until = self.express_until
+        if until >= 0:
+            now = engine.now_cycle()
+            if until >= now and self._free_cycle(colour, now) > now:
+                # The wavelet needs a port an express stream is using in this cycle. Round robin
+                # between the two colours would serve it now and push the stream back one cycle;
+                # it is served now and the stream keeps its schedule (counted, see express.py).
+                engine.fast_conflicts += 1
         route = self.routes.get(colour)
-        if route is None or port not in route.current.rx:
+        if route is None or port not in route.positions[route.pos].rx:
             have = route.current.describe() if route else "no route"
             raise RouteError(
                 f"colour {colour}: a wavelet reached {self.name} from {port.name}, which it does "
@@ -158,26 +163,25 @@ class Router:
         if buf is None:
             buf = self.bufs[key] = deque()
         buf.append(w)
-        if self.engine.detail:
-            self.engine.counter(self.path, f"buffer c{colour} {port.name}", len(buf))
-        self.engine.activate_router(self)
+        if engine.detail:
+            engine.counter(self.path, f"buffer c{colour} {port.name}", len(buf))
+        engine._active_routers[self.index] = self
 
     def step(self, t: int) -> bool:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
         wanted: dict[Dir, list[tuple[Dir, int]]] = {}
-        busy = False
+        routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
             if not buf:
                 continue
-            busy = True
             colour = key[1]
-            route = self.routes[colour]
+            route = routes[colour]
             if route.teardown:
                 continue
-            pend = self.pending.get(key)
+            pend = pending.get(key)
             if pend is None:
-                pend = self.pending[key] = list(route.current.tx)
+                pend = pending[key] = list(route.current.tx)
                 if not pend:
                     raise RouteError(
                         f"colour {colour}: {self.name} accepts from {key[0].name} but has no tx "
@@ -190,16 +194,22 @@ class Router:
                         self._done(t, key)
                         continue
             for port in pend:
-                if self.credit(port, colour) > 0:
-                    wanted.setdefault(port, []).append(key)
+                c = held.get((port, colour))
+                if c is None:
+                    c = self.credit(port, colour)
+                if c > 0:
+                    keys = wanted.get(port)
+                    if keys is None:
+                        wanted[port] = [key]
+                    else:
+                        keys.append(key)
                 else:
                     self.stall_cycles += 1
                     if key not in self.stalled:
                         self.stalled[key] = (t, port)
-        if not busy or not wanted:
-            return (
-                False  # empty, or everything blocked: a credit, arrival or teardown exit wakes it
-            )
+        if not wanted:
+            # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
+            return False
         for port, keys in wanted.items():
             key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
             self.rr[port] = key[1]
@@ -209,16 +219,14 @@ class Router:
     def _send(self, t: int, key: tuple[Dir, int], port: Dir) -> None:
         engine = self.engine
         colour = key[1]
-        buf = self.bufs[key]
-        w = buf[0]
+        w = self.bufs[key][0]
         self.credits[(port, colour)] -= 1
         if engine.detail:
             self._trace_send(t, key, port, w)
-        if port is Dir.RAMP:
+        if port is RAMP:
             engine.later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
         else:
-            nbr = self.nbr[port]
-            engine.later(engine.hop_latency, nbr.receive, port.opposite, colour, w)
+            engine.later(engine.hop_latency, self.nbr[port].receive, OPPOSITE[port], colour, w)
         pend = self.pending[key]
         pend.remove(port)
         if not pend:
@@ -235,11 +243,11 @@ class Router:
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {key[0].name}", len(buf))
         src_port = key[0]
-        if src_port is Dir.RAMP:
+        if src_port is RAMP:
             engine.later(engine.ramp_credit_latency, self.ce.up_credit, colour)
         else:
             up = self.nbr[src_port]
-            engine.later(engine.hop_credit_latency, up.return_credit, src_port.opposite, colour)
+            engine.later(engine.hop_credit_latency, up.return_credit, OPPOSITE[src_port], colour)
         if w.ctrl:
             self._apply(colour, w)
 
@@ -261,11 +269,11 @@ class Router:
 
     def return_credit(self, port: Dir, colour: int) -> None:
         self.credits[(port, colour)] += 1
-        self.engine.activate_router(self)
+        self.engine._active_routers[self.index] = self
 
     def ramp_credit(self, colour: int) -> None:
-        self.credits[(Dir.RAMP, colour)] += 1
-        self.engine.activate_router(self)
+        self.credits[(RAMP, colour)] += 1
+        self.engine._active_routers[self.index] = self
 
     def _apply(self, colour: int, w: Wavelet) -> None:
         route = self.routes[colour]
@@ -343,13 +351,15 @@ class FabricEngine:
 
     def later(self, cycles: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` at the start of the cycle ``cycles`` from now (cycles >= 1)."""
-        t = self.env.now // self.period + cycles
+        t = self.env._now // self.period + cycles
         slot = self._due.get(t)
         if slot is None:
+            # A cycle with due actions always has its tick (``at`` relies on this too).
             self._due[t] = [(fn, args)]
+            if t not in self._ticking:
+                self._tick_at(t)
         else:
             slot.append((fn, args))
-        self._tick_at(t)
 
     def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` at the start of absolute cycle ``t`` (t > now)."""
@@ -399,7 +409,7 @@ class FabricEngine:
         ev.callbacks.append(self._tick)
 
     def _tick(self, _ev: Any) -> None:
-        t = self.env.now // self.period
+        t = self.env._now // self.period
         self._ticking.discard(t)
         due = self._due.pop(t, None)
         if due:
