@@ -117,7 +117,10 @@ class Router:
         self.future[colour] = (t, predicted)
 
         def apply() -> None:
-            change(self.routes[colour])
+            route = self.routes[colour]
+            change(route)
+            if not route.teardown:
+                self._check_held(colour, route)
             pending = self.future.get(colour)
             if pending is not None and pending[0] <= t:
                 del self.future[colour]
@@ -125,6 +128,16 @@ class Router:
             self.engine.activate_router(self)
 
         self.engine.at(t, apply)
+
+    def _check_held(self, colour: int, route: ColourRoute) -> None:
+        """Wavelets held while the colour was in teardown must come from an input it accepts
+        now that it is out."""
+        for (port, c), buf in self.bufs.items():
+            if c == colour and buf and port not in route.current.rx:
+                raise RouteError(
+                    f"colour {colour}: {self.name} left teardown holding {len(buf)} wavelet(s) "
+                    f"from {port.name}, which it does not accept ({route.current.describe()})"
+                )
 
     def route_at(self, colour: int) -> tuple[int, ColourRoute | None]:
         """(cycle from which it holds, the colour's route once pending writes have landed)."""
@@ -152,7 +165,8 @@ class Router:
                 # it is served now and the stream keeps its schedule (counted, see express.py).
                 engine.fast_conflicts += 1
         route = self.routes.get(colour)
-        if route is None or port not in route.positions[route.pos].rx:
+        if route is None or (port not in route.positions[route.pos].rx and not route.teardown):
+            # (In teardown the colour holds whatever arrives; it must be accepted on exit.)
             have = route.current.describe() if route else "no route"
             raise RouteError(
                 f"colour {colour}: a wavelet reached {self.name} from {port.name}, which it does "

@@ -16,6 +16,12 @@ multicast tree and returns every router's colour to teardown, whose handler acti
 task. The lock task runs once activated (teardown seen) and unblocked (own move done), and
 activates the user's callback.
 
+``broadcast(..., keep_routes=True)`` skips the clearing and rewriting when this PE's last
+broadcast on the dimension had the same root (its route is still right; only the teardown exit
+is needed): a program that broadcasts from one root many times pays the reconfiguration once.
+The SDK's library reconfigures every time, which is what the T_bcast calibration measures, so
+this is off by default.
+
 ``reduce_fadds(t, root, buf, callback)``: a chain reduction towards the root over the two colours
 alternating by position (a PE receives on one and sends on the other); each PE adds the partial
 sum arriving from upstream to its own buffer as it streams through (async fadds fabric+memory ->
@@ -54,6 +60,7 @@ class Dimension:
         colours: tuple[int, int],
         tasks: tuple[int, int],
         queues: tuple[int, int, int],
+        priority: str,
     ) -> None:
         pe = owner.pe
         self.owner = owner
@@ -68,11 +75,12 @@ class Dimension:
         self.callback = -1
         self.expect_teardowns = 0
         self.is_root = False
+        self.routed_for: int | None = None  # root the data colour's route was last set for
         for c, q in zip(colours, self.in_queues, strict=True):
             pe.route(c, rx=[], tx=[], teardown=True)
             pe.ce.bind_queue(c, q)
-        pe.local_task(self.sm_task)(self._state_machine)
-        pe.local_task(self.lock_task)(self._lock)
+        pe.local_task(self.sm_task, priority)(self._state_machine)
+        pe.local_task(self.lock_task, priority)(self._lock)
         self._pending_control: int | None = None
 
     # -- tasks -----------------------------------------------------------------------------------
@@ -105,7 +113,9 @@ class Dimension:
             )
 
     # -- operations ------------------------------------------------------------------------------
-    def broadcast(self, t: TaskContext, root: int, buf: MemDsd, callback: int) -> None:
+    def broadcast(
+        self, t: TaskContext, root: int, buf: MemDsd, callback: int, *, keep_routes: bool = False
+    ) -> None:
         self._check_root(root)
         pe = self.owner.pe
         colour = self.colours[0]
@@ -113,16 +123,22 @@ class Dimension:
         self.callback = callback
         self.expect_teardowns = 1
         t.block(self.lock_task)
+        if keep_routes and self.routed_for == root:
+            t.exit_teardown(colour)
+            reconfigure = lambda *_: None  # noqa: E731
+        else:
+            reconfigure = self._reconfigure
+        self.routed_for = root
         if i == root:
             tx = ([self.high] if i < n - 1 else []) + ([self.low] if i > 0 else [])
-            self._reconfigure(t, colour, [Dir.RAMP], tx)
+            reconfigure(t, colour, [Dir.RAMP], tx)
             self._pending_control = colour
             out = pe.fabout(colour, buf.length, self.out_queue)
             t.mov32(out, buf, async_=True, activate=self.sm_task)
         else:
             side, onward = (self.low, self.high) if i > root else (self.high, self.low)
             end = i == n - 1 if i > root else i == 0
-            self._reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]))
+            reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]))
             fin = pe.fabin(colour, buf.length, self.in_queues[0])
             t.mov32(buf, fin, async_=True, unblock=self.lock_task)
 
@@ -149,6 +165,7 @@ class Dimension:
         if i == root:
             from_far = self.high if root == 0 else self.low
         self.expect_teardowns = (1 if has_upstream else 0) + (0 if i == root else 1)
+        self.routed_for = None
         if has_upstream:
             self._reconfigure(t, recv_c, [from_far], [Dir.RAMP])
         if i != root:
@@ -166,23 +183,31 @@ class Dimension:
 
 
 class Collectives:
-    """Row and column collectives for one PE (create it in the PE code)."""
+    """Row and column collectives for one PE (create it in the PE code). ``y_colours=None``
+    leaves out the column dimension (its colours, tasks and queues stay free). ``priority``
+    is the library's state-machine and lock tasks' (low, as the SDK's; a program whose data
+    tasks keep the CE busy raises it so a collective's hand-over is not starved)."""
 
     def __init__(
         self,
         pe: PeBuilder,
         *,
         x_colours: tuple[int, int] = (0, 1),
-        y_colours: tuple[int, int] = (2, 3),
+        y_colours: tuple[int, int] | None = (2, 3),
         x_tasks: tuple[int, int] = (24, 25),
         y_tasks: tuple[int, int] = (26, 27),
         teardown_task: int = 28,
         x_queues: tuple[int, int, int] = (0, 2, 2),
         y_queues: tuple[int, int, int] = (1, 3, 3),
+        priority: str = "low",
     ) -> None:
         self.pe = pe
-        self.x = Dimension(self, "x", x_colours, x_tasks, x_queues)
-        self.y = Dimension(self, "y", y_colours, y_tasks, y_queues)
-        for dim in (self.x, self.y):
+        self.x = Dimension(self, "x", x_colours, x_tasks, x_queues, priority)
+        self.y = (
+            None
+            if y_colours is None
+            else Dimension(self, "y", y_colours, y_tasks, y_queues, priority)
+        )
+        for dim in (self.x,) if self.y is None else (self.x, self.y):
             for colour in dim.colours:
                 pe.on_teardown(colour, dim.on_teardown, task_id=teardown_task)

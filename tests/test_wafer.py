@@ -413,3 +413,50 @@ def test_accumulators_in_the_software_cache():
     Wafer(sim, WaferConfig(), layout)
     assert sim.run().status == "completed"
     np.testing.assert_array_equal(got["acc"], 2 * data)
+
+
+@pytest.mark.parametrize("rx_after", ["W", "N"])
+def test_a_colour_in_teardown_holds_wavelets_from_any_side_until_it_is_rerouted(rx_after):
+    """A PE may be reconfigured after its neighbour has started sending (the collectives do
+    this whenever PEs reach a collective at different times): the wavelets wait in the router
+    while the colour is in teardown, and must come from an accepted side when it leaves."""
+    data = np.arange(1, 5, dtype=np.float32)
+    got = {}
+
+    def code(pe):
+        pe.route(3, rx=[], tx=[], teardown=True)
+        buf = pe.array("buf", data) if pe.x == 0 else pe.zeros("buf", 4)
+
+        @pe.local_task(id=10)
+        def main(t):
+            if pe.x == 0:
+                t.set_route(3, rx=["RAMP"], tx=["E"])
+                t.exit_teardown(3)
+                t.mov32(pe.fabout(3, 4, 2), buf, async_=True)
+            else:
+                for _ in range(8):  # busy long after the wavelets have arrived
+                    t.fmacs(buf, buf, buf, 0.0)
+                t.set_route(3, rx=[rx_after], tx=["RAMP"])
+                t.exit_teardown(3)
+                t.mov32(buf, pe.fabin(3, 4, 2), async_=True, activate=11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            got["data"] = pe.read(buf)
+
+        pe.start(main)
+
+    layout = Layout(2, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    Wafer(sim, WaferConfig(), layout)
+    if rx_after == "W":
+        assert sim.run().status == "completed"
+        np.testing.assert_array_equal(got["data"], data)
+    else:
+        with pytest.raises(RouteError) as err:
+            sim.run()
+        assert str(err.value) == (
+            "colour 3: pe[1,0] left teardown holding 2 wavelet(s) from W, which it does not "
+            "accept (rx={N} tx={RAMP})"
+        )
