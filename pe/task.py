@@ -215,7 +215,7 @@ class TaskContext:
             if name not in ("mov32", "fmovs", "mov16", "fmovh"):
                 op.plan = [
                     ("f",) if isinstance(s, FabInDsd)
-                    else ("m", s.read(ce.sram)) if isinstance(s, MemDsd)
+                    else ("m", s.read(_store(ce, s))) if isinstance(s, MemDsd)
                     else ("s", float(s))
                     for s in srcs
                 ]  # fmt: skip
@@ -225,12 +225,12 @@ class TaskContext:
             if name in ("mov32", "fmovs", "mov16", "fmovh"):
                 (src,) = srcs
                 op.values = (
-                    src.read(ce.sram)
+                    src.read(_store(ce, src))
                     if isinstance(src, MemDsd)
                     else np.full(length, float(src), np.float32)
                 )
             else:
-                vals = [m.read(ce.sram) if isinstance(m, MemDsd) else m for m in srcs]
+                vals = [m.read(_store(ce, m)) if isinstance(m, MemDsd) else m for m in srcs]
                 op.values = isa.apply(name, *vals)
         if isinstance(dst, FabOutDsd):
             if not 0 <= dst.queue < len(OUTPUT_QUEUE_DEPTHS):
@@ -239,7 +239,7 @@ class TaskContext:
             op.microthread = dst.queue
         else:
             op.out_mem = dst
-            op.out_view = _mem_view(ce.sram, dst)
+            op.out_view = _mem_view(ce, dst)
         for action, tid in (("activate", activate), ("unblock", unblock)):
             if tid is not None:
                 self._known(tid)
@@ -275,10 +275,21 @@ class TaskContext:
         raise AttributeError(name)
 
 
-def _mem_view(sram: Any, dst: MemDsd) -> np.ndarray:
-    """A writable numpy view of ``dst`` when it is contiguous, else a staging array."""
+def _store(ce: ComputeEngine, dsd: MemDsd) -> Any:
+    """The memory a descriptor lives in: the SRAM or the software cache."""
+    return ce.cache if dsd.space == "cache" else ce.sram
+
+
+def _mem_view(ce: ComputeEngine, dst: MemDsd) -> np.ndarray:
+    """A writable numpy view of ``dst`` when it is contiguous, else a staging array (SRAM
+    only: the CE writes it back when the operation ends)."""
     if len(dst.shape) == 1 and dst.strides[0] == 1:
-        return sram.view(dst.base + dst.offset * dst.itemsize, dst.dtype, dst.length)
+        return _store(ce, dst).view(dst.base + dst.offset * dst.itemsize, dst.dtype, dst.length)
+    if dst.space == "cache":
+        raise BuildError(
+            f"{ce.path}: an async operation writing {dst.label} into the cache must write it "
+            "contiguously (stride 1); use a dense cache tensor or an SRAM destination"
+        )
     return np.empty(dst.length, np_dtype(dst.dtype))
 
 

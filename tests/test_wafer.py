@@ -460,3 +460,43 @@ def test_a_colour_in_teardown_holds_wavelets_from_any_side_until_it_is_rerouted(
             "colour 3: pe[1,0] left teardown holding 2 wavelet(s) from W, which it does not "
             "accept (rx={N} tx={RAMP})"
         )
+
+
+def test_async_operations_read_and_write_the_software_cache():
+    """A stream sent from a cache tensor, added to a cache tensor on the way, lands in one."""
+    data = np.arange(1, 7, dtype=np.float32)
+    got = {}
+
+    def code(pe):
+        x = pe.x
+        acc = pe.cache_zeros("acc", 6)
+        src = pe.array("src", data * (x + 1))
+        if x < 2:
+            pe.route(4 + x, rx=["RAMP"], tx=["E"])
+        if x > 0:
+            pe.route(3 + x, rx=["W"], tx=["RAMP"])
+
+        @pe.local_task(id=10)
+        def main(t):
+            if x < 2:  # acc = 2 (x + 1) · data in the cache; SRAM holds (x + 1) · data
+                t.fadds(acc, acc, src)
+                t.fadds(acc, acc, src)
+            if x == 0:
+                t.mov32(pe.fabout(4, 6, 2), acc, async_=True)
+            elif x == 1:
+                t.fadds(pe.fabout(5, 6, 2), pe.fabin(4, 6, 3), acc, async_=True)
+            else:
+                t.mov32(acc, pe.fabin(5, 6, 3), async_=True, activate=11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            got["acc"] = pe.read(acc)
+
+        pe.start(main)
+
+    layout = Layout(3, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    Wafer(sim, WaferConfig(), layout)
+    assert sim.run().status == "completed"
+    np.testing.assert_array_equal(got["acc"], 6 * data)  # PE 0's 2x plus PE 1's 4x
