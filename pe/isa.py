@@ -426,7 +426,12 @@ def _execute_in_order(
         and len(np.unique(d_idx)) == 1
         and np.array_equal(srcs[0]._indices_in(store_of(srcs[0], "src0")), d_idx)
         and store_of(srcs[0], "src0") is dst_store
-        and not any(isinstance(s, MemDsd) and _touches(s, dst_store, d_idx[0]) for s in srcs[1:])
+        and not any(
+            isinstance(s, MemDsd)
+            and store_of(s, "src") is dst_store
+            and _touches(s, dst_store, d_idx[0])
+            for s in srcs[1:]
+        )
     ):
         # A running sum into one word: the same steps as the loop below, done by numpy.
         terms = apply(op, np.zeros(n, F32), *values[1:])  # the products (or addends), rounded
