@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from fabric.engine import _busy
+from fabric.engine import RAMP, _busy
 from fabric.express import try_express
-from fabric.routes import Dir, RouteError
+from fabric.routes import RouteError
 from fabric.wavelet import Wavelet
 from pe.memory import Cache
 from simcore.errors import BuildError
@@ -252,10 +252,11 @@ class ComputeEngine:
             return
         queue = self.in_queues[q]
         queue.append(w)
-        if self.engine.detail:
-            self.engine.counter(f"{self.path}/ce", f"input queue {q}", len(queue))
+        engine = self.engine
+        if engine.detail:
+            engine.counter(f"{self.path}/ce", f"input queue {q}", len(queue))
         if q in self.ops_in:
-            self.engine.activate_ce(self)
+            engine._active_ces[self.index] = self
         elif q in self.data_task_of_queue:
             self._schedule_dispatch()
         else:
@@ -298,41 +299,50 @@ class ComputeEngine:
     def _eligible(self, op: AsyncOp) -> bool:
         if op.fab_in is not None and not op.in_queue:
             return False
-        return op.out_colour is None or self._up_credit_count(op.out_colour) > 0
+        colour = op.out_colour
+        if colour is None:
+            return True
+        c = self.up_credits.get(colour)
+        return (c if c is not None else self._up_credit_count(colour)) > 0
 
     def fabric_step(self, t: int) -> bool:
         """Advance the eligible microthread of highest priority by one issue. Returns whether
         any microthread can still issue next cycle; otherwise the CE sleeps until a wavelet or
         a credit arrives (``fabric_deliver`` / ``up_credit`` wake it)."""
         best: AsyncOp | None = None
+        best_key = None
+        eligible = self._eligible
         for op in self.ops:
-            if self._eligible(op) and (
-                best is None or (op.priority, op.microthread) < (best.priority, best.microthread)
-            ):
-                best = op
+            if eligible(op):
+                key = (op.priority, op.microthread)
+                if best is None or key < best_key:  # type: ignore[operator]
+                    best, best_key = op, key
         if best is None:
             return False
         if self.express_until >= t and self.express_issue is not None:
             cycles, shift, key = self.express_issue
-            if key < (best.priority, best.microthread) and _busy(cycles, shift, t):
+            if key < best_key and _busy(cycles, shift, t):
                 return True  # the express stream's microthread wins this cycle's issue slot
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
         best.issues += 1
         for _ in range(best.width):
             self._advance(best, t)
-            if best.done == best.length or not self._eligible(best):
+            if best.done == best.length or not eligible(best):
                 break
-        return any(self._eligible(op) for op in self.ops)
+        return any(eligible(op) for op in self.ops)
 
     def _advance(self, op: AsyncOp, t: int) -> None:
         k = op.done
+        engine = self.engine
         value: Any
         if op.fab_in is not None:
             w = op.in_queue.popleft()  # type: ignore[union-attr]
-            if self.engine.detail:
-                self.engine.counter(f"{self.path}/ce", f"input queue {op.fab_in}", len(op.in_queue))
-            colour = self._colour_of_queue(op.fab_in)
-            self._return_down_credit(colour)
+            if engine.detail:
+                engine.counter(f"{self.path}/ce", f"input queue {op.fab_in}", len(op.in_queue))
+            colour = self.colour_of_queue.get(op.fab_in)
+            if colour is None:
+                colour = self._colour_of_queue(op.fab_in)  # raises
+            engine.later(engine.ramp_credit_latency, self.router.ramp_credit, colour)
             if w.ctrl:
                 self._control(w)  # a control wavelet in the stream: acted on, not an element
                 return
@@ -349,9 +359,7 @@ class ComputeEngine:
         if op.out_colour is not None:
             self.up_credits[op.out_colour] -= 1
             w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
-            self.engine.later(
-                self.engine.ramp_latency, self.router.receive, Dir.RAMP, op.out_colour, w_out
-            )
+            engine.later(engine.ramp_latency, self.router.receive, RAMP, op.out_colour, w_out)
         else:
             op.out_view[k] = value  # type: ignore[index]
         op.done = k + 1
@@ -474,10 +482,8 @@ class ComputeEngine:
         task = self._runnable()
         if task is None:
             return
-        from pe.task import TaskContext
-
         start = self.env.now
-        ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
+        ctx = _task_context()(self, task, start + self.cfg.task_switch_cycles)
         self.running = task
         arg: list[Any] = []
         if task.kind == "data":
@@ -543,3 +549,16 @@ class ComputeEngine:
             if queue and q not in self.ops_in and q not in self.data_task_of_queue:
                 notes.append(f"input queue {q} holds {len(queue)} wavelet(s) nobody reads")
         return notes
+
+
+def _task_context() -> Any:
+    """``pe.task.TaskContext`` (imported on first use: ``pe.task`` imports this module)."""
+    global _TASK_CONTEXT
+    if _TASK_CONTEXT is None:
+        from pe.task import TaskContext
+
+        _TASK_CONTEXT = TaskContext
+    return _TASK_CONTEXT
+
+
+_TASK_CONTEXT: Any = None

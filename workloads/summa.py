@@ -199,15 +199,19 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
                 start_step(t, step + 1)
             a_k_cols = a_cols[a_of(step).name]
             b_vals = pe.read(b_of(step)).tolist()  # the scalars b; loads are in the loop overhead
+            op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without building a wrapper per call
+            overhead = p.loop_overhead_cycles
+            debt = state.loop_debt
             for k in range(mt):
                 a_k = a_k_cols[k]
                 for j in range(mt):
                     c_j = c_cols[j]
-                    t.fmacs(c_j, c_j, a_k, b_vals[j * mt + k])
-                    state.loop_debt += p.loop_overhead_cycles
-                    whole = int(state.loop_debt)
+                    op("fmacs", c_j, c_j, a_k, b_vals[j * mt + k])
+                    debt += overhead
+                    whole = int(debt)
                     t.now += whole
-                    state.loop_debt -= whole
+                    debt -= whole
+            state.loop_debt = debt
             t.mark(f"e{step}")
             state.step = step + 1
             if state.step == steps:
