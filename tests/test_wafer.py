@@ -415,6 +415,14 @@ def test_accumulators_in_the_software_cache():
     np.testing.assert_array_equal(got["acc"], 2 * data)
 
 
+def row_of(code, width: int):
+    """A 1-row wafer running ``code`` on every PE: (simulation, wafer), built, not yet run."""
+    layout = Layout(width, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    return sim, Wafer(sim, WaferConfig(), layout)
+
+
 @pytest.mark.parametrize("rx_after", ["W", "N"])
 def test_a_colour_in_teardown_holds_wavelets_from_any_side_until_it_is_rerouted(rx_after):
     """A PE may be reconfigured after its neighbour has started sending (the collectives do
@@ -446,10 +454,7 @@ def test_a_colour_in_teardown_holds_wavelets_from_any_side_until_it_is_rerouted(
 
         pe.start(main)
 
-    layout = Layout(2, 1)
-    layout.set_rectangle_code(code)
-    sim = Simulation()
-    Wafer(sim, WaferConfig(), layout)
+    sim, _ = row_of(code, 2)
     if rx_after == "W":
         assert sim.run().status == "completed"
         np.testing.assert_array_equal(got["data"], data)
@@ -494,10 +499,7 @@ def test_async_operations_read_and_write_the_software_cache():
 
         pe.start(main)
 
-    layout = Layout(3, 1)
-    layout.set_rectangle_code(code)
-    sim = Simulation()
-    Wafer(sim, WaferConfig(), layout)
+    sim, _ = row_of(code, 3)
     assert sim.run().status == "completed"
     np.testing.assert_array_equal(got["acc"], 6 * data)  # PE 0's 2x plus PE 1's 4x
 
@@ -529,10 +531,7 @@ def three_broadcasts(keep: bool) -> int:
 
         pe.start(step)
 
-    layout = Layout(width, 1)
-    layout.set_rectangle_code(code)
-    sim = Simulation()
-    wafer = Wafer(sim, WaferConfig(), layout)
+    sim, wafer = row_of(code, width)
     assert sim.run().status == "completed"
     for x in range(width):
         for v, g in zip(vectors, got[x], strict=True):
