@@ -1,0 +1,99 @@
+"""The simulator's speed paths change how fast it runs, never what it simulates.
+
+- SUMMA's cycles and their split are pinned at small points, in both fidelities, to the values
+  measured before the speed work (commit 90d8433), so an optimisation that moves a cycle fails;
+- the FP32 fast path keeps per-descriptor views and costs: a descriptor used with two memories or
+  two configurations must still read the right bytes and cost what ``cost_cycles`` says;
+- a run freezes the built model out of the garbage collector and restores the collector after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+
+import numpy as np
+import pytest
+
+from pe import isa
+from pe.config import PeConfig
+from pe.memory import Sram
+from workloads import summa
+from workloads.scenario import run_kind
+
+# (p, mt, overlap, fidelity) -> (cycles, compute, comm, control, critical PE)
+PINNED = {
+    (2, 3, False, "fast"): (1256, 299, 946, 11, [1, 1]),
+    (3, 5, False, "fast"): (3034, 1540, 1478, 16, [2, 0]),
+    (3, 5, False, "reference"): (3036, 1540, 1480, 16, [1, 0]),
+    (4, 4, False, "fast"): (3141, 1188, 1932, 21, [0, 0]),
+    (4, 2, True, "fast"): (2137, 1529, 587, 21, [3, 3]),
+    (4, 2, True, "reference"): (2137, 1529, 587, 21, [3, 3]),
+}
+
+
+@pytest.mark.parametrize(("point", "want"), PINNED.items(), ids=str)
+def test_summa_cycles_are_pinned(point, want):
+    p, mt, overlap, fidelity = point
+    params = summa.SummaParams(p=p, mt=mt, overlap=overlap)
+    params = dataclasses.replace(params, wafer=dataclasses.replace(params.wafer, fidelity=fidelity))
+    m = run_kind("summa", params)
+    got = (m["cycles"], m["compute_cycles"], m["comm_cycles"], m["control_cycles"])
+    assert (*got, m["critical_pe"]) == want
+    assert m["correct"]
+
+
+def general(op, sram, dst, srcs, cfg):
+    """``isa.execute`` on the general path only."""
+    saved = isa.FAST_OPS
+    isa.FAST_OPS = frozenset()
+    try:
+        return isa.execute(op, sram, dst, srcs, cfg)
+    finally:
+        isa.FAST_OPS = saved
+
+
+def test_fast_path_descriptor_shared_by_two_memories():
+    cfg = PeConfig()
+    rng = np.random.default_rng(7)
+    srams = [Sram(cfg, owner=f"pe{i}") for i in range(4)]
+    descs = [(s.alloc_array("c", "f32", 24), s.alloc_array("a", "f32", 24)) for s in srams]
+    c, a = descs[0]  # every SRAM allocates alike: one pair of descriptors serves them all
+    c_col, a_col = c.with_length(8).with_offset(8), a.with_length(8).with_offset(16)
+    for s in srams:
+        c.write(s, rng.standard_normal(24).astype(np.float32))
+        a.write(s, rng.standard_normal(24).astype(np.float32))
+    twins = [Sram(cfg, owner=f"twin{i}") for i in range(2)]
+    for twin, s in zip(twins, srams[:2], strict=False):
+        twin.alloc_array("c", "f32", 24)
+        twin.alloc_array("a", "f32", 24)
+        twin.data[:] = s.data
+    # Alternate memories so the descriptor's kept view must follow the memory in use.
+    for s, twin in ((srams[0], twins[0]), (srams[1], twins[1]), (srams[0], twins[0])):
+        fast = isa.execute("fmacs", s, c_col, (c_col, a_col, 1.25), cfg)
+        slow = general("fmacs", twin, c_col, (c_col, a_col, 1.25), cfg)
+        assert fast == slow
+        assert s.data.tobytes() == twin.data.tobytes()
+    assert srams[2].data.tobytes() != srams[0].data.tobytes()  # untouched memories differ
+
+
+def test_fast_path_cost_follows_the_config():
+    base = PeConfig()
+    slow = dataclasses.replace(base, fp32_fmac_cycles_per_element=3, dsd_setup_cycles=7)
+    sram = Sram(base, owner="pe")
+    c = sram.alloc_array("c", "f32", 16)
+    a = sram.alloc_array("a", "f32", 16)
+    for cfg in (base, slow, base):
+        got = isa.execute("fmacs", sram, c, (c, a, 0.5), cfg)
+        assert got == isa.cost_cycles("fmacs", 16, cfg, dst=c, srcs=(c, a, None))
+    assert isa.execute("fmacs", sram, c, (c, a, 0.5), slow) > isa.execute(
+        "fmacs", sram, c, (c, a, 0.5), base
+    )
+
+
+def test_run_restores_the_collector():
+    before = gc.get_threshold()
+    m = run_kind("summa", summa.SummaParams(p=2, mt=2))
+    assert m["correct"]
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
