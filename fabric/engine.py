@@ -224,27 +224,25 @@ class Router:
         if not wanted:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             return False
+        # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
+        bufs, rr, later = self.bufs, self.rr, engine.later
         for port, keys in wanted.items():
             key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
-            self.rr[port] = key[1]
-            self._send(t, key, port)
-        return any(self.bufs.values())
-
-    def _send(self, t: int, key: tuple[Dir, int], port: Dir) -> None:
-        engine = self.engine
-        colour = key[1]
-        w = self.bufs[key][0]
-        self.credits[(port, colour)] -= 1
-        if engine.detail:
-            self._trace_send(t, key, port, w)
-        if port is RAMP:
-            engine.later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
-        else:
-            engine.later(engine.hop_latency, self.nbr[port].receive, OPPOSITE[port], colour, w)
-        pend = self.pending[key]
-        pend.remove(port)
-        if not pend:
-            self._done(t, key)
+            colour = key[1]
+            rr[port] = colour
+            w = bufs[key][0]
+            held[(port, colour)] -= 1
+            if engine.detail:
+                self._trace_send(t, key, port, w)
+            if port is RAMP:
+                later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
+            else:
+                later(engine.hop_latency, self.nbr[port].receive, OPPOSITE[port], colour, w)
+            pend = pending[key]
+            pend.remove(port)
+            if not pend:
+                self._done(t, key)
+        return any(bufs.values())
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
         """The head of ``key``'s buffer has gone out of every port it had to: free its slot."""
