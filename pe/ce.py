@@ -161,7 +161,8 @@ class ComputeEngine:
         self.engine: FabricEngine = wafer.engine
         self.router: Router = None  # type: ignore[assignment]
         self.tasks: dict[int, TaskDef] = {}
-        self._order: list[TaskDef] | None = None  # tasks in dispatch order, built on first use
+        # (id, input queue of a data task or None, task) in dispatch order, built on first use
+        self._order: list[tuple[int, int | None, TaskDef]] | None = None
         self.activated = [False] * TASK_IDS
         self.triggers = [0] * TASK_IDS  # control wavelets waiting to run each control task
         self.blocked = [False] * TASK_IDS
@@ -446,32 +447,36 @@ class ComputeEngine:
         self._schedule_dispatch()
 
     def _schedule_dispatch(self) -> None:
-        when = max(self.env.now, self.busy_until)
+        env = self.env
+        now = env._now
+        when = now if now > self.busy_until else self.busy_until
         if self._dispatch_at == when or self.running is not None:
             return
         self._dispatch_at = when
-        ev = simpy.Event(self.env)
+        ev = simpy.Event(env)
         ev._ok = True
         ev._value = None
         ev.callbacks.append(self._dispatch)
-        self.env.schedule(ev, DISPATCH_PRIORITY, when - self.env.now)
+        env.schedule(ev, DISPATCH_PRIORITY, when - now)
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
         order = self._order
         if order is None:
-            order = self._order = sorted(
+            tasks = sorted(
                 self.tasks.values(), key=lambda task: (PRIORITY_RANK[task.priority], task.id)
             )
-        activated, blocked = self.activated, self.blocked
-        for task in order:
-            tid = task.id
+            order = self._order = [
+                (task.id, task.queue if task.kind == "data" else None, task) for task in tasks
+            ]
+        activated, blocked, triggers = self.activated, self.blocked, self.triggers
+        for tid, queue, task in order:
             if blocked[tid]:
                 continue
-            if task.kind == "data":
-                if self.in_queues[task.queue]:  # type: ignore[index]
+            if queue is not None:  # a data task: runnable while its queue holds a wavelet
+                if self.in_queues[queue]:
                     return task
-            elif activated[tid] or self.triggers[tid]:
+            elif activated[tid] or triggers[tid]:
                 return task
         return None
 
