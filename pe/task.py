@@ -269,10 +269,19 @@ class TaskContext:
         self.now += ce.cfg.dsd_setup_cycles
         ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
 
-    def __getattr__(self, name: str) -> Any:
-        if name in isa.OPS:
-            return lambda dst, *srcs, **kw: self.op(name, dst, *srcs, **kw)
-        raise AttributeError(name)
+
+def _instruction(name: str) -> Any:
+    def run(self: TaskContext, dst: Any, *srcs: Any, **kw: Any) -> None:
+        self.op(name, dst, *srcs, **kw)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"``{name}``: {isa.OPS[name].doc} (see :meth:`TaskContext.op`)."
+    return run
+
+
+# One method per tensor instruction (t.fmacs(...), t.mov32(...), ...), made once, not per call.
+for _name in isa.OPS:
+    setattr(TaskContext, _name, _instruction(_name))
 
 
 def _store(ce: ComputeEngine, dsd: MemDsd) -> Any:
