@@ -138,6 +138,15 @@ def test_model_is_within_10_percent_on_the_scenario(flavour):
     assert abs(m["cycles"] - m["model_cycles"]) / m["model_cycles"] < 0.10
 
 
+@pytest.mark.parametrize("flavour", ["fwd", "bwd", "wgrad"])
+def test_fast_and_reference_fidelities_agree_cycle_for_cycle(flavour):
+    shape = {"rows": 12, "cols": 12, "tokens": 8, "px": 3, "py": 2, "density": 0.4}
+    fast = run_ws(flavour=flavour, **shape)
+    ref = run_ws(flavour=flavour, **shape, wafer={"fidelity": "reference"})
+    assert fast["correct"] and ref["correct"]
+    assert fast["cycles"] == ref["cycles"]
+
+
 def test_bad_flavour_and_bad_split_are_rejected():
     with pytest.raises(ConfigError) as err:
         run_ws(flavour="wgard")
