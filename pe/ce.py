@@ -186,6 +186,9 @@ class ComputeEngine:
         self.express_issue: tuple[Any, int, tuple[int, int]] | None = None
         self.busy_cycles = 0
         self.tasks_run = 0
+        self.last_task: TaskDef | None = None
+        self.instructions = 0  # synchronous tensor instructions run (livelock watchdog)
+        self.ops_finished = 0  # async operations finished (livelock watchdog)
         self.trace_level = 0
 
     # -- build-time binding --------------------------------------------------------------------
@@ -374,6 +377,7 @@ class ComputeEngine:
         return colour
 
     def _finish(self, op: AsyncOp, t: int) -> None:
+        self.ops_finished += 1
         if not op.express:
             self.ops.remove(op)
         if op.fab_in is not None:
@@ -511,6 +515,7 @@ class ComputeEngine:
         end = max(ctx.now, start + 1)
         self.busy_cycles += end - start
         self.tasks_run += 1
+        self.last_task = task
         if self.trace_level >= TraceLevel.OPS:
             self.sim.tracer.emit(
                 start, end - start, start, end - start, "wafer", f"{self.path}/ce", "task",

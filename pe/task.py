@@ -164,6 +164,7 @@ class TaskContext:
                     "with a fabric operand run on microthreads here (drop async_)"
                 )
             start = self.now
+            self.ce.instructions += 1
             cycles = isa.execute(
                 name, self.ce.sram, dst, tuple(srcs), self.ce.cfg, cache=self.ce.cache
             )

@@ -144,6 +144,22 @@ class Wafer(Component):
         notes = [n for n in (p.pending_note() for p in self.edges) if n]
         return notes or None
 
+    def progress_count(self) -> int:
+        """Wavelets forwarded, instructions run, operations finished, edge words."""
+        total = sum(port.words for port in self.edges)
+        for pe in self.pes.values():
+            ce = pe.ce
+            total += pe.router.forwarded + ce.instructions + ce.ops_finished
+        return total
+
+    def activity(self) -> dict[str, tuple[int, str]]:
+        out = {}
+        for pe in self.pes.values():
+            last = pe.ce.last_task
+            if last is not None:
+                out[pe.path] = (pe.ce.tasks_run, f"task '{last.name}' (id {last.id})")
+        return out
+
     def edge(self, x: int, y: int, side: str) -> EdgePort:
         for port in self.edges:
             if port.router.xy == (x, y) and port.side.name == side.upper():

@@ -153,5 +153,15 @@ class Component:
         """If this component holds unfinished work, say what it is waiting for (stall reports)."""
         return None
 
+    def progress_count(self) -> int | None:
+        """A count that grows whenever this component does useful work (computes or moves
+        data); None if it keeps none. The run's livelock watchdog sums them."""
+        return None
+
+    def activity(self) -> dict[str, tuple[int, str]]:
+        """What keeps running here without progress, for livelock reports: per sub-part path,
+        (a count that grows with each run, e.g. tasks run; what ran last)."""
+        return {}
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.path}>"

@@ -15,6 +15,13 @@ naming each blocked process, what it waits on, and the state of the channels inv
 longer than a couple of seconds print progress to stderr (simulated time, events/s, ETA when a
 limit is known).
 
+Livelock: events can keep flowing while nothing useful happens (a task that re-activates itself
+waiting for a flag nobody sets). Components that do useful work report a ``progress_count()``
+(the wafer: wavelets forwarded, instructions run, operations finished, edge words); when the sum
+has not moved for ``livelock_cycles`` main-domain cycles, the run ends with status ``livelock``
+and a report naming what kept running (each component's ``activity()`` over one more batch of
+events). Checked between batches of events, so it costs nothing per event; 0 turns it off.
+
 Garbage collection: during a run the objects built before it (the model: components, routers,
 programs; most of a large wafer's heap) are frozen out of Python's cyclic collector and young
 collections run less often (:func:`_run_gc`). A simulation allocates short-lived events at a high
@@ -52,7 +59,8 @@ class _LimitReached(Exception):
 
 @dataclasses.dataclass
 class RunResult:
-    """How a run ended. ``status`` is one of completed, stalled, interrupted, limit."""
+    """How a run ended. ``status`` is one of completed, stalled, livelock, interrupted,
+    limit."""
 
     status: str
     end_ticks: int
@@ -110,8 +118,10 @@ class Simulation:
         seed: int = 0,
         tracer: Tracer | None = None,
         progress: Progress | None = None,
+        livelock_cycles: int = 1_000_000,
     ) -> None:
         self.env = simpy.Environment()
+        self.livelock_cycles = livelock_cycles
         self.timebase = TimeBase()
         self.seed = seed
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
@@ -231,6 +241,8 @@ class Simulation:
         wall0 = time.perf_counter()
         status = "completed"
         batch = 20_000  # events between progress checks; a Ctrl-C lands within one batch
+        watch = self._livelock_watch()
+        report: list[str] = []
         try:
             with _run_gc():
                 while True:
@@ -242,6 +254,10 @@ class Simulation:
                             if peek() >= until_ticks:
                                 raise _LimitReached
                             step()
+                    if watch is not None and watch():
+                        status = "livelock"
+                        report = self._livelock_report(watch, batch, until_ticks)
+                        break
                     if self.progress is not None:
                         self.progress.update(
                             self,
@@ -257,13 +273,60 @@ class Simulation:
             status = "interrupted"
         wall = time.perf_counter() - wall0
         events = self.events_so_far() - ev0
-        report: list[str] = []
         if status == "completed":
             report = self.stall_report()
             if report:
                 status = "stalled"
         end = until_ticks if status == "limit" else env.now
         return RunResult(status, end, events, wall, report)
+
+    def progress_count(self) -> int | None:
+        """The sum of the components' progress counts; None if none keeps one."""
+        counts = (comp.progress_count() for comp in self.components.values())
+        kept = [c for c in counts if c is not None]
+        return sum(kept) if kept else None
+
+    def _livelock_watch(self) -> Any:
+        """A check to call between batches: True once progress has stood still for
+        ``livelock_cycles``; None when there is nothing to watch."""
+        if self.livelock_cycles <= 0 or self.progress_count() is None:
+            return None
+        limit = self.livelock_cycles * self.main_domain.period_ticks
+        state = {"count": self.progress_count(), "since": self.env.now}
+
+        def stuck() -> bool:
+            count = self.progress_count()
+            if count != state["count"]:
+                state["count"], state["since"] = count, self.env.now
+                return False
+            return self.env.now - state["since"] >= limit
+
+        stuck.state = state  # type: ignore[attr-defined]
+        return stuck
+
+    def _livelock_report(self, watch: Any, batch: int, until_ticks: int | None) -> list[str]:
+        """Name what keeps running: run one more batch and compare each part's activity."""
+        since = watch.state["since"]
+        p = self.main_domain.period_ticks
+        before: dict[str, tuple[int, str]] = {}
+        for comp in self.components.values():
+            before.update(comp.activity())
+        with contextlib.suppress(EmptySchedule):
+            for _ in range(batch):
+                if until_ticks is not None and self.env.peek() >= until_ticks:
+                    break
+                self.env.step()
+        lines = [
+            f"no progress for {(self.env.now - since) // p:,} cycles (since cycle "
+            f"{since // p:,}; limit livelock_cycles = {self.livelock_cycles:,}): nothing "
+            "computed or moved, but events keep coming"
+        ]
+        for comp in self.components.values():
+            for path, (count, last) in comp.activity().items():
+                runs = count - before.get(path, (0, ""))[0]
+                if runs > 0:
+                    lines.append(f"{path}: {runs:,} runs in the last batch, the last: {last}")
+        return lines
 
     def stall_report(self) -> list[str]:
         """Lines naming every non-daemon process still waiting and what on, and every

@@ -13,7 +13,7 @@ from pe.memory import SramOverflowError
 from pe.program import Layout
 from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
-from simcore.errors import BuildError
+from simcore.errors import BuildError, SimulationStalled
 from workloads import wse
 from workloads.scenario import Scenario, run_scenario
 
@@ -544,3 +544,68 @@ def test_repeated_broadcast_from_one_root_can_keep_its_routes():
     the filters, resetting the switches and writing rx and tx; the data is the same."""
     saved = three_broadcasts(False) - three_broadcasts(True)
     assert saved == 2 * 9 * WaferConfig().ce.route_write_cycles
+
+
+def spin_layout(stop_after: int | None = None) -> Layout:
+    """PE (0,0) re-activates a task forever, waiting for a flag nobody sets (PE (1,0) idles).
+    With ``stop_after`` it gives up after that many runs (a long wait that does end)."""
+    runs = {"n": 0}
+
+    def code(pe):
+        @pe.local_task(id=10)
+        def poll(t):
+            runs["n"] += 1
+            if stop_after is None or runs["n"] < stop_after:
+                t.activate(10)
+
+        if pe.x == 0:
+            pe.start(poll)
+
+    layout = Layout(2, 1)
+    layout.set_rectangle_code(code)
+    return layout
+
+
+def test_a_task_spinning_without_progress_is_a_diagnosed_livelock():
+    sim = Simulation(livelock_cycles=50_000)
+    Wafer(sim, WaferConfig(), spin_layout())
+    result = sim.run()
+    assert result.status == "livelock"
+    head, *who = result.report
+    assert head.startswith("no progress for ") and "livelock_cycles = 50,000" in head
+    assert len(who) == 1 and who[0].startswith("wafer/pe[0,0]: ")
+    assert who[0].endswith("runs in the last batch, the last: task 'poll' (id 10)")
+    # off: the same program ends only at a time limit
+    sim = Simulation(livelock_cycles=0)
+    Wafer(sim, WaferConfig(), spin_layout())
+    assert sim.run(until_ticks=200_000).status == "limit"
+
+
+def test_a_long_wait_that_ends_is_no_livelock():
+    sim = Simulation(livelock_cycles=1_000_000)
+    Wafer(sim, WaferConfig(), spin_layout(stop_after=100_000))  # ~400,000 cycles of polling
+    assert sim.run().status == "completed"
+
+
+def test_cli_reports_a_livelock_and_keeps_the_trace(tmp_path, capsys):
+    from traces.reader import read_trace
+    from workloads import registry, scenario
+    from workloads.cli import main
+
+    kind = registry.WorkloadKind(
+        name="spin", summary="a task polls forever", params=registry.ScenarioParams,
+        build=lambda sim, p: Wafer(sim, WaferConfig(), spin_layout()),
+        metrics=lambda *a: {},
+    )  # fmt: skip
+    sc = scenario.Scenario("spin", "<test>", kind, "", {})
+    trace = tmp_path / "spin.arrows"
+    with pytest.raises(SimulationStalled) as err:
+        scenario.run_scenario(
+            sc, registry.ScenarioParams(), trace_path=str(trace), livelock_cycles=20_000
+        )
+    assert str(err.value).startswith("scenario 'spin' livelocked at cycle ")
+    assert "task 'poll' (id 10)" in str(err.value) and "--livelock-cycles" in str(err.value)
+    end = read_trace(str(trace)).table.to_pylist()[-1]
+    assert end["name"] == "end" and end["args_str"] and ("status", "livelock") in end["args_str"]
+    assert main(["run", "wse-fmac", "--livelock-cycles", "0", "--json"]) == 0
+    capsys.readouterr()

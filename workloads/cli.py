@@ -54,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
+        "--livelock-cycles",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="end the run as a livelock when nothing is computed or moved for N cycles while "
+        "events go on (default 1,000,000; 0: never)",
+    )
+    p.add_argument(
         "--perfetto",
         metavar="OUT",
         help="after the run, export the trace to OUT (.pftrace) for ui.perfetto.dev "
@@ -140,8 +148,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else Progress(sys.stderr)
     try:
         out = scenario.run_scenario(
-            sc, params, trace_path=args.trace, trace_level=level, progress=progress
-        )
+            sc, params, trace_path=args.trace, trace_level=level, progress=progress,
+            livelock_cycles=args.livelock_cycles,
+        )  # fmt: skip
     except KeyboardInterrupt:
         kept = f"; trace so far kept in {args.trace}" if args.trace else ""
         print(f"wafersim: interrupted{kept}", file=sys.stderr)

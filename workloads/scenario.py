@@ -137,11 +137,12 @@ def run_scenario(
     trace_path: str | None = None,
     trace_level: TraceLevel = TraceLevel.OPS,
     progress: Progress | None = None,
+    livelock_cycles: int = 1_000_000,
 ) -> RunOutput:
     """Build, check, trace and run one scenario. See the module docstring."""
     from traces.writer import TraceWriter
 
-    sim = Simulation(seed=params.seed, progress=progress)
+    sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
     writer: TraceWriter | None = None
     status, message = "failed", ""
     result: RunResult | None = None
@@ -165,10 +166,18 @@ def run_scenario(
                 "happen but work is pending:\n  " + "\n  ".join(result.report),
                 result.report,
             )
+        if status == "livelock":
+            raise SimulationStalled(
+                f"scenario '{scenario.name}' livelocked at cycle {sim.cycles():,}:\n  "
+                + "\n  ".join(result.report)
+                + "\n(raise --livelock-cycles if the program really works that long without "
+                "computing or moving data)",
+                result.report,
+            )
         metrics = scenario.kind.metrics(sim, params, handle, result)
         return RunOutput(scenario, params, result, metrics, trace_path if writer else None)
     except WafersimError as exc:
-        if status != "stalled":
+        if status not in ("stalled", "livelock"):
             status = "failed"
         message = message or str(exc)
         raise
