@@ -99,10 +99,14 @@ class Dimension:
             t.activate(self.lock_task)
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _reconfigure(self, t: TaskContext, colour: int, rx: list[Dir], tx: list[Dir]) -> None:
-        t.clear_filters(colour)
-        t.reset_switches(colour)
-        t.set_route(colour, rx, tx)
+    def _reconfigure(
+        self, t: TaskContext, colour: int, rx: list[Dir], tx: list[Dir], *, keep: bool = False
+    ) -> None:
+        """Set the colour's route and leave teardown; ``keep``: the route is already right."""
+        if not keep:
+            t.clear_filters(colour)
+            t.reset_switches(colour)
+            t.set_route(colour, rx, tx)
         t.exit_teardown(colour)
 
     def _check_root(self, root: int) -> None:
@@ -123,22 +127,18 @@ class Dimension:
         self.callback = callback
         self.expect_teardowns = 1
         t.block(self.lock_task)
-        if keep_routes and self.routed_for == root:
-            t.exit_teardown(colour)
-            reconfigure = lambda *_: None  # noqa: E731
-        else:
-            reconfigure = self._reconfigure
+        keep = keep_routes and self.routed_for == root
         self.routed_for = root
         if i == root:
             tx = ([self.high] if i < n - 1 else []) + ([self.low] if i > 0 else [])
-            reconfigure(t, colour, [Dir.RAMP], tx)
+            self._reconfigure(t, colour, [Dir.RAMP], tx, keep=keep)
             self._pending_control = colour
             out = pe.fabout(colour, buf.length, self.out_queue)
             t.mov32(out, buf, async_=True, activate=self.sm_task)
         else:
             side, onward = (self.low, self.high) if i > root else (self.high, self.low)
             end = i == n - 1 if i > root else i == 0
-            reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]))
+            self._reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]), keep=keep)
             fin = pe.fabin(colour, buf.length, self.in_queues[0])
             t.mov32(buf, fin, async_=True, unblock=self.lock_task)
 

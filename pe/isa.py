@@ -391,16 +391,14 @@ def _compute(op: str, spec: OpSpec, dst: MemDsd, values: list) -> np.ndarray:
 def _overlaps(dst: MemDsd, dst_store: Store, mem_srcs: list[tuple[MemDsd, Store]]) -> bool:
     """Whether element-by-element order matters: ``dst`` writes one address twice (e.g. a
     stride-0 accumulator), or writes an address a source reads at another position."""
-    if dst.is_dense and not mem_srcs:
-        return False
-    d = dst.addresses()
     if dst.is_dense:
         lo, hi = dst.span()
         if all(
             s is not dst_store or s_d.span()[1] < lo or s_d.span()[0] > hi for s_d, s in mem_srcs
         ):
-            return False
-    elif len(np.unique(d)) < d.size:
+            return False  # the common case, decided from the spans alone
+    d = dst.addresses()
+    if not dst.is_dense and len(np.unique(d)) < d.size:
         return True
     for s_dsd, store in mem_srcs:
         if store is not dst_store:
@@ -420,45 +418,33 @@ def _execute_in_order(
     descriptor of one word accumulates the dot product a·b into that word, rounding each step."""
     n = dst.length
     d_idx = dst._indices_in(dst_store)
+    where = [
+        (s._indices_in(store_of(s, "src")), store_of(s, "src")) if isinstance(s, MemDsd) else None
+        for s in srcs
+    ]
+    word, first = d_idx[0], where[0]
     if (
-        op in ("fmacs", "fadds")
-        and isinstance(srcs[0], MemDsd)
-        and len(np.unique(d_idx)) == 1
-        and np.array_equal(srcs[0]._indices_in(store_of(srcs[0], "src0")), d_idx)
-        and store_of(srcs[0], "src0") is dst_store
-        and not any(
-            isinstance(s, MemDsd)
-            and store_of(s, "src") is dst_store
-            and _touches(s, dst_store, d_idx[0])
-            for s in srcs[1:]
-        )
+        op in ("fmacs", "fadds")  # all-FP32 operands: element indices compare directly
+        and (d_idx == word).all()
+        and first is not None
+        and first[1] is dst_store
+        and (first[0] == word).all()
+        and not any(w is not None and w[1] is dst_store and (w[0] == word).any() for w in where[1:])
     ):
         # A running sum into one word: the same steps as the loop below, done by numpy.
         terms = apply(op, np.zeros(n, F32), *values[1:])  # the products (or addends), rounded
         view = dst_store.data.view(F32)
-        start = view[d_idx[:1]]
-        view[d_idx[0]] = np.add.accumulate(np.concatenate((start, terms)), dtype=F32)[-1]
+        view[word] = np.add.accumulate(np.concatenate((view[d_idx[:1]], terms)), dtype=F32)[-1]
         return
-    views = [
-        (s.dtype, s._indices_in(store_of(s, "src")), store_of(s, "src")) if isinstance(s, MemDsd)
-        else None
-        for s in srcs
-    ]  # fmt: skip
     dview = dst_store.data.view(DTYPES[dst.dtype])
     for i in range(n):
-        vals = [
-            v if view is None else view[2].data.view(DTYPES[view[0]])[view[1][i : i + 1]]
-            for v, view in zip(values, views, strict=True)
-        ]
-        vals = [
-            v if view is not None or _is_scalar(v) else v[i : i + 1]
-            for v, view in zip(vals, views, strict=True)
-        ]
+        vals = []
+        for s, v, w in zip(srcs, values, where, strict=True):
+            if w is not None:  # read now: an earlier element may have written it
+                vals.append(w[1].data.view(DTYPES[s.dtype])[w[0][i : i + 1]])
+            else:
+                vals.append(v if _is_scalar(v) else v[i : i + 1])
         dview[d_idx[i]] = np.asarray(_compute(op, spec, dst, vals)).reshape(-1)[0]
-
-
-def _touches(s: MemDsd, store: Store, element: int) -> bool:
-    return bool(np.any(s._indices_in(store) == element))
 
 
 # The common case of a kernel's inner loop: an FP32 element-wise op whose tensors are all dense
