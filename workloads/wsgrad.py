@@ -81,9 +81,9 @@ def expected(p: WsMatmulParams) -> list[np.ndarray]:
     """Per PE column, dW's masked elements in mask order (row by row, features ascending)."""
     from workloads.wsmatmul import activation_gradient, inputs
 
-    x0 = inputs(p)[0].astype(np.float64)
-    dw = activation_gradient(p).astype(np.float64).T @ x0
-    mask = mask_of(p)
+    x0, w = inputs(p)
+    dw = activation_gradient(p).astype(np.float64).T @ x0.astype(np.float64)
+    mask = w != 0
     return [
         dw[:, x * p.f0 : (x + 1) * p.f0][mask[:, x * p.f0 : (x + 1) * p.f0]] for x in range(p.px)
     ]
@@ -121,9 +121,9 @@ class GradRun:
 def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
     from workloads.wsmatmul import activation_gradient, inputs, owner
 
-    x0_all = inputs(p)[0]
+    x0_all, w = inputs(p)
     dx1_all = activation_gradient(p)
-    mask = mask_of(p)
+    mask = w != 0
     f0, f1, bt, px, py, rows = p.f0, p.f1, p.bt, p.px, p.py, p.rows
     run = GradRun(None, p)  # type: ignore[arg-type]
     in_cache = partials_in_cache(p)
@@ -252,29 +252,22 @@ def result(run: GradRun) -> list[np.ndarray]:
 
 
 def metrics(run: GradRun) -> dict:
+    from workloads.wsmatmul import run_metrics
+
     p = run.p
     got, want = result(run), expected(p)
     same_shape = all(g.shape == w.shape for g, w in zip(got, want, strict=True))
     errs = [float(np.max(np.abs(g - w))) for g, w in zip(got, want, strict=True) if g.size]
     scale = max((float(np.max(np.abs(w))) for w in want if w.size), default=0.0)
     err = max(errs, default=0.0) if same_shape else float("inf")
-    cycles = run.wafer.span_cycles()
-    nnz = int(np.count_nonzero(mask_of(p)))
-    ins = [run.wafer.edge(x, 0, "N") for x in range(p.px)]
-    outs = [run.wafer.edge(x, p.py - 1, "S") for x in range(p.px)]
-    words = sum(port.words for port in ins + outs)
+    ports = [run.wafer.edge(x, 0, "N") for x in range(p.px)]
+    ports += [run.wafer.edge(x, p.py - 1, "S") for x in range(p.px)]
+    nnz = sum(w.size for w in want)  # one gradient per masked element
     return {
         "flavour": "wgrad",
-        "cycles": cycles,
-        "nnz": nnz,
+        **run_metrics(p, run.wafer, ports, nnz),
         "correct": same_shape and err <= 1e-4 * max(scale, 1.0),
         "max_abs_error": err,
-        # dot-product elements per PE-cycle against one fmacs element per cycle
-        "fmac_utilisation": nnz * p.tokens / (cycles * p.px * p.py) if cycles else 0.0,
-        "edge_words": words,
-        "edge_bytes_per_cycle": 4 * words / cycles if cycles else 0.0,
-        "edge_port_bytes_per_cycle_max": max(port.bytes_per_cycle() for port in ins + outs),
-        "model_cycles": float(model(p)["cycles"]),
     }
 
 

@@ -331,17 +331,24 @@ def metrics(sim: Simulation, p: WsMatmulParams, run: WsRun, result: RunResult) -
     want = run.x0.astype(np.float64) @ run.w.astype(np.float64).T
     err = float(np.max(np.abs(got - want))) if got.size else 0.0
     scale = float(np.max(np.abs(want))) if want.size else 0.0
-    cycles = run.wafer.span_cycles()
-    nnz = int(np.count_nonzero(run.w))
     ports = [run.wafer.edge(x, 0, "N") for x in range(p.px)]
-    words = sum(port.words for port in ports)
     return {
         "flavour": flavour,
-        "cycles": cycles,
-        "nnz": nnz,
+        **run_metrics(p, run.wafer, ports, int(np.count_nonzero(run.w))),
         "correct": bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(scale, 1.0))),
         "max_abs_error": err,
-        # FMAC elements done per PE-cycle against the PE's FP32 peak of one fmacs element/cycle
+    }
+
+
+def run_metrics(p: WsMatmulParams, wafer: Wafer, ports: list, nnz: int) -> dict[str, Any]:
+    """What every flavour reports besides its result check: cycles, nnz, utilisation (FMAC or
+    dot-product elements per PE-cycle against one FP32 ``fmacs`` element per cycle), the edge
+    I/O through ``ports`` and the model's cycles."""
+    cycles = wafer.span_cycles()
+    words = sum(port.words for port in ports)
+    return {
+        "cycles": cycles,
+        "nnz": nnz,
         "fmac_utilisation": nnz * p.tokens / (cycles * p.px * p.py) if cycles else 0.0,
         "edge_words": words,
         "edge_bytes_per_cycle": WORD_BYTES * words / cycles if cycles else 0.0,
