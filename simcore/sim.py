@@ -53,6 +53,28 @@ from simcore.errors import BuildError
 from simcore.tracing import NullTracer, Tracer
 
 
+class _Watchdog:
+    """Livelock check between batches: the components' progress counts, summed, must move
+    within ``limit_ticks``."""
+
+    def __init__(self, sim: Simulation, sources: list[Component], limit_ticks: int) -> None:
+        self.sim = sim
+        self.sources = sources  # components that keep a progress count
+        self.limit = limit_ticks
+        self.count = self._count()
+        self.since = sim.env.now  # when the count last moved
+
+    def _count(self) -> int:
+        return sum(c.progress_count() or 0 for c in self.sources)
+
+    def stuck(self) -> bool:
+        count, now = self._count(), self.sim.env.now
+        if count != self.count:
+            self.count, self.since = count, now
+            return False
+        return now - self.since >= self.limit
+
+
 class _LimitReached(Exception):
     """Internal: the next event lies at or beyond the run's time limit."""
 
@@ -254,7 +276,7 @@ class Simulation:
                             if peek() >= until_ticks:
                                 raise _LimitReached
                             step()
-                    if watch is not None and watch():
+                    if watch is not None and watch.stuck():
                         status = "livelock"
                         report = self._livelock_report(watch, batch, until_ticks)
                         break
@@ -280,33 +302,18 @@ class Simulation:
         end = until_ticks if status == "limit" else env.now
         return RunResult(status, end, events, wall, report)
 
-    def progress_count(self) -> int | None:
-        """The sum of the components' progress counts; None if none keeps one."""
-        counts = (comp.progress_count() for comp in self.components.values())
-        kept = [c for c in counts if c is not None]
-        return sum(kept) if kept else None
-
-    def _livelock_watch(self) -> Any:
-        """A check to call between batches: True once progress has stood still for
-        ``livelock_cycles``; None when there is nothing to watch."""
-        if self.livelock_cycles <= 0 or self.progress_count() is None:
+    def _livelock_watch(self) -> _Watchdog | None:
+        """The run's livelock check, or None when it is off or no component keeps progress."""
+        sources = [
+            c for c in self.components.values()
+            if type(c).progress_count is not Component.progress_count
+        ]  # fmt: skip
+        if self.livelock_cycles <= 0 or not sources:
             return None
-        limit = self.livelock_cycles * self.main_domain.period_ticks
-        state = {"count": self.progress_count(), "since": self.env.now}
+        return _Watchdog(self, sources, self.livelock_cycles * self.main_domain.period_ticks)
 
-        def stuck() -> bool:
-            count = self.progress_count()
-            if count != state["count"]:
-                state["count"], state["since"] = count, self.env.now
-                return False
-            return self.env.now - state["since"] >= limit
-
-        stuck.state = state  # type: ignore[attr-defined]
-        return stuck
-
-    def _livelock_report(self, watch: Any, batch: int, until_ticks: int | None) -> list[str]:
+    def _livelock_report(self, watch: _Watchdog, batch: int, until_ticks: int | None) -> list[str]:
         """Name what keeps running: run one more batch and compare each part's activity."""
-        since = watch.state["since"]
         p = self.main_domain.period_ticks
         before: dict[str, tuple[int, str]] = {}
         for comp in self.components.values():
@@ -317,8 +324,8 @@ class Simulation:
                     break
                 self.env.step()
         lines = [
-            f"no progress for {(self.env.now - since) // p:,} cycles (since cycle "
-            f"{since // p:,}; limit livelock_cycles = {self.livelock_cycles:,}): nothing "
+            f"no progress for {(self.env.now - watch.since) // p:,} cycles (since cycle "
+            f"{watch.since // p:,}; limit livelock_cycles = {self.livelock_cycles:,}): nothing "
             "computed or moved, but events keep coming"
         ]
         for comp in self.components.values():
