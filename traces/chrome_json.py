@@ -15,8 +15,7 @@ import json
 import os
 import time
 
-from simcore.errors import TraceError
-from traces.layout import Lanes, map_rows, natural_key, prepass
+from traces.layout import Lanes, map_rows, natural_key, open_output, prepass
 from traces.perfetto import ExportStats
 from traces.reader import iter_batches, read_header
 
@@ -34,13 +33,7 @@ def export_chrome_json(
     stats = ExportStats(orphan_receives=pre.flows.orphan_receives)
     tops = sorted({c.split("/")[0] for c in pre.components}, key=natural_key)
     pid_of = {top: i + 1 for i, top in enumerate(tops)}
-    try:
-        parent = os.path.dirname(out_path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        fh = open(out_path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise TraceError(f"cannot write '{out_path}': {exc.strerror}") from None
+    fh = open_output(out_path, "w")  # closed below
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     lanes: dict[str, Lanes] = {}
     tid_of: dict[tuple[str, int], int] = {}

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import re
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from simcore.errors import TraceError
 from traces.reader import iter_batches
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]*)\]$")
@@ -206,3 +209,15 @@ def map_rows(arr: pa.Array) -> list[list[tuple[str, object]] | None] | None:
         list(zip(keys[a:b], items[a:b], strict=True)) if b > a else None
         for a, b in itertools.pairwise(offsets)
     ]
+
+
+def open_output(path: str, mode: str) -> IO[Any]:
+    """Open an exporter's output file (``'w'`` text or ``'wb'``), creating its folder; a
+    failure is a :class:`TraceError` naming the path."""
+    try:
+        parent = os.path.dirname(path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        return open(path, mode, encoding="utf-8" if "b" not in mode else None)
+    except OSError as exc:
+        raise TraceError(f"cannot write '{path}': {exc.strerror}") from None

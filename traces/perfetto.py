@@ -29,8 +29,7 @@ from typing import BinaryIO
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from simcore.errors import TraceError
-from traces.layout import Lanes, build_tree, map_rows, prepass
+from traces.layout import Lanes, build_tree, map_rows, open_output, prepass
 from traces.reader import iter_batches, read_header
 
 CLOCK_ID = 64  # first sequence-scoped user clock id
@@ -131,13 +130,7 @@ def export_perfetto(
     unit, exact = clock_unit(int(header.get("tick_hz") or 0))
     stats = ExportStats(unit_multiplier_ns=unit, exact_time=exact)
     stats.orphan_receives = pre.flows.orphan_receives
-    try:
-        parent = os.path.dirname(out_path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        fh = open(out_path, "wb")  # noqa: SIM115 - closed in the finally below
-    except OSError as exc:
-        raise TraceError(f"cannot write '{out_path}': {exc.strerror}") from None
+    fh = open_output(out_path, "wb")  # closed in the finally below
     try:
         out = _Out(fh)
         _write_preamble(out, header, unit, exact)
