@@ -362,7 +362,10 @@ class FabricEngine:
         return self.env.now // self.period
 
     def later(self, cycles: int, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` at the start of the cycle ``cycles`` from now (cycles >= 1)."""
+        """Run ``fn(*args)`` at the start of the cycle ``cycles`` from now (cycles >= 1).
+
+        The body repeats :meth:`at`'s on purpose: this is called for every hop, credit and
+        delivery, and a call into ``at`` (with its past-time check) would cost on each."""
         t = self.env._now // self.period + cycles
         slot = self._due.get(t)
         if slot is None:
