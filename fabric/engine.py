@@ -1,7 +1,9 @@
 """The wavelet-exact fabric engine (reference fidelity).
 
-One engine per wafer steps, cycle by cycle but only in cycles where something happens, every
-*active* router and every CE fabric microthread:
+The engine runs on its wafer's :class:`simcore.stepping.CycleScheduler`: cycle by cycle, but only
+in cycles where something happens, it steps every *active* router (step group ``routers``) and
+then every active ramp endpoint (group ``endpoints``: compute engines' fabric microthreads, edge
+ports):
 
 1. deliveries due this cycle land (wavelets into router input buffers or CE input queues, credits
    back to senders, teardown signals to CEs);
@@ -19,36 +21,35 @@ return), so nothing a part does in cycle t is seen by another part in cycle t: t
 not depend on the order parts are stepped in, and the engine is deterministic by construction.
 
 Costs: one SimPy event per active cycle, plus Python work proportional to the wavelets moved.
+
+The engine knows the parts at the ends of its links only through the protocols of
+:mod:`fabric.endpoints` (a router's ramp leads to a :class:`~fabric.endpoints.RampEndpoint`, its
+mesh ports to a :class:`~fabric.endpoints.LinkPeer`), so it is independent of the compute engine.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fabric.config import FabricConfig
+from fabric.endpoints import LinkPeer, RampEndpoint, busy_at
 from fabric.routes import STEP, ColourRoute, Dir, RouteError, WaveletFilter, pe_name
+from fabric.schedules import SourceSchedules
 from fabric.wavelet import Cmd, Wavelet
-
-if TYPE_CHECKING:
-    from simcore.sim import Simulation
+from simcore.stepping import CycleScheduler
 
 PORTS = (Dir.N, Dir.E, Dir.S, Dir.W, Dir.RAMP)
 RAMP = Dir.RAMP
 OPPOSITE = {d: d.opposite for d in Dir}  # a dict lookup: cheaper than the enum property
 
 
-def _busy(fa: Any, shift: int, t: int) -> bool:
-    """Whether cycle ``t`` is one of the sorted cycles ``fa + shift``."""
-    i = int(fa.searchsorted(t - shift))
-    return i < len(fa) and int(fa[i]) == t - shift
-
-
 class Router:
     """The router of one PE: per-(input port, colour) buffers, credits, switch state."""
 
     __slots__ = (
+        "active",
         "bufs",
         "ce",
         "credits",
@@ -71,6 +72,7 @@ class Router:
 
     def __init__(self, engine: FabricEngine, xy: tuple[int, int], index: int) -> None:
         self.engine = engine
+        self.active = engine.routers_group.active  # this router's step group (see receive)
         self.xy = xy
         self.index = index
         self.routes: dict[int, ColourRoute] = {}
@@ -78,8 +80,8 @@ class Router:
         self.pending: dict[tuple[Dir, int], list[Dir]] = {}
         self.credits: dict[tuple[Dir, int], int] = {}
         self.rr: list[int] = [-1] * 5
-        self.nbr: dict[Dir, Router | None] = {}
-        self.ce: Any = None
+        self.nbr: dict[Dir, LinkPeer | None] = {}
+        self.ce: RampEndpoint = None  # type: ignore[assignment]  # set when the PE is built
         self.forwarded = 0
         self.stall_cycles = 0
         self.express_until = -1  # last cycle of an express stream through this router
@@ -102,7 +104,7 @@ class Router:
         shared = [self.express_busy[p] for p in (route.current.tx if route else ()) if p in
                   self.express_busy]  # fmt: skip
         t = now
-        while any(_busy(fa, shift, t) for fa, shift in shared):
+        while any(busy_at(fa, shift, t) for fa, shift in shared):
             t += 1
         return t
 
@@ -179,7 +181,7 @@ class Router:
         buf.append(w)
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {port.name}", len(buf))
-        engine._active_routers[self.index] = self
+        self.active[self.index] = self
 
     def step(self, t: int) -> bool:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
@@ -281,11 +283,11 @@ class Router:
 
     def return_credit(self, port: Dir, colour: int) -> None:
         self.credits[(port, colour)] += 1
-        self.engine._active_routers[self.index] = self
+        self.active[self.index] = self
 
     def ramp_credit(self, colour: int) -> None:
         self.credits[(RAMP, colour)] += 1
-        self.engine._active_routers[self.index] = self
+        self.active[self.index] = self
 
     def _apply(self, colour: int, w: Wavelet) -> None:
         route = self.routes[colour]
@@ -309,11 +311,13 @@ class Router:
 
 
 class FabricEngine:
-    """Steps routers and CE microthreads in the cycles where something happens."""
+    """Routers, links and ramps of one mesh, stepped by ``sched`` (groups ``routers``, then
+    ``endpoints``) in the cycles where something happens."""
 
-    def __init__(self, sim: Simulation, cfg: FabricConfig, width: int, height: int) -> None:
-        self.sim = sim
-        self.env = sim.env
+    def __init__(self, sched: CycleScheduler, cfg: FabricConfig, width: int, height: int) -> None:
+        self.sched = sched
+        self.sim = sched.sim
+        self.env = sched.env
         self.cfg = cfg
         self.width = width
         self.height = height
@@ -321,14 +325,15 @@ class FabricEngine:
         self.hop_credit_latency = cfg.hop_credit_latency_cycles
         self.ramp_latency = cfg.ramp_latency_cycles
         self.ramp_credit_latency = cfg.ramp_credit_latency_cycles
-        self.period = 1
+        self.routers_group = sched.group("routers")
+        self.endpoints = sched.group("endpoints")
         self.routers: list[Router] = []
         self.by_xy: dict[tuple[int, int], Router] = {}
-        self._due: dict[int, list[tuple[Callable[..., None], tuple]]] = {}
-        self._active_routers: dict[int, Router] = {}
-        self._active_ces: dict[int, Any] = {}
-        self._ticking: set[int] = set()
-        self.cycles_stepped = 0
+        # The scheduler's verbs, bound once: they are called for every hop and credit.
+        self.later = sched.later
+        self.at = sched.at
+        self.at_or_now = sched.at_or_now
+        self.schedules = SourceSchedules()  # express streams' schedules, per parameter set
         self.fast = False  # express streams on (the 'fast' fidelity)
         self.detail = False  # trace wavelets, stalls and buffer occupancy (level 'detail')
         self.express_streams = 0
@@ -357,96 +362,36 @@ class FabricEngine:
         last = router.rr[port]
         return min(keys, key=lambda k: ((k[1] - last - 1) % 32, k[0]))
 
-    # -- scheduling ----------------------------------------------------------------------------
+    # -- time and tracing ----------------------------------------------------------------------
     def now_cycle(self) -> int:
-        return self.env.now // self.period
+        return self.env._now // self.sched.period
 
-    def later(self, cycles: int, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` at the start of the cycle ``cycles`` from now (cycles >= 1).
+    @property
+    def cycles_stepped(self) -> int:
+        return self.sched.cycles_stepped
 
-        The body repeats :meth:`at`'s on purpose: this is called for every hop, credit and
-        delivery, and a call into ``at`` (with its past-time check) would cost on each."""
-        t = self.env._now // self.period + cycles
-        slot = self._due.get(t)
-        if slot is None:
-            # A cycle with due actions always has its tick (``at`` relies on this too).
-            self._due[t] = [(fn, args)]
-            if t not in self._ticking:
-                self._tick_at(t)
-        else:
-            slot.append((fn, args))
-
-    def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` at the start of absolute cycle ``t`` (t > now)."""
-        if t <= self.env._now // self.period:
-            raise ValueError(f"fabric action scheduled in the past or present: cycle {t}")
-        slot = self._due.get(t)
-        if slot is None:
-            self._due[t] = [(fn, args)]
-            if t not in self._ticking:
-                self._tick_at(t)
-        else:
-            slot.append((fn, args))
-
-    # Activation is only ever called while a tick is delivering this cycle's due work (every
-    # outside interaction arrives through ``later``/``at``), so the current tick steps the part.
     def trace(self, path: str, category: str, name: str, t: int, dur: int, **args: Any) -> None:
         """A slice of ``dur`` cycles from cycle ``t`` on component ``path``."""
-        p = self.period
-        self.sim.tracer.emit(t * p, dur * p, t, dur, "wafer", path, category, name, args=args)
+        p = self.sched.period
+        self.sim.tracer.emit(
+            t * p, dur * p, t, dur, self.sched.domain.name, path, category, name, args=args
+        )
 
     def counter(self, path: str, name: str, value: float) -> None:
         """A counter sample at the current cycle (buffer and queue occupancy)."""
         now = self.env._now
         self.sim.tracer.emit(
-            now, 0, now // self.period, 0, "wafer", path, "queue", name, "counter", float(value)
-        )
+            now, 0, now // self.sched.period, 0, self.sched.domain.name, path, "queue", name,
+            "counter", float(value),
+        )  # fmt: skip
 
-    def at_or_now(self, t: int, fn: Callable[..., None], *args: Any) -> None:
-        """``at(t, ...)``, or call at once when ``t`` is the current cycle (inside a tick)."""
-        if t <= self.env.now // self.period:
-            fn(*args)
-        else:
-            self.at(t, fn, *args)
-
+    # Activation is only ever called while a step is delivering this cycle's due work (every
+    # outside interaction arrives through ``later``/``at``), so the current step steps the part.
     def activate_router(self, r: Router) -> None:
-        self._active_routers[r.index] = r
+        self.routers_group.active[r.index] = r
 
-    def activate_ce(self, ce: Any) -> None:
-        self._active_ces[ce.index] = ce
-
-    def _tick_at(self, t: int) -> None:
-        if t in self._ticking:
-            return
-        self._ticking.add(t)
-        delay = t * self.period - self.env.now
-        ev = self.env.timeout(delay)
-        ev.callbacks.append(self._tick)
-
-    def _tick(self, _ev: Any) -> None:
-        t = self.env._now // self.period
-        self._ticking.discard(t)
-        due = self._due.pop(t, None)
-        if due:
-            for fn, args in due:
-                fn(*args)
-        self.cycles_stepped += 1
-        if self._active_routers:
-            still = {}
-            for idx in sorted(self._active_routers):
-                r = self._active_routers[idx]
-                if r.step(t):
-                    still[idx] = r
-            self._active_routers = still
-        if self._active_ces:
-            still_ce = {}
-            for idx in sorted(self._active_ces):
-                ce = self._active_ces[idx]
-                if ce.fabric_step(t):
-                    still_ce[idx] = ce
-            self._active_ces = still_ce
-        if self._active_routers or self._active_ces:
-            self._tick_at(t + 1)
+    def activate_endpoint(self, part: Any) -> None:
+        self.endpoints.active[part.index] = part
 
     def describe_held(self) -> list[str]:
         return [f"{r.name}/router: {r.describe()}" for r in self.routers if r.describe()]

@@ -26,6 +26,13 @@ slot; a credit comes home ``ramp_credit_latency_cycles`` (or ``hop_credit_latenc
 its wavelet leaves (or is consumed). Downstream routers forward each wavelet in the cycle it
 arrives, so a receiver at depth d sees the root router's pattern shifted by d hops.
 
+The compute engines at both ends take part through two small protocols defined here (the fabric
+imports nothing from ``pe/``): the sending CE, having checked its own side (a plain memory ->
+fabric move, no other microthread, its ramp credits for the colour all home), offers an
+:class:`ExpressSend`; each receiving CE answers :meth:`ExpressEndpoint.express_receive` with an
+:class:`ExpressReceive` when its side qualifies; on commit each end is told its schedule
+(:meth:`ExpressEndpoint.commit_express_send` / :meth:`ExpressEndpoint.commit_express_receive`).
+
 Anything else (relays, data tasks, several streams sharing links or CEs) runs wavelet by wavelet.
 Should something reach a router or CE inside an express window after all, the engine counts a
 ``fast_conflict`` (the only way the two fidelities can differ; runs report the count):
@@ -42,16 +49,72 @@ Should something reach a router or CE inside an express window after all, the en
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from fabric.endpoints import RampEndpoint
+from fabric.engine import Router
 from fabric.routes import Dir
 
 if TYPE_CHECKING:
-    from fabric.engine import FabricEngine, Router
-    from pe.ce import AsyncOp, ComputeEngine
+    from fabric.engine import FabricEngine
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExpressSend:
+    """A send a compute engine offers as an express stream: ``length`` wavelets of ``values``
+    on ``colour``, up to ``width`` per issue, from the microthread with arbitration ``key``
+    (priority, microthread id: lower wins). ``op`` is the engine's own handle, passed back."""
+
+    op: Any
+    colour: int
+    length: int
+    width: int
+    values: np.ndarray
+    key: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExpressReceive:
+    """A receiving compute engine's matching operation: a plain fabric -> memory move of the
+    stream's length, registered to begin at cycle ``begin_at``, taking ``down_credits`` ramp
+    slots, on the microthread with arbitration ``key``. ``op`` is the engine's own handle."""
+
+    op: Any
+    begin_at: int
+    down_credits: int
+    key: tuple[int, int]
+
+
+class ExpressEndpoint(RampEndpoint, Protocol):
+    """A ramp endpoint that can take part in express streams."""
+
+    def express_receive(self, colour: int, length: int, now: int) -> ExpressReceive | None:
+        """The receive this endpoint would run for a stream of ``length`` wavelets on
+        ``colour`` starting at cycle ``now``, if it can be moved as an express stream: it is
+        the only operation on the engine (nothing moved yet, its queue empty, no express
+        stream of its own running). None otherwise."""
+        ...
+
+    def commit_express_send(
+        self, send: ExpressSend, issues: np.ndarray, credits_home: list[int]
+    ) -> None:
+        """The send is an express stream: wavelet k issues at cycle ``issues[k]``; the ramp
+        credits still away after the last issue come home at the cycles ``credits_home`` (the
+        endpoint calls its own ``up_credit`` then). The endpoint completes the operation at
+        ``issues[-1]`` and yields its issue slots to the stream in those cycles."""
+        ...
+
+    def commit_express_receive(
+        self, recv: ExpressReceive, pops: np.ndarray, shift: int, values: np.ndarray
+    ) -> None:
+        """The receive is part of the express stream: wavelet k comes down the ramp and is
+        popped at cycle ``pops[k] + shift``; at the last one the operation completes with
+        ``values`` written."""
+        ...
 
 
 def _tree(
@@ -75,7 +138,7 @@ def _tree(
             if port is Dir.RAMP:
                 continue
             nbr = r.nbr.get(port)
-            if nbr is None or not hasattr(nbr, "route_at") or nbr.index in seen:
+            if not isinstance(nbr, Router) or nbr.index in seen:
                 return None  # off the mesh (an edge port) or a loop: not for an express stream
             _, nroute = nbr.route_at(colour)
             if nroute is None or port.opposite not in nroute.current.rx:
@@ -89,61 +152,6 @@ def _router_idle(r: Router, now: int) -> bool:
     return r.express_until < now and not any(r.bufs.values())
 
 
-_SCHEDULES: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-
-
-def source_schedule(
-    n: int, begin: int, width: int, n_credits: int, lr: int, lc: int, b: int, hop: int, lch: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Issue cycles ``s`` at the sending CE and forward cycles ``f`` at the root router.
-
-    Relative to ``begin`` the schedule depends only on the mechanism parameters, and a shorter
-    stream's schedule is a prefix of a longer one's; so it is computed once per parameter set
-    (grown by doubling) and sliced.
-    """
-    key = (width, n_credits, lr, lc, b, hop, lch)
-    cached = _SCHEDULES.get(key)
-    if cached is None or len(cached[0]) < n:
-        size = max(n, 2 * len(cached[0]) if cached else 1024)
-        s_list, f_list = _recurrence(size, width, n_credits, lr, lc, b, hop, lch)
-        cached = (np.asarray(s_list, np.int64), np.asarray(f_list, np.int64))
-        _SCHEDULES[key] = cached
-    return cached[0][:n] + begin, cached[1][:n] + begin
-
-
-def _recurrence(
-    n: int, width: int, n_credits: int, lr: int, lc: int, b: int, hop: int, lch: int
-) -> tuple[list[int], list[int]]:
-    """The cycle-by-cycle rules of the sender and its router, from cycle 0 (see the module)."""
-    begin = 0
-    s = [0] * n
-    f = [0] * n
-    back: deque[int] = deque()
-    avail = n_credits
-    t = begin
-    k = 0
-    while k < n:
-        while back and back[0] <= t:
-            back.popleft()
-            avail += 1
-        if avail == 0:
-            t = back[0]
-            continue
-        for _ in range(min(width, avail, n - k)):
-            s[k] = t
-            fk = t + lr
-            if k and f[k - 1] + 1 > fk:
-                fk = f[k - 1] + 1
-            if k >= b and f[k - b] + hop + lch > fk:
-                fk = f[k - b] + hop + lch
-            f[k] = fk
-            back.append(fk + lc)
-            avail -= 1
-            k += 1
-        t += 1
-    return s, f
-
-
 def _outstanding(tail: list[int], shift: int, after: int, n_credits: int) -> list[int]:
     """Credit-return cycles (``tail`` + ``shift``) still in the future at cycle ``after``.
     Returns increase with the wavelet index and at most ``n_credits`` can be away, so only the
@@ -151,104 +159,73 @@ def _outstanding(tail: list[int], shift: int, after: int, n_credits: int) -> lis
     return [t + shift for t in tail[-n_credits:] if t + shift > after]
 
 
-def try_express(ce: ComputeEngine, op: AsyncOp, now: int) -> bool:
-    """Commit ``op`` (a send beginning at cycle ``now``) as an express stream if it qualifies."""
-    engine = ce.engine
+def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int) -> bool:
+    """Commit ``send`` (beginning at cycle ``now`` on the compute engine at ``root``'s ramp,
+    whose own side qualifies) as an express stream if the fabric and every receiver allow it.
+    See the module docstring."""
     cfg = engine.cfg
-    colour = op.out_colour
-    if op.values is None or op.fab_in is not None or op.control_wavelet is not None:
-        return False
-    if ce.ops or len(ce.ops_out) != 1 or ce.ops_in or ce.express_until >= now:
-        return False
-    up_credits = ce._up_credit_count(colour)
-    if up_credits != cfg.ramp_credits:
-        return False
-    root = ce.router
+    colour = send.colour
     _, route = root.route_at(colour)
     if route is None or Dir.RAMP not in route.current.rx or Dir.RAMP in route.current.tx:
         return False
-    n = op.length
+    n = send.length
     buf = cfg.router_buffer_wavelets
     hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
     lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
-    s, fa = source_schedule(n, now, op.width, up_credits, lr, lc, buf, hop, lch)
+    s, fa = engine.schedules.get(n, now, send.width, cfg.ramp_credits, lr, lc, buf, hop, lch)
     tree = _tree(root, colour, now + lr, hop)
     if tree is None:
         return False
-    receivers: list[tuple[Any, int, AsyncOp]] = []
+    receivers: list[tuple[Router, int, ExpressReceive]] = []
     for r, depth, route in tree:
         if not _router_idle(r, now) or colour in r.filters:
             return False
         for port in route.current.tx:
             if port is Dir.RAMP:
-                rce = r.ce
-                q = rce.queue_of_colour.get(colour)
-                if q is None:
+                rce: ExpressEndpoint = r.ce  # type: ignore[assignment]
+                recv = rce.express_receive(colour, n, now)
+                if recv is None or r.credit(Dir.RAMP, colour) != recv.down_credits:
                     return False
-                rop = rce.ops_in.get(q)
-                if (
-                    rop is None
-                    or rop.func is not None
-                    or rop.out_view is None
-                    or rop.length != op.length
-                    or len(rce.ops_in) != 1
-                    or rce.ops_out
-                    or (rce.ops and rce.ops != [rop])
-                    or rop.done
-                    or rce.in_queues[q]
-                    or rce.express_until >= now
-                    or r.credit(Dir.RAMP, colour) != rce.down_credits(colour)
-                ):
-                    return False
-                receivers.append((rce, depth, rop))
+                receivers.append((r, depth, recv))
             elif r.credit(port, colour) != buf:
                 return False
     keeps_up: dict[int, bool] = {}
-    for rce, depth, rop in receivers:
-        if rop.begin_at > int(fa[0]) + depth * hop + lr:
+    for _r, depth, recv in receivers:
+        if recv.begin_at > int(fa[0]) + depth * hop + lr:
             return False
-        cd = rce.down_credits(colour)
+        cd = recv.down_credits
         ok = keeps_up.get(cd)
         if ok is None:
             ok = keeps_up[cd] = n <= cd or not np.any(fa[cd:] - fa[:-cd] < lr + lc)
         if not ok:
             return False
-    _commit(engine, ce, op, tree, receivers, s, fa)
+    _commit(engine, root, send, tree, receivers, s, fa)
     return True
 
 
 def _commit(
     engine: FabricEngine,
-    ce: ComputeEngine,
-    op: AsyncOp,
+    root: Router,
+    send: ExpressSend,
     tree: list[tuple[Router, int, Any]],
-    receivers: list[tuple[Any, int, AsyncOp]],
+    receivers: list[tuple[Router, int, ExpressReceive]],
     s: np.ndarray,
     fa: np.ndarray,
 ) -> None:
     cfg = engine.cfg
-    colour = op.out_colour
+    colour = send.colour
     hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
     lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
-    n = op.length
+    n = send.length
     buf = cfg.router_buffer_wavelets
-    now = int(s[0])
     engine.express_streams += 1
     engine.express_wavelets += n
     # The sender: issues end at s[-1]; up-ramp credits still away then come home later.
     last_issue = int(s[-1])
     last_f = int(fa[-1])
-    ce.express_until = last_issue
-    ce.express_issue = (s, 0, (op.priority, op.microthread))
     tail = fa[-64:].tolist()  # credits per loop are at most 64 (config ranges)
-    away = _outstanding(tail, lc, last_issue, cfg.ramp_credits)
-    ce.up_credits[colour] -= len(away)
-    for t in away:
-        engine.at(t, ce.up_credit, colour)
-    op.started = now
-    op.express = True
-    op.issues = int(np.count_nonzero(np.diff(s))) + 1
-    engine.at_or_now(last_issue, ce.complete_express, op, None)
+    sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
+    sender.commit_express_send(send, s, _outstanding(tail, lc, last_issue, cfg.ramp_credits))
     # Routers: each forwards wavelet k at fa[k] + depth * hop; hop credits return one hop and
     # a credit latency later.
     for r, depth, route in tree:
@@ -268,21 +245,13 @@ def _commit(
             r.credits[(port, colour)] -= len(away)
             for t in away:
                 engine.at(t, r.return_credit, port, colour)
-    # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency.
-    for rce, depth, rop in receivers:
-        if rop in rce.ops:
-            rce.ops.remove(rop)  # begun this cycle, nothing moved yet: the stream takes it over
+    # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
+    # down-ramp credits still away at the last pop come home to the router.
+    for router, depth, recv in receivers:
         shift = depth * hop + lr
-        last_pop = last_f + shift
-        rce.express_until = last_pop
-        rce.express_issue = (fa, shift, (rop.priority, rop.microthread))
-        router = rce.router
-        cd = rce.down_credits(colour)
-        away = _outstanding(tail, shift + lc, last_pop - lr, cd)
+        away = _outstanding(tail, shift + lc, last_f + depth * hop, recv.down_credits)
         router.credits[(Dir.RAMP, colour)] -= len(away)
         for t in away:
             engine.at(t, router.ramp_credit, colour)
-        rop.express = True
-        rop.started = rop.begin_at
-        rop.issues = n
-        engine.at_or_now(last_pop, rce.complete_express, rop, op.values)
+        rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
+        rce.commit_express_receive(recv, fa, shift, send.values)

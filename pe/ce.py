@@ -12,9 +12,14 @@ Tasks (spec: "Programming-model details")
     however many instructions it has. Its side effects that others can observe (async operations,
     route writes, teardown exits) are scheduled at the local cycle they happen.
 
-    Which task runs next is decided after everything that happens in a cycle has happened (the
-    dispatch event has a lower priority than all other events of that cycle), so the choice does
-    not depend on the order in which same-cycle events are processed.
+    Which task runs next is decided after everything that happens in a cycle has happened (an
+    end-of-cycle hook of the wafer's cycle scheduler), so the choice does not depend on the order
+    in which same-cycle events are processed.
+
+Time
+    Everything here counts cycles of the wafer's clock domain (task starts and ends, ``busy_until``,
+    async operations); the wafer's :class:`simcore.stepping.CycleScheduler` converts to kernel
+    ticks, so other clock domains in the same run change nothing.
 
 Queues and microthreads
     8 input queues and 6 output queues with the spec's depths. A colour is bound to one input
@@ -35,115 +40,41 @@ does not pre-empt either).
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import simpy
 
-from fabric.engine import RAMP, _busy
-from fabric.express import try_express
-from fabric.routes import RouteError
+from fabric.endpoints import busy_at
+from fabric.express import ExpressReceive, ExpressSend, try_express
+from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from pe.memory import Cache
+from pe.ops import (
+    DATA_TASK_IDS,
+    INPUT_QUEUE_DEPTHS,
+    LOCAL_TASK_MAX,
+    PRIORITY_RANK,
+    TASK_IDS,
+    AsyncOp,
+    TaskDef,
+)
+from pe.task import TaskContext
 from simcore.errors import BuildError
 from simcore.tracing import TraceLevel
 
 if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
-INPUT_QUEUE_DEPTHS = (6, 6, 4, 4, 2, 2, 2, 2)
-OUTPUT_QUEUE_DEPTHS = (2, 2, 6, 6, 2, 2)
-TASK_IDS = 64
-DATA_TASK_IDS = 24
-LOCAL_TASK_MAX = 30
-PRIORITY_RANK = {"high": 0, "medium": 1, "low": 2}
-DISPATCH_PRIORITY = 2  # after SimPy's URGENT (0) and NORMAL (1) events of the same time
-
-
-@dataclasses.dataclass
-class TaskDef:
-    id: int
-    kind: str  # data | local | control
-    fn: Callable[..., None]
-    name: str
-    priority: str = "low"
-    colour: int | None = None
-    queue: int | None = None
-
-
-class AsyncOp:
-    """One asynchronous DSD operation running on a microthread.
-
-    Element k of the result is ``func(*inputs_k)``; inputs are fabric streams (popped from an
-    input queue) or memory tensors (gathered when the operation starts) or scalars; the output is
-    a fabric stream (pushed up the ramp) or a memory tensor (written element by element).
-    """
-
-    __slots__ = (
-        "begin_at",
-        "ce",
-        "control_wavelet",
-        "done",
-        "express",
-        "fab_in",
-        "func",
-        "in_queue",
-        "issues",
-        "length",
-        "microthread",
-        "name",
-        "on_done",
-        "out_colour",
-        "out_ctrl",
-        "out_mem",
-        "out_view",
-        "plan",
-        "priority",
-        "started",
-        "values",
-        "width",
-    )  # fmt: skip
-
-    def __init__(self, ce: ComputeEngine, name: str, length: int) -> None:
-        self.ce = ce
-        self.name = name
-        self.length = length
-        self.done = 0
-        self.func: Callable[..., Any] | None = None
-        self.fab_in: int | None = None  # input queue id
-        self.in_queue: deque | None = None
-        # Per-source plan for element-wise ops: ("f",) the fabric value, ("m", array) a
-        # gathered memory tensor, ("s", value) a scalar; kept in the instruction's operand order.
-        self.plan: list[tuple] = []
-        self.out_colour: int | None = None
-        self.out_ctrl = False
-        self.control_wavelet: Wavelet | None = None
-        self.out_mem: Any = None
-        self.out_view: np.ndarray | None = None
-        self.values: np.ndarray | None = None
-        self.microthread = 0
-        self.priority = 2
-        self.on_done: list[tuple[str, int]] = []
-        self.started = 0
-        self.issues = 0  # cycles in which this microthread issued
-        self.begin_at = 0  # the cycle the operation is registered to begin
-        self.express = False  # moved as an express stream (fast fidelity)
-        self.width = 1  # elements one issue may move (the op's SIMD width)
-
-    def describe(self) -> str:
-        src = f"input queue {self.fab_in}" if self.fab_in is not None else "memory"
-        dst = f"colour {self.out_colour}" if self.out_colour is not None else "memory"
-        return (
-            f"async {self.name} on microthread {self.microthread} ({src} -> {dst}): "
-            f"{self.done} of {self.length} element(s) done"
-        )
+RAMP = Dir.RAMP
 
 
 class ComputeEngine:
-    """The CE of the PE at ``xy``. Built by :mod:`pe.wafer`; programs talk to it via tasks."""
+    """The CE of the PE at ``xy``. Built by :mod:`pe.wafer`; programs talk to it via tasks.
+
+    To the fabric it is a ramp endpoint that can take part in express streams
+    (:class:`fabric.express.ExpressEndpoint`), and a stepper of the wafer's ``endpoints`` group.
+    """
 
     def __init__(
         self, wafer: Any, xy: tuple[int, int], index: int, path: str, sram: Any, pe_cfg: Any
@@ -159,6 +90,8 @@ class ComputeEngine:
         self.cfg = pe_cfg
         self.timing = wafer.cfg.ce
         self.engine: FabricEngine = wafer.engine
+        self.sched = wafer.engine.sched
+        self.active = wafer.engine.endpoints.active  # the endpoints step group (see activate)
         self.router: Router = None  # type: ignore[assignment]
         self.tasks: dict[int, TaskDef] = {}
         # (id, input queue of a data task or None, task) in dispatch order, built on first use
@@ -195,6 +128,11 @@ class ComputeEngine:
     def bind_task(self, task: TaskDef) -> None:
         if not 0 <= task.id < TASK_IDS:
             raise BuildError(f"{self.path}: task id {task.id} out of range 0..{TASK_IDS - 1}")
+        if task.kind == "data" and task.id >= DATA_TASK_IDS:
+            raise BuildError(
+                f"{self.path}: data task '{task.name}' has id {task.id}; data task ids are the "
+                f"colours 0..{DATA_TASK_IDS - 1}"
+            )
         if task.kind == "local" and task.id > LOCAL_TASK_MAX:
             raise BuildError(
                 f"{self.path}: local task '{task.name}' has id {task.id}; local task ids are "
@@ -260,7 +198,7 @@ class ComputeEngine:
         if engine.detail:
             engine.counter(f"{self.path}/ce", f"input queue {q}", len(queue))
         if q in self.ops_in:
-            engine._active_ces[self.index] = self
+            self.active[self.index] = self
         elif q in self.data_task_of_queue:
             self._schedule_dispatch()
         else:
@@ -286,7 +224,7 @@ class ComputeEngine:
     def up_credit(self, colour: int) -> None:
         self.up_credits[colour] = self.up_credits.get(colour, 0) + 1
         if self.ops:
-            self.engine.activate_ce(self)
+            self.active[self.index] = self
 
     def teardown_signal(self, colour: int) -> None:
         if self.teardown_task is None:
@@ -309,7 +247,7 @@ class ComputeEngine:
         c = self.up_credits.get(colour)
         return (c if c is not None else self._up_credit_count(colour)) > 0
 
-    def fabric_step(self, t: int) -> bool:
+    def step(self, t: int) -> bool:
         """Advance the eligible microthread of highest priority by one issue. Returns whether
         any microthread can still issue next cycle; otherwise the CE sleeps until a wavelet or
         a credit arrives (``fabric_deliver`` / ``up_credit`` wake it)."""
@@ -325,7 +263,7 @@ class ComputeEngine:
             return False
         if self.express_until >= t and self.express_issue is not None:
             cycles, shift, key = self.express_issue
-            if key < best_key and _busy(cycles, shift, t):
+            if key < best_key and busy_at(cycles, shift, t):
                 return True  # the express stream's microthread wins this cycle's issue slot
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
         best.issues += 1
@@ -388,10 +326,9 @@ class ComputeEngine:
         if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
             op.out_mem.write(self.sram, op.out_view)
         if self.trace_level >= TraceLevel.OPS:
-            self.sim.tracer.emit(
-                op.started, t + 1 - op.started, op.started, t + 1 - op.started, "wafer",
-                f"{self.path}/mt[{op.microthread}]", "async", op.name,
-                args={"elements": op.length, "issue_cycles": op.issues},
+            self.emit_slice(
+                f"{self.path}/mt[{op.microthread}]", "async", op.name, op.started,
+                t + 1 - op.started, {"elements": op.length, "issue_cycles": op.issues},
             )  # fmt: skip
         for action, task_id in op.on_done:
             if action == "activate":
@@ -429,10 +366,77 @@ class ComputeEngine:
             # it without competing for them (counted, see fabric/express.py).
             self.engine.fast_conflicts += 1
         op.started = now
-        if self.engine.fast and op.out_colour is not None and try_express(self, op, now):
+        if self.engine.fast and op.out_colour is not None and self._express_send(op, now):
             return
         self.ops.append(op)
-        self.engine.activate_ce(self)
+        self.active[self.index] = self
+
+    # -- express streams (the fast fidelity; see fabric/express.py) ------------------------------
+    def _express_send(self, op: AsyncOp, now: int) -> bool:
+        """Offer ``op`` to the fabric as an express stream if this CE's side qualifies: a plain
+        memory -> fabric move, no other microthread, the colour's ramp credits all home."""
+        if op.values is None or op.fab_in is not None or op.control_wavelet is not None:
+            return False
+        if self.ops or len(self.ops_out) != 1 or self.ops_in or self.express_until >= now:
+            return False
+        colour: int = op.out_colour  # type: ignore[assignment]
+        if self._up_credit_count(colour) != self.wafer.cfg.fabric.ramp_credits:
+            return False
+        send = ExpressSend(
+            op, colour, op.length, op.width, op.values, (op.priority, op.microthread)
+        )
+        return try_express(self.engine, self.router, send, now)
+
+    def express_receive(self, colour: int, length: int, now: int) -> ExpressReceive | None:
+        q = self.queue_of_colour.get(colour)
+        if q is None:
+            return None
+        rop = self.ops_in.get(q)
+        if (
+            rop is None
+            or rop.func is not None
+            or rop.out_view is None
+            or rop.length != length
+            or len(self.ops_in) != 1
+            or self.ops_out
+            or (self.ops and self.ops != [rop])
+            or rop.done
+            or self.in_queues[q]
+            or self.express_until >= now
+        ):
+            return None
+        return ExpressReceive(
+            rop, rop.begin_at, self.down_credits(colour), (rop.priority, rop.microthread)
+        )
+
+    def commit_express_send(
+        self, send: ExpressSend, issues: np.ndarray, credits_home: list[int]
+    ) -> None:
+        op: AsyncOp = send.op
+        last_issue = int(issues[-1])
+        self.express_until = last_issue
+        self.express_issue = (issues, 0, send.key)
+        self.up_credits[send.colour] -= len(credits_home)
+        for t in credits_home:
+            self.engine.at(t, self.up_credit, send.colour)
+        op.started = int(issues[0])
+        op.express = True
+        op.issues = int(np.count_nonzero(np.diff(issues))) + 1
+        self.engine.at_or_now(last_issue, self.complete_express, op, None)
+
+    def commit_express_receive(
+        self, recv: ExpressReceive, pops: np.ndarray, shift: int, values: np.ndarray
+    ) -> None:
+        rop: AsyncOp = recv.op
+        if rop in self.ops:
+            self.ops.remove(rop)  # begun this cycle, nothing moved yet: the stream takes it over
+        last_pop = int(pops[-1]) + shift
+        self.express_until = last_pop
+        self.express_issue = (pops, shift, recv.key)
+        rop.express = True
+        rop.started = rop.begin_at
+        rop.issues = len(pops)
+        self.engine.at_or_now(last_pop, self.complete_express, rop, values)
 
     def complete_express(self, op: AsyncOp, values: Any) -> None:
         """The end of an express stream for ``op`` (a send, or a receive given its data)."""
@@ -451,17 +455,13 @@ class ComputeEngine:
         self._schedule_dispatch()
 
     def _schedule_dispatch(self) -> None:
-        env = self.env
-        now = env._now
+        """Choose the next task at the end of this cycle (or when the running one ends)."""
+        now = self.env._now // self.sched.period
         when = now if now > self.busy_until else self.busy_until
         if self._dispatch_at == when or self.running is not None:
             return
         self._dispatch_at = when
-        ev = simpy.Event(env)
-        ev._ok = True
-        ev._value = None
-        ev.callbacks.append(self._dispatch)
-        env.schedule(ev, DISPATCH_PRIORITY, when - now)
+        self.sched.end_of_cycle(when, self._dispatch)
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
@@ -486,13 +486,13 @@ class ComputeEngine:
 
     def _dispatch(self, _ev: Any) -> None:
         self._dispatch_at = -1
-        if self.running is not None or self.env.now < self.busy_until:
+        start = self.env._now // self.sched.period
+        if self.running is not None or start < self.busy_until:
             return
         task = self._runnable()
         if task is None:
             return
-        start = self.env.now
-        ctx = _task_context()(self, task, start + self.cfg.task_switch_cycles)
+        ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
         self.running = task
         arg: list[Any] = []
         if task.kind == "data":
@@ -517,17 +517,26 @@ class ComputeEngine:
         self.tasks_run += 1
         self.last_task = task
         if self.trace_level >= TraceLevel.OPS:
-            self.sim.tracer.emit(
-                start, end - start, start, end - start, "wafer", f"{self.path}/ce", "task",
-                task.name, args={"task_id": task.id, "kind": task.kind},
+            self.emit_slice(
+                f"{self.path}/ce", "task", task.name, start, end - start,
+                {"task_id": task.id, "kind": task.kind},
             )  # fmt: skip
         self.busy_until = end
-        ev = self.env.timeout(end - start)
-        ev.callbacks.append(self._task_end)
+        self.sched.event_at(end, self._task_end)
 
     def _task_end(self, _ev: Any) -> None:
         self.running = None
         self._schedule_dispatch()
+
+    def emit_slice(
+        self, path: str, category: str, name: str, start: int, dur: int, args: dict[str, Any]
+    ) -> None:
+        """Trace a slice of ``dur`` cycles from cycle ``start`` (callers check the level)."""
+        p = self.sched.period
+        self.sim.tracer.emit(
+            start * p, dur * p, start, dur, self.sched.domain.name, path, category, name,
+            args=args,
+        )  # fmt: skip
 
     # -- diagnosis -------------------------------------------------------------------------------
     def _describe_op(self, op: AsyncOp) -> str:
@@ -559,16 +568,3 @@ class ComputeEngine:
             if queue and q not in self.ops_in and q not in self.data_task_of_queue:
                 notes.append(f"input queue {q} holds {len(queue)} wavelet(s) nobody reads")
         return notes
-
-
-def _task_context() -> Any:
-    """``pe.task.TaskContext`` (imported on first use: ``pe.task`` imports this module)."""
-    global _TASK_CONTEXT
-    if _TASK_CONTEXT is None:
-        from pe.task import TaskContext
-
-        _TASK_CONTEXT = TaskContext
-    return _TASK_CONTEXT
-
-
-_TASK_CONTEXT: Any = None

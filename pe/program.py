@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fabric.routes import ColourRoute, Dir, Position, WaveletFilter
-from pe.ce import INPUT_QUEUE_DEPTHS, TaskDef
 from pe.dsd import FabInDsd, FabOutDsd, MemDsd
+from pe.ops import INPUT_QUEUE_DEPTHS, TaskDef
 from simcore.errors import BuildError
 
 if TYPE_CHECKING:
@@ -99,17 +99,22 @@ class Layout:
         self.filters.setdefault((x, y), {})[colour] = filt
 
     def add_edge_input(
-        self, x: int, y: int, side: str, colour: int, data: Any, *, start_cycle: int = 1
+        self, x: int, y: int, side: str, colour: int, data: Any = None, *, start_cycle: int = 1
     ) -> None:
-        """Stream ``data`` (FP32 words) into PE (x, y)'s router from the wafer edge on ``side``,
-        on ``colour``, from ``start_cycle`` (see :mod:`fabric.edge`)."""
+        """An edge input into PE (x, y)'s router from the wafer edge on ``side``, on ``colour``.
+
+        With ``data`` (FP32 words, or numbers mixed with control ``Wavelet`` objects) the stream
+        is preloaded and starts at ``start_cycle``; without, it comes through the edge port's
+        ``in`` port, which must then be connected (``sim.connect(..., wafer.edge(x, y,
+        side).ports["in"], ...)``). See :mod:`fabric.edge`."""
         self._check_xy(x, y)
         if start_cycle < 1:
             raise BuildError(f"edge input at ({x},{y}): start_cycle must be >= 1")
         self.edges.append((x, y, Dir[side.upper()], colour, "input", data, start_cycle))
 
     def add_edge_output(self, x: int, y: int, side: str, colour: int) -> None:
-        """Collect what PE (x, y)'s router sends off the wafer edge on ``side`` on ``colour``."""
+        """Collect what PE (x, y)'s router sends off the wafer edge on ``side`` on ``colour``
+        (and pass it on through the edge port's ``out`` port, if that is connected)."""
         self._check_xy(x, y)
         self.edges.append((x, y, Dir[side.upper()], colour, "output", None, 0))
 

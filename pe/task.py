@@ -24,15 +24,13 @@ import numpy as np
 from fabric.routes import ColourRoute, Dir, Position
 from fabric.wavelet import Cmd, Wavelet
 from pe import isa
-from pe.ce import INPUT_QUEUE_DEPTHS, OUTPUT_QUEUE_DEPTHS, AsyncOp
 from pe.dsd import FabInDsd, FabOutDsd, MemDsd, np_dtype
+from pe.ops import OUTPUT_QUEUE_DEPTHS, PRIORITY_RANK, AsyncOp, TaskDef
 from simcore.errors import BuildError
 from simcore.tracing import TraceLevel
 
 if TYPE_CHECKING:
-    from pe.ce import ComputeEngine, TaskDef
-
-PRIORITIES = {"high": 0, "medium": 1, "low": 2}
+    from pe.ce import ComputeEngine
 
 
 class TaskContext:
@@ -56,9 +54,9 @@ class TaskContext:
 
     # -- timestamps ------------------------------------------------------------------------------
     def timestamp(self) -> int:
-        """Read the PE's timestamp counter (48-bit, in cycles)."""
+        """Read the PE's timestamp counter (``pe.timestamp_bits`` wide, in cycles)."""
         self.now += self.ce.timing.timestamp_cycles
-        return self.now % (1 << 48)
+        return self.now % (1 << self.ce.cfg.timestamp_bits)
 
     def mark(self, name: str) -> int:
         """Read the timestamp counter and keep it as ``ce.marks[name]``."""
@@ -170,9 +168,9 @@ class TaskContext:
             )
             self.now += cycles
             if self.ce.trace_level >= TraceLevel.OPS:
-                self.ce.sim.tracer.emit(
-                    start, cycles, start, cycles, "wafer", f"{self.ce.path}/ce", "instr", name,
-                    args={"elements": getattr(dst, "length", 0)},
+                self.ce.emit_slice(
+                    f"{self.ce.path}/ce", "instr", name, start, cycles,
+                    {"elements": getattr(dst, "length", 0)},
                 )  # fmt: skip
             return
         if not async_:
@@ -194,7 +192,7 @@ class TaskContext:
         ce = self.ce
         length = dst.length
         op = AsyncOp(ce, name, length)
-        op.priority = PRIORITIES[priority]
+        op.priority = PRIORITY_RANK[priority]
         op.width = ce.cfg.simd_width(isa.OPS[name].simd_width_param)
         fab_ins = [s for s in srcs if isinstance(s, FabInDsd)]
         if len(fab_ins) > 1:
@@ -310,4 +308,4 @@ def _elementwise(name: str) -> Any:
     return func
 
 
-__all__ = ["INPUT_QUEUE_DEPTHS", "TaskContext"]
+__all__ = ["TaskContext"]

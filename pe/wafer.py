@@ -1,9 +1,15 @@
 """The wafer: a 2D mesh of PEs (router + CE + SRAM each) running a :class:`pe.program.Layout`.
 
 Building a wafer creates every PE's router and compute engine, runs each tile's PE code (which
-allocates SRAM, makes DSDs, binds tasks and routes), links the routers into a mesh and checks the
-routes. Starting it activates each PE's start tasks. The fabric runs in the wavelet-exact
-reference engine (:mod:`fabric.engine`).
+allocates SRAM, makes DSDs, binds tasks and routes), links the routers into a mesh, adds the edge
+ports and checks the routes. Starting it activates each PE's start tasks.
+
+The wafer is the component that owns the wafer clock domain and its
+:class:`simcore.stepping.CycleScheduler` (step groups ``routers``, then ``endpoints``: compute
+engines and edge ports). Each PE is a component (``wafer/pe[x,y]``) holding its router and compute
+engine as parts the scheduler steps; they are not components of their own, which keeps a
+full-size wafer's 745,500 PEs affordable. Edge ports are components with kernel ports
+(:mod:`fabric.edge`): another model connects to the wafer with ``sim.connect``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import dataclasses
 from typing import Literal
 
 from fabric.config import FabricConfig
-from fabric.edge import EdgePort
+from fabric.edge import EdgeInput, EdgeOutput, EdgePort
 from fabric.engine import FabricEngine
 from fabric.routes import check_routes, pe_name
 from pe.ce import ComputeEngine
@@ -23,6 +29,7 @@ from simcore.component import Component
 from simcore.config import param, section
 from simcore.errors import BuildError
 from simcore.sim import Simulation
+from simcore.stepping import CycleScheduler
 from simcore.tracing import TraceLevel
 
 MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (spec)
@@ -91,7 +98,8 @@ class Wafer(Component):
         super().__init__(sim, "wafer", domain=dom)
         self.cfg = cfg
         self.layout = layout
-        self.engine = FabricEngine(sim, cfg.fabric, layout.width, layout.height)
+        self.sched = CycleScheduler(self, ("routers", "endpoints"))
+        self.engine = FabricEngine(self.sched, cfg.fabric, layout.width, layout.height)
         self.engine.fast = cfg.fidelity == "fast"
         self.pes: dict[tuple[int, int], Pe] = {}
         for y in range(layout.height):
@@ -109,11 +117,14 @@ class Wafer(Component):
         self.edges: list[EdgePort] = []
         for x, y, side, colour, kind, data, start in layout.edges:
             router = self.pes[(x, y)].router
-            port = EdgePort(
-                self.engine, router, side, colour, kind, data=data, start_cycle=start,
-                index=len(self.edges),
-            )  # fmt: skip
-            router.nbr[side] = port  # type: ignore[assignment]
+            port: EdgePort
+            if kind == "input":
+                port = EdgeInput(
+                    self, self.engine, router, side, colour, index=len(self.edges), data=data,
+                    start_cycle=start,
+                )  # fmt: skip
+            else:
+                port = EdgeOutput(self, self.engine, router, side, colour, index=len(self.edges))
             self.edges.append(port)
         for xy, filters in layout.filters.items():
             if len(filters) > cfg.fabric.filters_per_pe:
@@ -129,24 +140,17 @@ class Wafer(Component):
         check_routes(self.layout.routes, self.layout.width, self.layout.height, edges)
 
     def start(self) -> None:
-        self.engine.period = self.domain.period_ticks
         level = self.sim.trace_level
         self.engine.detail = level >= TraceLevel.DETAIL
         for pe in self.pes.values():
             pe.ce.trace_level = level
             for task in pe.start_tasks:
                 pe.ce.activate_at_start(task)
-        for port in self.edges:
-            if port.kind == "input":
-                self.engine.at(port.start_cycle, port.begin)
-
-    def pending(self) -> list[str] | None:
-        notes = [n for n in (p.pending_note() for p in self.edges) if n]
-        return notes or None
 
     def progress_count(self) -> int:
-        """Wavelets forwarded, instructions run, operations finished, edge words."""
-        total = sum(port.words for port in self.edges)
+        """Wavelets forwarded, instructions run, operations finished (edge ports count their
+        own words)."""
+        total = 0
         for pe in self.pes.values():
             ce = pe.ce
             total += pe.router.forwarded + ce.instructions + ce.ops_finished

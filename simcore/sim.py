@@ -50,6 +50,7 @@ from simcore.channel import Channel, ChannelGet, ChannelPut
 from simcore.clock import ClockDomain, TimeBase
 from simcore.component import Component, Port
 from simcore.errors import BuildError
+from simcore.stepping import CycleScheduler
 from simcore.tracing import NullTracer, Tracer
 
 
@@ -151,6 +152,7 @@ class Simulation:
         self.progress = progress
         self.components: dict[str, Component] = {}
         self.channels: list[Channel] = []
+        self.schedulers: list[CycleScheduler] = []
         self._procs: list[_Proc] = []
         self.phase = "build"
         self.main_domain: ClockDomain | None = None  # type: ignore[assignment]
@@ -169,6 +171,13 @@ class Simulation:
         if comp.path in self.components:
             raise BuildError(f"two components are named '{comp.path}'")
         self.components[comp.path] = comp
+
+    def _add_scheduler(self, sched: CycleScheduler) -> None:
+        if self.phase != "build":
+            raise BuildError(
+                f"cycle scheduler of '{sched.owner.path}' created after the build phase"
+            )
+        self.schedulers.append(sched)
 
     def find(self, path: str) -> Component:
         try:
@@ -220,6 +229,8 @@ class Simulation:
         if self.phase != "build":
             return
         self.timebase.freeze()
+        for sched in self.schedulers:
+            sched.freeze()
         for comp in self.components.values():
             comp.check()
         loose = [

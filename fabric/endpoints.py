@@ -1,0 +1,69 @@
+"""What the fabric needs from the parts at the ends of its links: two small protocols.
+
+A router's mesh ports lead to a :class:`LinkPeer` (another router, or an edge port standing in
+for the missing neighbour on the wafer's border); its RAMP leads to a :class:`RampEndpoint` (the
+PE's compute engine). The fabric engine and the express streams talk to compute engines only
+through these methods and through :mod:`fabric.express`'s two protocols, so ``fabric/`` imports
+nothing from ``pe/``: a test can drive a router with a hand-written endpoint, and another
+compute model could sit at the end of the ramp.
+
+Every call into an endpoint happens as a due action of the wafer's cycle scheduler (at the start
+of a cycle) or while it steps the endpoint, so endpoints see the fabric one cycle at a time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from fabric.routes import Dir
+    from fabric.wavelet import Wavelet
+
+
+class LinkPeer(Protocol):
+    """The part on the far side of a router's N, E, S or W link.
+
+    ``receive`` takes a wavelet the router sent (it arrives ``hop_latency_cycles`` after it left);
+    ``return_credit`` gives back a buffer slot the peer had borrowed to send to the router.
+    ``port`` is the side of the *receiving* part the wavelet or credit comes through.
+    """
+
+    def receive(self, port: Dir, colour: int, w: Wavelet) -> None: ...
+
+    def return_credit(self, port: Dir, colour: int) -> None: ...
+
+
+class RampEndpoint(Protocol):
+    """The compute engine at the end of a router's RAMP.
+
+    - ``fabric_deliver(colour, w)``: a wavelet came down the ramp (it holds one of the
+      ``down_credits(colour)`` slots until the endpoint returns it with the router's
+      ``ramp_credit``);
+    - ``up_credit(colour)``: a slot for sending up the ramp came home;
+    - ``teardown_signal(colour)``: the colour entered teardown on this router;
+    - ``down_credits(colour)``: how many wavelets the router may have in flight down the ramp
+      (raises :class:`fabric.routes.RouteError` if the endpoint does not take the colour);
+    - ``step(cycle)``: the endpoint's own work in a cycle (it is a stepper of the ``endpoints``
+      group); ``index`` orders it there.
+    """
+
+    index: int
+    path: str
+
+    def fabric_deliver(self, colour: int, w: Wavelet) -> None: ...
+
+    def up_credit(self, colour: int) -> None: ...
+
+    def teardown_signal(self, colour: int) -> None: ...
+
+    def down_credits(self, colour: int) -> int: ...
+
+    def step(self, cycle: int) -> bool: ...
+
+
+def busy_at(cycles: Any, shift: int, t: int) -> bool:
+    """Whether cycle ``t`` is one of the sorted cycles ``cycles + shift`` (an int64 array): the
+    test both ends of an express stream use to know whether it occupies a port or an issue slot
+    in cycle ``t``."""
+    i = int(cycles.searchsorted(t - shift))
+    return i < len(cycles) and int(cycles[i]) == t - shift

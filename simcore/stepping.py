@@ -1,0 +1,216 @@
+"""Cycle-stepped scheduling: the kernel's second way to model hardware, beside processes.
+
+Processes with channels (:mod:`simcore.channel`) suit parts that act at the transaction level: a
+memory controller, a weight store, a network switch. Parts that decide *every cycle* what to do
+(a router picking which wavelet leaves on each port, a bank choosing the next command, an ICI link
+arbiter) would cost a kernel event per part per cycle as processes. A :class:`CycleScheduler`
+steps them instead, in the cycles where something happens:
+
+1. **due actions** land first: callbacks scheduled for this cycle with :meth:`~CycleScheduler.at`
+   or :meth:`~CycleScheduler.later` (deliveries, credit returns, configuration writes), in the
+   order they were scheduled;
+2. then each :class:`StepGroup`, in the order the groups were declared, steps its *active*
+   parts in increasing ``index``: a part's ``step(cycle)`` returns True to be stepped again next
+   cycle, False to sleep until an action re-activates it (:meth:`StepGroup.activate`).
+
+A cycle with nothing due and no active part costs nothing: one kernel event per cycle that has
+work, whatever the number of parts. Parts must interact through actions at least one cycle in
+the future (``later(n >= 1, ...)``); then nothing one part does in a cycle is seen by another in
+the same cycle, and the result does not depend on the order parts are stepped in.
+
+Two more hooks, both kernel events of their own at a cycle's clock edge:
+
+- :meth:`~CycleScheduler.event_at`: a callback at cycle ``t``'s edge, ordered with the other
+  events of that instant by when it was scheduled (as any kernel event; e.g. the end of a task);
+- :meth:`~CycleScheduler.end_of_cycle`: a callback after *every* other event of cycle ``t``'s edge
+  instant, whichever part or clock domain scheduled them (e.g. a scheduler that must see all of a
+  cycle's arrivals before choosing what runs next). End-of-cycle callbacks of one instant run in
+  the order they were registered.
+
+Time: the scheduler counts cycles of its owner's clock domain and converts to kernel ticks through
+it (fixed when the simulation is checked), so other domains in the same run change nothing. A
+callback scheduled by another domain's process lands at this domain's cycles only through
+:meth:`~CycleScheduler.at`/:meth:`~CycleScheduler.later` with ``t`` after the current cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import simpy
+
+from simcore.clock import Cycles, Ticks
+from simcore.errors import BuildError
+
+if TYPE_CHECKING:
+    from simcore.component import Component
+
+#: Priority of end-of-cycle events: after SimPy's URGENT (0) and NORMAL (1) events of an instant.
+LATE = 2
+
+
+class Stepper(Protocol):
+    """A part stepped by a :class:`CycleScheduler`. ``index`` orders it within its group."""
+
+    index: int
+
+    def step(self, cycle: int) -> bool:
+        """Do this cycle's work; return True to be stepped again next cycle."""
+        ...
+
+
+class StepGroup:
+    """Parts stepped one after another each cycle while active (see the module docstring).
+
+    ``active`` maps index -> part; hot paths may write ``group.active[part.index] = part``
+    directly (that is all :meth:`activate` does). The dict is updated in place, never replaced.
+    """
+
+    __slots__ = ("active", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.active: dict[int, Stepper] = {}
+
+    def activate(self, part: Stepper) -> None:
+        self.active[part.index] = part
+
+    def __repr__(self) -> str:
+        return f"<StepGroup {self.name}: {len(self.active)} active>"
+
+
+class CycleScheduler:
+    """Steps the parts of one component in the cycles where something happens.
+
+    ``groups`` names the step groups in stepping order. Scheduling needs the time base, so it
+    starts once the simulation is checked (:meth:`freeze` is called then).
+    """
+
+    def __init__(self, owner: Component, groups: Sequence[str]) -> None:
+        if not groups or len(set(groups)) != len(groups):
+            raise BuildError(
+                f"{owner.path}: a cycle scheduler needs distinct step group names, got "
+                f"{list(groups)!r}"
+            )
+        self.owner = owner
+        self.sim = owner.sim
+        self.env = owner.sim.env
+        self.domain = owner.domain
+        self.groups = [StepGroup(name) for name in groups]
+        self._by_name = {g.name: g for g in self.groups}
+        self.period = 0  # ticks per cycle: set by freeze()
+        self._due: dict[int, list[tuple[Callable[..., None], tuple[Any, ...]]]] = {}
+        self._ticking: set[int] = set()
+        self.cycles_stepped = 0  # cycles in which the scheduler ran
+        self.sim._add_scheduler(self)
+
+    def freeze(self) -> None:
+        """Fix the cycle length in ticks (the simulation calls this when it is checked)."""
+        self.period = self.domain.period_ticks
+
+    def group(self, name: str) -> StepGroup:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise BuildError(
+                f"{self.owner.path}: no step group '{name}' (groups: "
+                f"{', '.join(g.name for g in self.groups)})"
+            ) from None
+
+    # -- time ----------------------------------------------------------------------------------
+    def now(self) -> Cycles:
+        """The current cycle: the last clock edge of the domain at or before the kernel's now."""
+        return Cycles(self.env._now // self.period)
+
+    def edge(self, cycle: int) -> Ticks:
+        """The kernel time of cycle ``cycle``'s clock edge."""
+        return Ticks(cycle * self.period)
+
+    # -- due actions ---------------------------------------------------------------------------
+    def later(self, cycles: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` as a due action ``cycles`` (>= 1) cycles from now.
+
+        The body repeats :meth:`at`'s on purpose: this is called for every hop, credit and
+        delivery of a fabric, and a call into ``at`` (with its past-time check) would cost on
+        each."""
+        t = self.env._now // self.period + cycles
+        slot = self._due.get(t)
+        if slot is None:
+            self._due[t] = [(fn, args)]
+            if t not in self._ticking:  # (a cycle with due actions always has its tick)
+                self._tick_at(t)
+        else:
+            slot.append((fn, args))
+
+    def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` as a due action at the start of cycle ``t`` (after the current one)."""
+        if t <= self.env._now // self.period:
+            raise ValueError(
+                f"{self.owner.path}: action scheduled for cycle {t}, which is not after the "
+                f"current cycle {self.env._now // self.period}"
+            )
+        slot = self._due.get(t)
+        if slot is None:
+            self._due[t] = [(fn, args)]
+            if t not in self._ticking:
+                self._tick_at(t)
+        else:
+            slot.append((fn, args))
+
+    def at_or_now(self, t: int, fn: Callable[..., None], *args: Any) -> None:
+        """``at(t, ...)``, or call at once when ``t`` is the current cycle (inside a step)."""
+        if t <= self.env._now // self.period:
+            fn(*args)
+        else:
+            self.at(t, fn, *args)
+
+    # -- events of their own ---------------------------------------------------------------------
+    def event_at(self, t: int, fn: Callable[[Any], None]) -> None:
+        """Call ``fn(event)`` at cycle ``t``'s edge (not before now) as a kernel event."""
+        delay = t * self.period - self.env._now
+        if delay < 0:
+            raise ValueError(f"{self.owner.path}: event scheduled in the past (cycle {t})")
+        self.env.timeout(delay).callbacks.append(fn)
+
+    def end_of_cycle(self, t: int, fn: Callable[[Any], None]) -> None:
+        """Call ``fn(event)`` after every other event of cycle ``t``'s edge (not before now)."""
+        now = self.env._now
+        delay = t * self.period - now
+        if delay < 0:
+            raise ValueError(f"{self.owner.path}: end-of-cycle hook in the past (cycle {t})")
+        ev = simpy.Event(self.env)
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.append(fn)
+        self.env.schedule(ev, LATE, delay)
+
+    # -- stepping --------------------------------------------------------------------------------
+    def _tick_at(self, t: int) -> None:
+        if t in self._ticking:
+            return
+        self._ticking.add(t)
+        self.env.timeout(t * self.period - self.env._now).callbacks.append(self._tick)
+
+    def _tick(self, _ev: Any) -> None:
+        t = self.env._now // self.period
+        self._ticking.discard(t)
+        due = self._due.pop(t, None)
+        if due:
+            for fn, args in due:
+                fn(*args)
+        self.cycles_stepped += 1
+        again = False
+        for group in self.groups:
+            active = group.active
+            if active:
+                for idx in sorted(active):
+                    if not active[idx].step(t):
+                        del active[idx]
+                again = again or bool(active)
+        if again:
+            self._tick_at(t + 1)
+
+    def pending_actions(self) -> int:
+        """Due actions not yet run (for diagnosis)."""
+        return sum(len(v) for v in self._due.values())
