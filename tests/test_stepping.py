@@ -1,0 +1,130 @@
+"""The cycle-stepped scheduler: due actions, step groups, end-of-cycle hooks, clock domains."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcore import Component, Simulation
+from simcore.errors import BuildError
+from simcore.stepping import CycleScheduler
+
+
+class Part:
+    """A stepper that works for ``busy`` cycles once activated, logging (name, cycle)."""
+
+    def __init__(self, log: list, name: str, index: int, busy: int) -> None:
+        self.log, self.name, self.index, self.busy = log, name, index, busy
+
+    def step(self, cycle: int) -> bool:
+        self.log.append((self.name, cycle))
+        self.busy -= 1
+        return self.busy > 0
+
+
+def make(freq: int = 1_000, extra: int | None = None) -> tuple[Simulation, CycleScheduler]:
+    sim = Simulation()
+    top = Component(sim, "top", domain=sim.domain("top", freq))
+    if extra is not None:
+        Component(sim, "other", domain=sim.domain("other", extra))
+    return sim, CycleScheduler(top, ("first", "second"))
+
+
+def test_due_actions_then_groups_in_order_then_end_of_cycle():
+    sim, sched = make()
+    log: list = []
+    a = Part(log, "a", 5, 2)
+    b = Part(log, "b", 1, 1)
+    c = Part(log, "c", 0, 1)
+
+    def start():
+        log.append(("due", sched.now()))
+        sched.group("second").activate(c)
+        sched.group("first").activate(a)
+        sched.group("first").activate(b)
+        sched.end_of_cycle(sched.now(), lambda _ev: log.append(("end", sched.now())))
+
+    sim.check()
+    sched.at(3, start)
+    sched.later(4, lambda: log.append(("due", sched.now())))
+    sim.run()
+    assert log == [
+        ("due", 3), ("b", 3), ("a", 3), ("c", 3), ("end", 3),
+        ("due", 4), ("a", 4),
+    ]  # fmt: skip
+    assert sched.cycles_stepped == 2
+
+
+def test_a_sleeping_part_costs_nothing_until_woken():
+    sim, sched = make()
+    log: list = []
+    p = Part(log, "p", 0, 1)
+    sim.check()
+    sched.at(2, sched.group("first").activate, p)
+    sched.at(1000, sched.group("first").activate, p)
+    result = sim.run()
+    assert log == [("p", 2), ("p", 1000)]
+    assert sched.cycles_stepped == 2
+    assert result.events < 10
+
+
+def test_end_of_cycle_runs_after_every_other_event_of_the_instant():
+    sim, sched = make()
+    log: list = []
+    sim.check()
+    sched.end_of_cycle(5, lambda _ev: log.append("end"))
+    sched.event_at(5, lambda _ev: log.append("event"))
+    sched.at(5, lambda: log.append("due"))
+    sim.env.timeout(5).callbacks.append(lambda _ev: log.append("kernel timeout"))
+    sim.run()
+    assert log == ["event", "due", "kernel timeout", "end"]
+
+
+@pytest.mark.parametrize("extra", [None, 3_000, 1_200, 999_983])
+def test_cycles_are_the_domains_whatever_other_domains_exist(extra):
+    sim, sched = make(1_000, extra)
+    log: list = []
+    sim.check()
+    sched.at(7, lambda: log.append((sched.now(), sim.env.now)))
+    sched.event_at(9, lambda _ev: log.append((sched.now(), sim.env.now)))
+    sim.run()
+    p = sched.period
+    assert p == sim.timebase.tick_hz // 1_000
+    assert log == [(7, 7 * p), (9, 9 * p)]
+
+
+def test_scheduling_in_the_past_is_refused():
+    sim, sched = make()
+    sim.check()
+    errors: list = []
+
+    def late():
+        for call in (lambda: sched.at(4, print), lambda: sched.event_at(3, print)):
+            try:
+                call()
+            except ValueError as exc:
+                errors.append(str(exc))
+
+    sched.at(4, late)
+    sim.run()
+    assert errors == [
+        "top: action scheduled for cycle 4, which is not after the current cycle 4",
+        "top: event scheduled in the past (cycle 3)",
+    ]
+
+
+def test_groups_must_be_distinct_and_named():
+    sim = Simulation()
+    top = Component(sim, "top", domain=sim.domain("top", 1_000))
+    with pytest.raises(BuildError) as err:
+        CycleScheduler(top, ("a", "a"))
+    assert str(err.value) == (
+        "top: a cycle scheduler needs distinct step group names, got ['a', 'a']"
+    )
+    sched = CycleScheduler(top, ("a",))
+    with pytest.raises(BuildError) as err:
+        sched.group("b")
+    assert str(err.value) == "top: no step group 'b' (groups: a)"
+    sim.check()
+    with pytest.raises(BuildError) as err:
+        CycleScheduler(top, ("c",))
+    assert str(err.value) == "cycle scheduler of 'top' created after the build phase"
