@@ -10,9 +10,9 @@ Rows are ``(cycle, router "x,y", port or "deliver", colour, "data"/"ctrl" or del
 from __future__ import annotations
 
 import pytest
+from fabric_harness import Bench
 
 from fabric.wavelet import Cmd, Wavelet
-from fabric_harness import Bench
 
 ONE = dict(
     hop_latency_cycles=1, hop_credit_latency_cycles=1, ramp_latency_cycles=1,
