@@ -1,6 +1,6 @@
 """The compute engine (CE) of one PE: tasks, queues, microthreads, timestamps.
 
-Tasks (spec: "Programming-model details")
+Tasks (docs/hardware/wse.md, "Programming model")
     64 task ids. A *data* task is bound to a colour (through an input queue) and runs once per
     wavelet that arrives on it, with the wavelet's data; a *local* task runs when activated; a
     *control* task when a control wavelet names it. A task runs only when activated (or fed) and
@@ -22,11 +22,11 @@ Time
     ticks, so other clock domains in the same run change nothing.
 
 Queues and microthreads
-    8 input queues and 6 output queues with the spec's depths. A colour is bound to one input
-    queue. An asynchronous DSD operation runs on a microthread whose id is its output queue if it
-    writes to the fabric, else the input queue of its fabric input; two concurrent operations may
-    not share one. Each cycle the CE advances at most one microthread by one element: the
-    eligible one (inputs present, output credit available) of highest priority.
+    8 input queues and 6 output queues with the WSE-2 depths (docs/hardware/wse.md). A colour is
+    bound to one input queue. An asynchronous DSD operation runs on a microthread whose id is its
+    output queue if it writes to the fabric, else the input queue of its fabric input; two
+    concurrent operations may not share one. Each cycle the CE advances at most one microthread by
+    one element: the eligible one (inputs present, output credit available) of highest priority.
 
 Ramps
     Wavelets go up to the router and come down from it through credit loops (see

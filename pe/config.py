@@ -1,13 +1,13 @@
-"""Processing-element parameters (spec: wse.md, "Processing element", "Programming-model details").
+"""Processing-element parameters (docs/hardware/wse.md, "Processing element", "Programming model").
 
-Every number is a spec default or, where the spec lists an unknown, a documented choice. Two
+Every number is a published WSE-2 value or, where none is published, a documented choice. Two
 parameters carry the measured FP32 FMAC time T_fmac(I) = 2 I + 10 cycles (see docs/pe-isa.md):
 ``fp32_fmac_cycles_per_element`` (2) is the initiation interval of an FP32 multiply-add on the
 16-bit FMAC datapath and gives the slope; ``dsd_setup_cycles`` (4) plus ``pipeline_stages`` (6) give
 the constant. The timing code never sees the formula, only these mechanisms.
 
-SIMD widths are elements issued per cycle for each instruction class. Operations the spec does not
-list borrow the width of their class: FP32 add-like ops (``fsubs``, ``fmuls``, ``fnegs``,
+SIMD widths are elements issued per cycle for each instruction class. Operations with no published
+width borrow the width of their class: FP32 add-like ops (``fsubs``, ``fmuls``, ``fnegs``,
 ``fmaxs``, ``add32``) use ``fadds_simd_width``; ``fmovh`` uses ``mov16_simd_width``; ``add16`` uses
 ``faddh_simd_width``.
 """
@@ -19,7 +19,7 @@ import dataclasses
 from simcore.config import param
 from simcore.errors import ConfigError
 
-#: Bytes one datapath access moves (the spec's 64-bit reads and write).
+#: Bytes one datapath access moves (the 64-bit reads and write of docs/hardware/wse.md).
 DATAPATH_BYTES = 8
 
 

@@ -42,7 +42,8 @@ DTYPES: dict[str, np.dtype] = {
     "u32": np.dtype(np.uint32),
 }
 
-#: WSE-2 limits used when no configuration is at hand (spec: 24 colours, 8 in / 6 out queues).
+#: WSE-2 limits used when no configuration is at hand (24 colours, 8 in / 6 out queues;
+#: docs/hardware/wse.md).
 COLOURS = 24
 INPUT_QUEUES = 8
 OUTPUT_QUEUES = 6

@@ -32,12 +32,12 @@ from simcore.sim import Simulation
 from simcore.stepping import CycleScheduler
 from simcore.tracing import TraceLevel
 
-MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (spec)
+MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (docs/hardware/wse.md)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CeTiming:
-    """Costs of the CE's non-tensor work (spec unknowns; defaults documented in docs/design.md)."""
+    """Costs of the CE's non-tensor work (unknowns; defaults: docs/hardware/wse.md)."""
 
     route_write_cycles: int = param(
         21,

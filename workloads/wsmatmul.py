@@ -1,7 +1,7 @@
 """Weight-streamed sparse matmul on the wafer (fwd and bwd flavours): kind ``ws-matmul``.
 
-X1 [BS][H1] = X0 [BS][H0] · W^T with W [H1][H0] sparse (density D, seeded), lowered as the spec's
-weight streaming ("one sparse input, dense output"):
+X1 [BS][H1] = X0 [BS][H0] · W^T with W [H1][H0] sparse (density D, seeded), lowered as the
+weight streaming of docs/hardware/wse.md describes ("one sparse input, dense output"):
 
 - Activations X0 live on a px x py PE array: H0 split in blocks over the x columns, the tokens
   BS in blocks over the y rows. PE (x, y) keeps its block feature-major (``xloc[f][token]``) so
