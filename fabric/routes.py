@@ -135,6 +135,15 @@ class WaveletFilter:
         return self.lo <= i <= self.hi
 
 
+def check_switch_positions(where: str, colour: int, n: int, limit: int) -> None:
+    """A colour may have at most ``limit`` switch positions (``fabric.switch_positions``)."""
+    if n > limit:
+        raise RouteError(
+            f"{where}: colour {colour} has {n} switch positions, but a router has {limit} per "
+            "colour (fabric.switch_positions); use fewer positions or another colour"
+        )
+
+
 def pe_name(xy: tuple[int, int]) -> str:
     return f"pe[{xy[0]},{xy[1]}]"
 

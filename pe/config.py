@@ -43,8 +43,6 @@ class PeConfig:
     code_bytes: int = param(
         2048, "program size charged against SRAM when the program gives none (assumption)", min=0
     )
-    dsr_count: int = param(44, "data structure registers (DSD slots) per PE", min=1)
-    gp_registers: int = param(16, "general-purpose registers", min=1)
     pipeline_stages: int = param(
         6, "in-order pipeline depth; a tensor instruction pays it once as pipeline fill", min=1
     )

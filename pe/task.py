@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabric.routes import ColourRoute, Dir, Position
+from fabric.routes import ColourRoute, Dir, Position, check_switch_positions
 from fabric.wavelet import Cmd, Wavelet
 from pe import isa
 from pe.dsd import FabInDsd, FabOutDsd, MemDsd, np_dtype
@@ -97,6 +97,8 @@ class TaskContext:
     ) -> None:  # fmt: skip
         """Rewrite the colour's switch positions on this PE's router (keeps teardown state)."""
         pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
+        ce = self.ce
+        check_switch_positions(ce.path, colour, len(pos), ce.wafer.cfg.fabric.switch_positions)
         self.now += self.ce.timing.route_write_cycles * 2 * len(pos)  # rx and tx registers
 
         def change(route: ColourRoute) -> None:

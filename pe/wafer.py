@@ -20,7 +20,7 @@ from typing import Literal
 from fabric.config import FabricConfig
 from fabric.edge import EdgeInput, EdgeOutput, EdgePort
 from fabric.engine import FabricEngine
-from fabric.routes import check_routes, pe_name
+from fabric.routes import check_routes, check_switch_positions, pe_name
 from pe.ce import ComputeEngine
 from pe.config import PeConfig
 from pe.memory import Sram
@@ -136,6 +136,10 @@ class Wafer(Component):
             self.pes[xy].router.filters.update(filters)
 
     def check(self) -> None:
+        limit = self.cfg.fabric.switch_positions
+        for xy, colours in sorted(self.layout.routes.items()):
+            for colour, route in sorted(colours.items()):
+                check_switch_positions(self.pes[xy].path, colour, len(route.positions), limit)
         edges = {((p.router.xy, p.side), p.kind) for p in self.edges}
         check_routes(self.layout.routes, self.layout.width, self.layout.height, edges)
 

@@ -63,16 +63,14 @@ class Component:
     def __init__(
         self, parent: Component | Simulation, name: str, *, domain: ClockDomain | None = None
     ) -> None:
-        from simcore.sim import Simulation
-
-        if isinstance(parent, Simulation):
-            self.sim = parent
-            self.parent: Component | None = None
-            self.path = name
-        else:
-            self.sim = parent.sim
-            self.parent = parent
+        if isinstance(parent, Component):
+            self.sim: Simulation = parent.sim
+            self.parent: Component | None = parent
             self.path = f"{parent.path}/{name}"
+        else:
+            self.sim = parent
+            self.parent = None
+            self.path = name
         if domain is None:
             if self.parent is None:
                 raise BuildError(f"component '{self.path}' needs a clock domain (domain=...)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -609,3 +611,37 @@ def test_cli_reports_a_livelock_and_keeps_the_trace(tmp_path, capsys):
     assert end["name"] == "end" and end["args_str"] and ("status", "livelock") in end["args_str"]
     assert main(["run", "wse-fmac", "--livelock-cycles", "0", "--json"]) == 0
     capsys.readouterr()
+
+
+def test_more_switch_positions_than_a_router_has_is_an_error():
+    def code(pe):
+        pe.route(3, rx=["RAMP"], tx=["E"], positions=[(["RAMP"], ["W"])] * 4)
+
+    layout = Layout(2, 1)
+    layout.set_tile_code(0, 0, code)
+    with pytest.raises(RouteError) as err:
+        build(layout)
+    assert str(err.value) == (
+        "wafer/pe[0,0]: colour 3 has 5 switch positions, but a router has 4 per colour "
+        "(fabric.switch_positions); use fewer positions or another colour"
+    )
+
+
+def test_the_timestamp_counter_wraps_at_its_width():
+    seen = []
+
+    def code(pe):
+        @pe.local_task(id=10)
+        def main(t):
+            t.now += 1000
+            seen.append(t.timestamp())
+
+        pe.start(main)
+
+    layout = Layout(1, 1)
+    layout.set_rectangle_code(code)
+    sim = Simulation()
+    cfg = WaferConfig()
+    Wafer(sim, dataclasses.replace(cfg, pe=dataclasses.replace(cfg.pe, timestamp_bits=8)), layout)
+    sim.run()
+    assert seen == [(1000 + 3 + 1) % 256]
