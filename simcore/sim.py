@@ -76,6 +76,10 @@ class _Watchdog:
         return now - self.since >= self.limit
 
 
+#: How a run can end (:attr:`RunResult.status`).
+RUN_STATUSES = ("completed", "stalled", "livelock", "interrupted", "limit")
+
+
 class _LimitReached(Exception):
     """Internal: the next event lies at or beyond the run's time limit."""
 

@@ -91,3 +91,19 @@ def test_levels_filter_events(tmp_path, level, expected):
         sc, params, trace_path=str(tmp_path / "t.arrows"), trace_level=TraceLevel[level.upper()]
     )
     assert set(read_trace(out.trace_path).table.column("name").to_pylist()) == expected
+
+
+def test_every_way_a_run_can_end_is_a_documented_status():
+    from simcore.sim import RUN_STATUSES as KERNEL
+    from traces.schema import RUN_STATUSES
+
+    assert (*KERNEL, "failed") == RUN_STATUSES
+    assert "livelock" in RUN_STATUSES
+    for status in RUN_STATUSES:
+        assert f"``{status}``" in schema_doc()
+
+
+def schema_doc() -> str:
+    import traces.schema
+
+    return traces.schema.__doc__ or ""

@@ -25,14 +25,16 @@ args_float  map<string, float64>
 args_str    map<string, string>
 
 The last event of every trace is ``category='run', name='end'`` with ``args_str.status`` one of
-``completed``, ``stalled``, ``interrupted``, ``failed``, ``limit``; a trace without it was cut off
-(the process was killed) and the reader says so.
+:data:`RUN_STATUSES`: ``completed``, ``stalled``, ``livelock``, ``interrupted``, ``limit`` (how the
+kernel's run ended) or ``failed`` (an error stopped it); a trace without it was cut off (the
+process was killed) and the reader says so.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
+from simcore.sim import RUN_STATUSES as KERNEL_STATUSES
 from simcore.tracing import LEVEL_NAMES, TraceLevel
 
 __all__ = [
@@ -74,4 +76,5 @@ SCHEMA = pa.schema(
 
 DICT_COLUMNS = ("domain", "component", "category", "name", "phase")
 PHASES = ("slice", "instant", "counter")
-RUN_STATUSES = ("completed", "stalled", "interrupted", "failed", "limit")
+#: Statuses of the final ``run/end`` event: how the kernel's run ended, or ``failed``.
+RUN_STATUSES = (*KERNEL_STATUSES, "failed")
