@@ -111,8 +111,9 @@ def test_chrome_json_export(tmp_path):
 
 
 def test_export_errors(tmp_path):
-    with pytest.raises(TraceError, match="does not exist"):
+    with pytest.raises(TraceError) as err:
         export(str(tmp_path / "none.arrows"), "perfetto")
+    assert str(err.value) == f"trace file '{tmp_path / 'none.arrows'}' does not exist"
     src = tmp_path / "w.arrows"
     write_wafer_trace(src)
     with pytest.raises(TraceError) as err:
@@ -127,7 +128,8 @@ def test_cli_export_and_run_perfetto(tmp_path, capsys):
     assert (tmp_path / "w.pftrace").stat().st_size > 1000
     assert "flows" in capsys.readouterr().out
     assert cli.main(["trace", "export", str(tmp_path / "x.arrows"), "--to", "json"]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    missing = tmp_path / "x.arrows"
+    assert capsys.readouterr().err == f"wafersim: error: trace file '{missing}' does not exist\n"
     out = tmp_path / "run.pftrace"
     rc = cli.main(["run", "link-chain", "--set", "items=20", "--quiet", "--perfetto", str(out)])
     assert rc == 0 and out.stat().st_size > 100 and (tmp_path / "run.arrows").exists()

@@ -49,10 +49,11 @@ def test_domain_redefinition_is_an_error():
 
 
 def test_bad_frequency():
-    with pytest.raises(
-        BuildError, match=r"freq_hz must be a positive whole number of Hz, got 8\.5"
-    ):
+    with pytest.raises(BuildError) as err:
         TimeBase().domain("x", 8.5)
+    assert (
+        str(err.value) == "clock domain 'x': freq_hz must be a positive whole number of Hz, got 8.5"
+    )
 
 
 def test_paths_and_rng_streams_are_per_component():
@@ -105,11 +106,13 @@ def test_duplicate_names_and_late_components():
     sim = Simulation()
     dom = sim.domain("clk", 10)
     Component(sim, "x", domain=dom)
-    with pytest.raises(BuildError, match="two components are named 'x'"):
+    with pytest.raises(BuildError) as err:
         Component(sim, "x", domain=dom)
+    assert str(err.value) == "two components are named 'x'"
     sim.check()
-    with pytest.raises(BuildError, match="component 'y' created after the build phase"):
+    with pytest.raises(BuildError) as err:
         Component(sim, "y", domain=dom)
+    assert str(err.value) == "component 'y' created after the build phase"
 
 
 class Waiter(Component):

@@ -227,8 +227,11 @@ def test_sram_overflow_is_clear():
     layout.set_rectangle_code(code)
     with pytest.raises(SramOverflowError) as err:
         build(layout)
-    assert "PE wafer/pe[0,0]: SRAM overflow allocating 'big' (48,000 B)" in str(err.value)
-    assert "49,152 B (48 kB)" in str(err.value)
+    assert str(err.value) == (
+        "PE wafer/pe[0,0]: SRAM overflow allocating 'big' (48,000 B): 50,048 B needed (code "
+        "2,048 B + data 48,000 B) but the PE has 49,152 B (48 kB); already used: 2,048 B (code "
+        "2,048 B); reduce the buffer sizes or the tile size"
+    )
 
 
 def test_task_binding_errors():
@@ -406,8 +409,13 @@ def test_accumulators_in_the_software_cache():
             got["acc"] = pe.read(acc)
 
         pe.start(main)
-        with pytest.raises(BuildError, match="cache"):
+        with pytest.raises(BuildError) as err:
             pe.cache_zeros("too_big", 100)
+        assert str(err.value) == (
+            "PE wafer/pe[0,0]: cache overflow allocating 'too_big' (400 B): 432 B needed (data "
+            "432 B) but the cache has 256 B; already used: 32 B ('acc' 32 B); keep fewer "
+            "accumulators in the cache or move some to SRAM"
+        )
 
     layout = Layout(1, 1)
     layout.set_rectangle_code(code)
@@ -605,8 +613,14 @@ def test_cli_reports_a_livelock_and_keeps_the_trace(tmp_path, capsys):
         scenario.run_scenario(
             sc, registry.ScenarioParams(), trace_path=str(trace), livelock_cycles=20_000
         )
-    assert str(err.value).startswith("scenario 'spin' livelocked at cycle ")
-    assert "task 'poll' (id 10)" in str(err.value) and "--livelock-cycles" in str(err.value)
+    assert str(err.value) == (
+        "scenario 'spin' livelocked at cycle 80,000:\n"
+        "  no progress for 80,000 cycles (since cycle 0; limit livelock_cycles = 20,000): nothing "
+        "computed or moved, but events keep coming\n"
+        "  wafer/pe[0,0]: 10,000 runs in the last batch, the last: task 'poll' (id 10)\n"
+        "(raise --livelock-cycles if the program really works that long without computing or "
+        "moving data)"
+    )
     end = read_trace(str(trace)).table.to_pylist()[-1]
     assert end["name"] == "end" and end["args_str"] and ("status", "livelock") in end["args_str"]
     assert main(["run", "wse-fmac", "--livelock-cycles", "0", "--json"]) == 0
