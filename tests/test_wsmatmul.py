@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from fabric.wavelet import Wavelet
 from simcore import config as cfg
 from simcore.errors import ConfigError
-from workloads import registry, wsgrad, wsmatmul
+from workloads import registry
 from workloads.cli import main
 from workloads.scenario import Scenario, run_scenario
+from workloads.wafer import wsgrad, wsmatmul
 
-#: The scenario file's text (not built in until the kind is registered: docs/ws-matmul.md).
+#: A scenario file's text, to run the CLI on a path rather than a built-in name.
 SCENARIO = """kind = "ws-matmul"
 description = "weight-streamed sparse matmul X1 = X0·W^T: non-zeros of W stream in from the edge"
 flavour = "fwd"
@@ -31,15 +32,6 @@ py = 2
 """
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    """ws-matmul registered for the test only: the registry's tables are restored afterwards."""
-    registry.load_all()
-    monkeypatch.setattr(registry, "KINDS", dict(registry.KINDS))
-    monkeypatch.setattr(registry, "CASES", dict(registry.CASES))
-    wsmatmul.register()
 
 
 def run_ws(**kw):

@@ -191,18 +191,9 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    registry.load_all()
-    names = args.cases or sorted(registry.CASES)
-    unknown = [n for n in names if n not in registry.CASES]
-    if unknown:
-        raise WafersimError(
-            f"unknown validation case(s): {', '.join(unknown)}; "
-            f"known cases: {', '.join(sorted(registry.CASES))}"
-        )
     results = []
     ok = True
-    for name in names:
-        case = registry.CASES[name]
+    for case in registry.find_cases(args.cases):
         rows = case.run()
         mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed

@@ -31,7 +31,8 @@ not make microthreads and the main thread compete for datapath cycles (see :mod:
 is an upper bound on what overlap buys.
 
 The analytical model (:func:`model`) is the study's T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast
-+ 100} x P with the calibration fits of :mod:`workloads.wse`; it never feeds the simulation.
++ 100} x P with the calibration fits and constants of :mod:`workloads.wafer.calibration`; it
+never feeds the simulation.
 """
 
 from __future__ import annotations
@@ -51,16 +52,12 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-from workloads.wse import t_bcast_reference, t_fmac_reference
+from workloads.wafer import calibration
+from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
 WORD_BYTES = 4
-
-# The study's constants besides the two calibration fits (docs/summa.md).
-MODEL_LOOP_CYCLES_PER_ITERATION = 0.5
-MODEL_COMPUTE_CONSTANT_CYCLES = 10.0
-MODEL_CONTROL_CYCLES = 100.0
 
 
 def buffers(overlap: bool) -> int:
@@ -315,9 +312,13 @@ def model(p: SummaParams) -> dict[str, Any]:
     mt, steps = p.mt, p.p
     n_loop = mt * mt
     t_fmac = mt * mt * t_fmac_reference(mt)
-    t_comp = t_fmac + MODEL_LOOP_CYCLES_PER_ITERATION * n_loop + MODEL_COMPUTE_CONSTANT_CYCLES
+    t_comp = (
+        t_fmac
+        + calibration.SUMMA_LOOP_CYCLES_PER_ITERATION * n_loop
+        + calibration.SUMMA_COMPUTE_FIXED_CYCLES
+    )
     t_comm = t_bcast_reference(mt * mt)
-    t_cntl = MODEL_CONTROL_CYCLES
+    t_cntl = calibration.SUMMA_CONTROL_CYCLES
     cycles = (t_comp + t_comm + t_cntl) * steps
     overlap_cycles = t_comm + (max(t_comp, t_comm) + t_cntl) * steps
     return {
@@ -348,6 +349,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            origin=__name__,
         )
     )
     cases = (
@@ -363,6 +365,7 @@ def register() -> None:
                 run=lambda name=name, points=points: _sweep(name, points),
                 tolerance=tolerance,
                 criterion="mape",
+                origin=__name__,
             )
         )
 

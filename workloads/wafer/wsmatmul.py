@@ -56,7 +56,7 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-from workloads.wse import t_fmac_reference
+from workloads.wafer.calibration import STREAM_CYCLES_PER_WORD, t_fmac_reference
 
 #: Colours: the weight stream; the ring's eastward links (alternating by x parity) and the wrap
 #: link that brings the ring back from the east end to the west end of the PE row.
@@ -221,7 +221,7 @@ def ring_links(pe: Any, px: int) -> tuple[int, int]:
 
 def build(sim: Simulation, p: WsMatmulParams) -> WsRun:
     if p.flavour == "wgrad":
-        from workloads import wsgrad
+        from workloads.wafer import wsgrad
 
         return wsgrad.build(sim, p)  # type: ignore[return-value]
     p, x0, w = lowered(p)
@@ -322,7 +322,7 @@ def result_matrix(p: WsMatmulParams, run: WsRun) -> np.ndarray:
 
 def metrics(sim: Simulation, p: WsMatmulParams, run: WsRun, result: RunResult) -> dict:
     if p.flavour == "wgrad":
-        from workloads import wsgrad
+        from workloads.wafer import wsgrad
 
         return wsgrad.metrics(run)  # type: ignore[arg-type]
     flavour = p.flavour
@@ -358,11 +358,6 @@ def run_metrics(p: WsMatmulParams, wafer: Wafer, ports: list, nnz: int) -> dict[
 
 
 # -- analytical model --------------------------------------------------------------------------
-#: Stream rate of a fabric -> memory move through a PE's ramp, cycles per FP32 word: the slope of
-#: the wse-bcast calibration fit T_bcast(I) = 1.6 I + 250 (each chain hop is such a stream).
-STREAM_CYCLES_PER_WORD = 1.6
-
-
 def row_nnz(p: WsMatmulParams, w: np.ndarray) -> np.ndarray:
     """Non-zeros per (row of W, PE column): what each column's stream carries per row."""
     return np.count_nonzero(w.reshape(p.rows, p.px, p.f0), axis=2)
@@ -381,10 +376,10 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     accumulator in the ring at a time), and row r's ring starts when the last column's command
     has run, so row r+1's FMACs overlap row r's reduction and columns may run a row apart.
 
-    ``wgrad`` has its own model: :func:`workloads.wsgrad.model`.
+    ``wgrad`` has its own model: :func:`workloads.wafer.wsgrad.model`.
     """
     if p.flavour == "wgrad":
-        from workloads import wsgrad
+        from workloads.wafer import wsgrad
 
         return wsgrad.model(p)
     p, _, w = lowered(p)
@@ -451,6 +446,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -461,5 +457,6 @@ def register() -> None:
             run=validate,
             tolerance=10.0,
             criterion="mape",
+            origin=__name__,
         )
     )

@@ -212,6 +212,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -220,5 +221,6 @@ def register() -> None:
             summary="channel chain cycles vs the credit-loop/sink-rate model",
             run=_validate,
             tolerance=1.0,
+            origin=__name__,
         )
     )

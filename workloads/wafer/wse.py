@@ -10,7 +10,8 @@ Reference: the study's T_fmac(I) = 2 I + 10 (within 2 cycles for I in 1..2048).
 collectives library. Reference: T_bcast(I) = 1.6 I + 250 (MAPE 2.0 % for I in 1..4096).
 
 Both check the data: the fmac result against numpy in FP32, every PE's broadcast buffer against
-the root's.
+the root's. The two fits live in :mod:`workloads.wafer.calibration`, because the other wafer
+models are built from them too.
 """
 
 from __future__ import annotations
@@ -27,16 +28,7 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-
-
-def t_fmac_reference(elements: int) -> float:
-    """The SDK study's fit for one FP32 @fmacs over I elements (cycles)."""
-    return 2.0 * elements + 10.0
-
-
-def t_bcast_reference(elements: int) -> float:
-    """The SDK study's fit for a row/column broadcast of I FP32 words (cycles)."""
-    return 1.6 * elements + 250.0
+from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 
 
 # -- wse-fmac ----------------------------------------------------------------------------------
@@ -200,6 +192,7 @@ def register() -> None:
             build=build_fmac,
             metrics=metrics_fmac,
             model=lambda p: {"cycles": t_fmac_reference(p.elements)},
+            origin=__name__,
         )
     )
     registry.register_kind(
@@ -210,6 +203,7 @@ def register() -> None:
             build=build_bcast,
             metrics=metrics_bcast,
             model=lambda p: {"cycles": t_bcast_reference(p.elements)},
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -219,6 +213,7 @@ def register() -> None:
             run=validate_fmac,
             tolerance=2.0,
             criterion="max_abs",
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -228,5 +223,6 @@ def register() -> None:
             run=validate_bcast,
             tolerance=3.0,
             criterion="mape",
+            origin=__name__,
         )
     )

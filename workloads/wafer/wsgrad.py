@@ -42,11 +42,15 @@ from pe.collectives import Collectives
 from pe.dsd import MemDsd
 from pe.program import Layout
 from pe.wafer import Wafer
-from workloads.wse import t_bcast_reference, t_fmac_reference
+from workloads.wafer.calibration import (
+    STREAM_CYCLES_PER_WORD,
+    t_bcast_reference,
+    t_fmac_reference,
+)
 
 if TYPE_CHECKING:
     from simcore.sim import Simulation
-    from workloads.wsmatmul import WsMatmulParams
+    from workloads.wafer.wsmatmul import WsMatmulParams
 
 #: Colours: the mask stream and the column chain (alternating by y parity). The collectives
 #: library's row broadcast takes colours 0 and 1.
@@ -62,7 +66,7 @@ ROW_END = 40
 
 def mask_of(p: WsMatmulParams) -> np.ndarray:
     """W's sparsity mask (the same seeded mask as fwd and bwd)."""
-    from workloads.wsmatmul import inputs
+    from workloads.wafer.wsmatmul import inputs
 
     return inputs(p)[1] != 0
 
@@ -79,7 +83,7 @@ def column_stream(p: WsMatmulParams, mask: np.ndarray, x: int) -> list[Any]:
 
 def expected(p: WsMatmulParams) -> list[np.ndarray]:
     """Per PE column, dW's masked elements in mask order (row by row, features ascending)."""
-    from workloads.wsmatmul import activation_gradient, inputs
+    from workloads.wafer.wsmatmul import activation_gradient, inputs
 
     x0, w = inputs(p)
     dw = activation_gradient(p).astype(np.float64).T @ x0.astype(np.float64)
@@ -119,7 +123,7 @@ class GradRun:
 
 
 def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
-    from workloads.wsmatmul import activation_gradient, inputs, owner
+    from workloads.wafer.wsmatmul import activation_gradient, inputs, owner
 
     x0_all, w = inputs(p)
     dx1_all = activation_gradient(p)
@@ -252,7 +256,7 @@ def result(run: GradRun) -> list[np.ndarray]:
 
 
 def metrics(run: GradRun) -> dict:
-    from workloads.wsmatmul import run_metrics
+    from workloads.wafer.wsmatmul import run_metrics
 
     p = run.p
     got, want = result(run), expected(p)
@@ -286,7 +290,7 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     ended and every column has finished row r-2 (its buffer is free); chain r starts when the
     column has finished row r and chain r-1 has ended.
     """
-    from workloads.wsmatmul import STREAM_CYCLES_PER_WORD, owner
+    from workloads.wafer.wsmatmul import owner
 
     pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
     sw, ctl, bt = pe.task_switch_cycles, ce.control_op_cycles, p.bt
