@@ -26,6 +26,7 @@ from simcore import config as cfg
 from simcore.errors import ScenarioError, SimulationStalled, WafersimError
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
+from traces.writer import TraceWriter
 from workloads import registry
 
 VERSION = "0.1.0"
@@ -164,8 +165,6 @@ def run_scenario(
     livelock_cycles: int = 1_000_000,
 ) -> RunOutput:
     """Build, check, trace and run one scenario. See the module docstring."""
-    from traces.writer import TraceWriter
-
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
     writer: TraceWriter | None = None
     status, message = "failed", ""
