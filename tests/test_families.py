@@ -4,6 +4,7 @@ are global, and a name defined twice is an error naming both places."""
 from __future__ import annotations
 
 import importlib
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from workloads import registry, scenario
+from workloads.kernel import linkchain
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -144,3 +146,31 @@ def test_unknown_cases_are_named():
         registry.find_cases(["wse-fmac", "nope", "summa-tiny"])
     assert str(err.value).startswith("unknown validation case(s): nope, summa-tiny; known cases: ")
     assert [c.name for c in registry.find_cases([])] == sorted(registry.CASES)
+
+
+def test_every_case_hands_the_runner_all_its_points_in_one_call():
+    """So a parallel runner can run a whole sweep at once; the rows follow the runner's order."""
+    for name, case in sorted(registry.CASES.items()):
+        calls = []
+
+        def runner(kind, points, calls=calls):
+            calls.append((kind, list(points)))
+            return [
+                {"cycles": 1000.0 + i, "model_cycles": 900.0, "nnz": i, "correct": True,
+                 "max_abs_error": 0.0}
+                for i in range(len(points))
+            ]  # fmt: skip
+
+        rows = case.run(runner)
+        assert len(calls) == 1, name
+        kind, points = calls[0]
+        assert all(type(p) is registry.KINDS[kind].params for p in points), name
+        assert pickle.loads(pickle.dumps(points)) == points, name  # can go to another process
+        assert [r.simulated for r in rows] == [1000.0 + i for i in range(len(points))], name
+        assert {r.case for r in rows} == {name}
+
+
+def test_the_sequential_runner_runs_each_point_in_order():
+    points = [linkchain.LinkChainParams(items=n) for n in (5, 50, 20)]
+    assert [m["received"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
+    assert scenario.run_points("link-chain", []) == []

@@ -195,7 +195,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     results = []
     ok = True
     for case in registry.find_cases(args.cases):
-        rows = case.run()
+        rows = case.run(scenario.run_points)
         mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed
         results.append((case, rows, mape, worst, worst_abs, passed))

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from traces.plots import check_output, plot_comparison
 from workloads import registry
+from workloads.scenario import run_points
 
 
-def plot_validate(case_name: str, out: str) -> list[registry.ValidationRow]:
-    """Run validation case ``case_name`` and draw simulated vs model (vs reference) to ``out``
-    (``.png`` or ``.svg``, checked before anything runs); returns the case's rows."""
+def plot_validate(
+    case_name: str, out: str, runner: registry.Runner = run_points
+) -> list[registry.ValidationRow]:
+    """Run validation case ``case_name`` with ``runner`` and draw simulated vs model (vs
+    reference) to ``out`` (``.png`` or ``.svg``, checked before anything runs); returns the
+    case's rows."""
     (case,) = registry.find_cases([case_name])
     check_output(out)
-    rows = case.run()
+    rows = case.run(runner)
     worst = max((abs(r.error_pct) for r in rows), default=0.0)
     plot_comparison(
         out,

@@ -7,7 +7,9 @@ and optionally an analytical ``model`` that predicts the same metrics *without* 
 *scenario* is a TOML file naming a kind and setting its parameters.
 
 A *validation case* runs the simulator and the model (and a published reference, where there is
-one) over a sweep, and returns rows for ``wafersim validate``.
+one) over a sweep, and returns rows for ``wafersim validate``. It does not run simulations
+itself: it is given a :class:`Runner` and hands it the sweep's points, so the same case runs
+point after point today (``scenario.run_points``) and on a parallel engine later.
 
 Kinds, cases and built-in scenarios come in *families*, one subpackage of ``workloads`` per kind
 of hardware (:data:`FAMILIES`). :func:`load_all` imports each family package and calls its
@@ -20,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from simcore.config import param
 from simcore.errors import WafersimError
@@ -54,6 +56,20 @@ class WorkloadKind:
     origin: str = ""
 
 
+class Runner(Protocol):
+    """Runs one workload kind at many parameter points: what a validation case is given.
+
+    ``runner(kind, points)`` returns the metrics of each point, in the order of ``points``
+    (``points`` are instances of the kind's parameter class). The points of one call are
+    independent: a runner may run them in any order, all at once, or in other processes (a Dask
+    engine), since the kind travels by name and points and metrics are plain picklable values.
+    A case therefore hands over all the points it can in one call, and makes a second call only
+    for points that depend on the first call's results.
+    """
+
+    def __call__(self, kind: str, points: Sequence[Any]) -> list[Metrics]: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class ValidationRow:
     """One line of a validate table. ``error_pct`` is (simulated - model) / model x 100."""
@@ -77,12 +93,13 @@ class ValidationCase:
     - ``criterion="mape"``: the mean of |error %| over the rows <= ``tolerance``;
     - ``criterion="max_abs"``: every row's |simulated - model| <= ``tolerance`` (model units).
 
-    ``origin`` is the module that defines it (``__name__``), named by a duplicate name's error.
+    ``run(runner)`` computes the rows, running its simulations through ``runner``. ``origin`` is
+    the module that defines it (``__name__``), named by a duplicate name's error.
     """
 
     name: str
     summary: str
-    run: Callable[[], list[ValidationRow]]
+    run: Callable[[Runner], list[ValidationRow]]
     tolerance: float
     criterion: str = "max_pct"
     origin: str = ""

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import os
 import tomllib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,11 @@ def run_kind(kind: str, params: Any) -> dict[str, Any]:
     registry.load_all()
     scen = Scenario(kind, "<validate>", registry.KINDS[kind], "", {})
     return run_scenario(scen, params).metrics
+
+
+def run_points(kind: str, points: Sequence[Any]) -> list[dict[str, Any]]:
+    """The sequential :class:`registry.Runner`: each point in turn, in this process."""
+    return [run_kind(kind, params) for params in points]
 
 
 def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:

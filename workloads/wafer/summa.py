@@ -38,6 +38,7 @@ never feeds the simulation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -362,7 +363,7 @@ def register() -> None:
             registry.ValidationCase(
                 name=name,
                 summary=f"SUMMA cycles vs the study's T_total model, {what}",
-                run=lambda name=name, points=points: _sweep(name, points),
+                run=functools.partial(_sweep, case=name, points=points),
                 tolerance=tolerance,
                 criterion="mape",
                 origin=__name__,
@@ -385,12 +386,12 @@ STRONG_POINTS = tuple((p, 64 // p) for p in (2, 4, 8, 16, 32))
 WEAK_POINTS = tuple((p, 8) for p in (2, 4, 8, 16))
 
 
-def _sweep(case: str, points: tuple[tuple[int, int], ...]) -> list[registry.ValidationRow]:
-    from workloads.scenario import run_kind
-
+def _sweep(
+    runner: registry.Runner, *, case: str, points: tuple[tuple[int, int], ...]
+) -> list[registry.ValidationRow]:
+    runs = runner("summa", [SummaParams(p=p, mt=mt) for p, mt in points])
     rows = []
-    for p, mt in points:
-        m = run_kind("summa", SummaParams(p=p, mt=mt))
+    for (p, mt), m in zip(points, runs, strict=True):
         if not m["correct"]:
             raise RuntimeError(f"summa P={p} Mt={mt}: wrong product ({m['max_abs_error']:g})")
         rows.append(registry.ValidationRow(case, f"P={p} Mt={mt}", m["cycles"], m["model_cycles"]))

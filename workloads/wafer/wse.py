@@ -158,28 +158,22 @@ BCAST_ELEMENTS = (1, 4, 16, 64, 256, 512, 1024, 2048, 3072, 4096)
 BCAST_PES = (4, 16, 64)
 
 
-def _run(kind: str, params: Any) -> dict:
-    from workloads.scenario import run_kind
-
-    return run_kind(kind, params)
-
-
-def validate_fmac() -> list[registry.ValidationRow]:
+def validate_fmac(runner: registry.Runner) -> list[registry.ValidationRow]:
+    runs = runner("wse-fmac", [FmacParams(elements=n) for n in FMAC_SWEEP])
     rows = []
-    for n in FMAC_SWEEP:
-        m = _run("wse-fmac", FmacParams(elements=n))
+    for n, m in zip(FMAC_SWEEP, runs, strict=True):
         ref = t_fmac_reference(n)
         rows.append(registry.ValidationRow("wse-fmac", f"I={n}", m["cycles"], ref, ref))
     return rows
 
 
-def validate_bcast() -> list[registry.ValidationRow]:
+def validate_bcast(runner: registry.Runner) -> list[registry.ValidationRow]:
+    points = [(n, i) for n in BCAST_PES for i in BCAST_ELEMENTS]
+    runs = runner("wse-bcast", [BcastParams(elements=i, pes=n) for n, i in points])
     rows = []
-    for n in BCAST_PES:
-        for i in BCAST_ELEMENTS:
-            m = _run("wse-bcast", BcastParams(elements=i, pes=n))
-            ref = t_bcast_reference(i)
-            rows.append(registry.ValidationRow("wse-bcast", f"N={n} I={i}", m["cycles"], ref, ref))
+    for (n, i), m in zip(points, runs, strict=True):
+        ref = t_bcast_reference(i)
+        rows.append(registry.ValidationRow("wse-bcast", f"N={n} I={i}", m["cycles"], ref, ref))
     return rows
 
 

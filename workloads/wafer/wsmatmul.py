@@ -421,18 +421,21 @@ SWEEP = (
 )
 
 
-def validate(flavours: tuple[str, ...] = FLAVOURS) -> list[registry.ValidationRow]:
-    from workloads.scenario import run_kind
-
+def validate(
+    runner: registry.Runner, flavours: tuple[str, ...] = FLAVOURS
+) -> list[registry.ValidationRow]:
+    points = [(flavour, *shape) for flavour in flavours for shape in SWEEP]
+    runs = runner(
+        "ws-matmul",
+        [
+            WsMatmulParams(flavour=f, rows=h1, cols=h0, tokens=bs, px=px, py=py, density=d)
+            for f, h1, h0, bs, px, py, d in points
+        ],
+    )
     rows = []
-    for flavour in flavours:
-        for h1, h0, bs, px, py, d in SWEEP:
-            p = WsMatmulParams(
-                flavour=flavour, rows=h1, cols=h0, tokens=bs, px=px, py=py, density=d
-            )
-            m = run_kind("ws-matmul", p)
-            point = f"{flavour} H1={h1} H0={h0} BS={bs} {px}x{py} D={d} nnz={m['nnz']}"
-            rows.append(registry.ValidationRow("ws-matmul", point, m["cycles"], m["model_cycles"]))
+    for (flavour, h1, h0, bs, px, py, d), m in zip(points, runs, strict=True):
+        point = f"{flavour} H1={h1} H0={h0} BS={bs} {px}x{py} D={d} nnz={m['nnz']}"
+        rows.append(registry.ValidationRow("ws-matmul", point, m["cycles"], m["model_cycles"]))
     return rows
 
 
