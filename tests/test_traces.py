@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
+import workloads
 from simcore.errors import TraceError
 from traces import TraceLevel, TraceWriter, read_header, read_trace
 from workloads import scenario
@@ -91,3 +95,15 @@ def test_levels_filter_events(tmp_path, level, expected):
         sc, params, trace_path=str(tmp_path / "t.arrows"), trace_level=TraceLevel[level.upper()]
     )
     assert set(read_trace(out.trace_path).table.column("name").to_pylist()) == expected
+
+
+def test_one_version_string_in_package_metadata_and_trace_headers(tmp_path):
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"] and pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "workloads.__version__"
+    }
+    sc = scenario.find("link-chain")
+    path = str(tmp_path / "v.arrows")
+    scenario.run_scenario(sc, scenario.resolve_params(sc, ["items=3"]), trace_path=path)
+    assert read_header(path)["wafersim_version"] == workloads.__version__

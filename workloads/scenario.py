@@ -28,9 +28,7 @@ from simcore.errors import ScenarioError, SimulationStalled, WafersimError
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
 from traces.writer import TraceWriter
-from workloads import registry
-
-VERSION = "0.1.0"
+from workloads import __version__, registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +149,7 @@ def run_points(kind: str, points: Sequence[Any]) -> list[dict[str, Any]]:
 
 def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
     return {
-        "wafersim_version": VERSION,
+        "wafersim_version": __version__,
         "scenario": scenario.name,
         "kind": scenario.kind.name,
         "seed": params.seed,
