@@ -62,12 +62,13 @@ class Runner(Protocol):
     ``runner(kind, points)`` returns the metrics of each point, in the order of ``points``
     (``points`` are instances of the kind's parameter class). The points of one call are
     independent: a runner may run them in any order, all at once, or in other processes (a Dask
-    engine), since the kind travels by name and points and metrics are plain picklable values.
-    A case therefore hands over all the points it can in one call, and makes a second call only
-    for points that depend on the first call's results.
+    engine), since the kind travels by name and points and metrics are plain picklable values
+    (a worker process calls :func:`load_all` before looking the kind up). A case therefore
+    hands over all the points it can in one call, and makes a second call only for points that
+    depend on the first call's results.
     """
 
-    def __call__(self, kind: str, points: Sequence[Any]) -> list[Metrics]: ...
+    def __call__(self, kind: str, points: Sequence[ScenarioParams]) -> list[Metrics]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +131,7 @@ CASES: dict[str, ValidationCase] = {}
 
 
 def _origin(item: WorkloadKind | ValidationCase) -> str:
-    return item.origin or "a module that does not say (origin is empty)"
+    return item.origin or "a definition without origin"
 
 
 def register_kind(kind: WorkloadKind) -> WorkloadKind:
@@ -155,7 +156,7 @@ def register_case(case: ValidationCase) -> ValidationCase:
     return case
 
 
-def find_cases(names: list[str]) -> list[ValidationCase]:
+def find_cases(names: Sequence[str]) -> list[ValidationCase]:
     """The registered cases called ``names`` (all of them, by name, when ``names`` is empty)."""
     load_all()
     unknown = [n for n in names if n not in CASES]
@@ -182,7 +183,7 @@ def load_all() -> None:
     kinds, cases = dict(KINDS), dict(CASES)
     try:
         for family in FAMILIES:
-            importlib.import_module(f"{__package__}.{family}").register()
+            importlib.import_module(f"workloads.{family}").register()
     except BaseException:
         KINDS.clear()
         KINDS.update(kinds)

@@ -142,7 +142,7 @@ def run_kind(kind: str, params: Any) -> dict[str, Any]:
     return run_scenario(scen, params).metrics
 
 
-def run_points(kind: str, points: Sequence[Any]) -> list[dict[str, Any]]:
+def run_points(kind: str, points: Sequence[registry.ScenarioParams]) -> list[dict[str, Any]]:
     """The sequential :class:`registry.Runner`: each point in turn, in this process."""
     return [run_kind(kind, params) for params in points]
 
