@@ -22,7 +22,7 @@ import time
 import simpy
 
 from simcore import Simulation
-from workloads import linkchain
+from workloads.kernel import linkchain
 
 
 def bare_simpy(items: int, stages: int, capacity: int) -> tuple[float, int]:

@@ -16,8 +16,9 @@ from pe.collectives import Collectives
 from pe.program import Layout
 from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
-from workloads import registry, wse
+from workloads import registry
 from workloads.scenario import Scenario, run_scenario
+from workloads.wafer import wse
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

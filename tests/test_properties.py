@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from kernel_harness import run_pair
 
 from simcore.tracing import TraceLevel
-from workloads import linkchain, scenario
+from workloads import scenario
+from workloads.kernel import linkchain
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

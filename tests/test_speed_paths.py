@@ -18,8 +18,8 @@ import pytest
 from pe import isa
 from pe.config import PeConfig
 from pe.memory import Sram
-from workloads import summa
 from workloads.scenario import run_kind
+from workloads.wafer import summa
 
 # (p, mt, overlap, fidelity) -> (cycles, compute, comm, control, critical PE)
 PINNED = {

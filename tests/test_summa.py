@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from pe.config import PeConfig
 from simcore import config as cfg
 from simcore.errors import ConfigError
-from workloads import registry, summa
+from workloads import registry
 from workloads.cli import main
-from workloads.scenario import Scenario, run_scenario
+from workloads.scenario import Scenario, run_points, run_scenario
+from workloads.wafer import summa
 
 FAST = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -154,4 +155,4 @@ def test_validation_cases_registered():
 @pytest.mark.slow
 def test_validate_summa_passes():
     case = registry.CASES["summa"]
-    assert case.judge(case.run())[3]
+    assert case.judge(case.run(run_points))[3]

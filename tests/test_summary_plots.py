@@ -11,7 +11,8 @@ from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
 from traces import plots
 from traces.summary import summarize, union_length
-from workloads import cli, registry
+from workloads import cli
+from workloads.plots import plot_validate
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -93,9 +94,27 @@ def test_timeline(wafer, tmp_path):
 
 
 def test_validate_plot(tmp_path):
-    registry.load_all()
-    plots.plot_validate("link-chain", str(tmp_path / "v.png"))
+    rows = plot_validate("link-chain", str(tmp_path / "v.png"))
+    assert [r.case for r in rows] == ["link-chain"] * 6
     valid_image(tmp_path / "v.png", "png")
+
+
+def test_comparison_plot_takes_plain_values(tmp_path):
+    plots.plot_comparison(
+        str(tmp_path / "c.svg"), labels=["I=1", "I=2", "I=4"], simulated=[13, 15, 19],
+        model=[12, 14, 18], reference=[12, None, 18], title="fmac",
+    )  # fmt: skip
+    valid_image(tmp_path / "c.svg", "svg")
+    with pytest.raises(WafersimError) as err:
+        plots.plot_comparison(
+            str(tmp_path / "d.png"), labels=["a", "b"], simulated=[1, 2], model=[1],
+            reference=[None, None],
+        )  # fmt: skip
+    assert str(err.value) == (
+        "plot_comparison needs one simulated, model (and reference) value per label; got "
+        "2 labels, 2 simulated, 1 model, 2 reference values"
+    )
+    assert not (tmp_path / "d.png").exists()
 
 
 def test_plot_errors(tmp_path, wafer, capsys):
@@ -108,5 +127,5 @@ def test_plot_errors(tmp_path, wafer, capsys):
         plots.plot_mesh(str(chain), str(tmp_path / "m.png"))
     capsys.readouterr()
     assert cli.main(["plot", "validate", "nope", "-o", str(tmp_path / "v.png")]) == 2
-    assert "unknown validation case 'nope'" in capsys.readouterr().err
+    assert "unknown validation case(s): nope; known cases: link-chain, " in capsys.readouterr().err
     assert cli.main(["plot", "timeline", str(chain), "-o", str(tmp_path / "t.svg")]) == 0

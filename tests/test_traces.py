@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
+import traces.schema
+import workloads
 from simcore.errors import TraceError
+from simcore.sim import RUN_STATUSES as KERNEL_STATUSES
 from traces import TraceLevel, TraceWriter, read_header, read_trace
+from traces.schema import RUN_STATUSES
 from workloads import scenario
 
 
@@ -103,16 +110,19 @@ def test_levels_filter_events(tmp_path, level, expected):
 
 
 def test_every_way_a_run_can_end_is_a_documented_status():
-    from simcore.sim import RUN_STATUSES as KERNEL
-    from traces.schema import RUN_STATUSES
-
-    assert (*KERNEL, "failed") == RUN_STATUSES
+    assert (*KERNEL_STATUSES, "failed") == RUN_STATUSES
     assert "livelock" in RUN_STATUSES
     for status in RUN_STATUSES:
-        assert f"``{status}``" in schema_doc()
+        assert f"``{status}``" in (traces.schema.__doc__ or "")
 
 
-def schema_doc() -> str:
-    import traces.schema
-
-    return traces.schema.__doc__ or ""
+def test_one_version_string_in_package_metadata_and_trace_headers(tmp_path):
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"] and pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "workloads.__version__"
+    }
+    sc = scenario.find("link-chain")
+    path = str(tmp_path / "v.arrows")
+    scenario.run_scenario(sc, scenario.resolve_params(sc, ["items=3"]), trace_path=path)
+    assert read_header(path)["wafersim_version"] == workloads.__version__

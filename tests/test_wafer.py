@@ -16,8 +16,10 @@ from pe.program import Layout
 from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
 from simcore.errors import BuildError, SimulationStalled
-from workloads import wse
+from workloads import registry
 from workloads.scenario import Scenario, run_scenario
+from workloads.wafer import wse
+from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 
 FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -111,23 +113,21 @@ def test_chain_reduce_sums_the_row(n, length, seed):
 
 
 def test_fmac_calibration_every_length():
-    kind = wse.registry.KINDS["wse-fmac"]
+    kind = registry.KINDS["wse-fmac"]
     for i in [*range(1, 130), 200, 511, 1000, 1500, 2047, 2048]:
         m = run_scenario(Scenario("wse-fmac", "", kind, "", {}), wse.FmacParams(elements=i)).metrics
-        assert abs(m["cycles"] - wse.t_fmac_reference(i)) <= 2
+        assert abs(m["cycles"] - t_fmac_reference(i)) <= 2
         assert m["correct"]
 
 
 @pytest.mark.parametrize(("pes", "elements"), [(4, 1), (16, 256), (16, 2048), (64, 64)])
 def test_broadcast_calibration_points(pes, elements):
-    kind = wse.registry.KINDS["wse-bcast"]
+    kind = registry.KINDS["wse-bcast"]
     m = run_scenario(
         Scenario("wse-bcast", "", kind, "", {}), wse.BcastParams(elements=elements, pes=pes)
     ).metrics
     assert m["correct"]
-    assert (
-        abs(m["cycles"] - wse.t_bcast_reference(elements)) / wse.t_bcast_reference(elements) < 0.08
-    )
+    assert abs(m["cycles"] - t_bcast_reference(elements)) / t_bcast_reference(elements) < 0.08
 
 
 def test_broadcast_time_grows_with_words_and_distance():
@@ -599,7 +599,7 @@ def test_a_long_wait_that_ends_is_no_livelock():
 
 def test_cli_reports_a_livelock_and_keeps_the_trace(tmp_path, capsys):
     from traces.reader import read_trace
-    from workloads import registry, scenario
+    from workloads import scenario
     from workloads.cli import main
 
     kind = registry.WorkloadKind(

@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from fabric.wavelet import Wavelet
 from simcore import config as cfg
 from simcore.errors import ConfigError
-from workloads import registry, wsgrad, wsmatmul
+from workloads import registry
 from workloads.cli import main
-from workloads.scenario import Scenario, run_scenario
+from workloads.scenario import Scenario, run_points, run_scenario
+from workloads.wafer import wscommon, wsfwd, wsgrad
 
-#: The scenario file's text (not built in until the kind is registered: docs/ws-matmul.md).
+#: A scenario file's text, to run the CLI on a path rather than a built-in name.
 SCENARIO = """kind = "ws-matmul"
 description = "weight-streamed sparse matmul X1 = X0·W^T: non-zeros of W stream in from the edge"
 flavour = "fwd"
@@ -33,17 +34,8 @@ py = 2
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    """ws-matmul registered for the test only: the registry's tables are restored afterwards."""
-    registry.load_all()
-    monkeypatch.setattr(registry, "KINDS", dict(registry.KINDS))
-    monkeypatch.setattr(registry, "CASES", dict(registry.CASES))
-    wsmatmul.register()
-
-
 def run_ws(**kw):
-    params = cfg.load(wsmatmul.WsMatmulParams, kw)
+    params = cfg.load(wscommon.WsMatmulParams, kw)
     scen = Scenario("ws-matmul", "<test>", registry.KINDS["ws-matmul"], "", {})
     return run_scenario(scen, params).metrics
 
@@ -68,9 +60,9 @@ def test_product_matches_numpy(px, py, f0, f1, bt, density, seed, flavour):
 
 
 def test_bwd_streams_the_transpose_and_computes_dx1_times_w():
-    p = wsmatmul.WsMatmulParams(flavour="bwd", rows=12, cols=8, tokens=4, px=4, py=1, seed=5)
-    q, dx1, m = wsmatmul.lowered(p)
-    _, w = wsmatmul.inputs(p)
+    p = wscommon.WsMatmulParams(flavour="bwd", rows=12, cols=8, tokens=4, px=4, py=1, seed=5)
+    q, dx1, m = wsfwd.lowered(p)
+    _, w = wscommon.inputs(p)
     assert (q.rows, q.cols) == (8, 12) and dx1.shape == (4, 12)
     np.testing.assert_array_equal(m, w.T)
     out = run_ws(flavour="bwd", rows=12, cols=8, tokens=4, px=4, py=1, seed=5)
@@ -78,19 +70,19 @@ def test_bwd_streams_the_transpose_and_computes_dx1_times_w():
 
 
 def test_rows_end_with_fsum_to_the_owner_and_psum_to_the_others():
-    p = wsmatmul.WsMatmulParams(rows=8, cols=8, tokens=4, px=4, py=1, density=0.3, seed=3)
-    _, w = wsmatmul.inputs(p)
+    p = wscommon.WsMatmulParams(rows=8, cols=8, tokens=4, px=4, py=1, density=0.3, seed=3)
+    _, w = wscommon.inputs(p)
     for x in range(p.px):
-        stream = wsmatmul.column_stream(p, w, x)
+        stream = wsfwd.column_stream(p, w, x)
         commands = [item.task_id for item in stream if isinstance(item, Wavelet)]
         assert all(item.ctrl for item in stream if isinstance(item, Wavelet))
-        owners = [wsmatmul.owner(p, r) for r in range(p.rows)]
-        assert commands == [wsmatmul.FSUM if o == x else wsmatmul.PSUM for o in owners]
+        owners = [wscommon.owner(p, r) for r in range(p.rows)]
+        assert commands == [wsfwd.FSUM if o == x else wsfwd.PSUM for o in owners]
 
 
 def test_only_non_zeros_travel():
-    p = wsmatmul.WsMatmulParams(rows=8, cols=8, tokens=4, px=2, py=1, density=0.3, seed=3)
-    _, w = wsmatmul.inputs(p)
+    p = wscommon.WsMatmulParams(rows=8, cols=8, tokens=4, px=2, py=1, density=0.3, seed=3)
+    _, w = wscommon.inputs(p)
     m = run_ws(rows=8, cols=8, tokens=4, px=2, py=1, density=0.3, seed=3)
     # two words per non-zero (index, weight); one command per (row, column)
     assert m["edge_words"] == 2 * m["nnz"] + p.rows * p.px
@@ -103,7 +95,7 @@ def test_only_non_zeros_travel():
 
 def test_wgrad_gradients_leave_each_column_in_mask_order():
     p = cfg.load(
-        wsmatmul.WsMatmulParams,
+        wscommon.WsMatmulParams,
         {"flavour": "wgrad", "rows": 12, "cols": 9, "tokens": 6, "px": 3, "py": 2, "seed": 11,
          "density": 0.4},
     )  # fmt: skip
@@ -175,4 +167,4 @@ def test_cli_json_keys(capsys, tmp_path):
 @pytest.mark.slow
 def test_validation_case_passes():
     case = registry.CASES["ws-matmul"]
-    assert case.judge(case.run())[3]
+    assert case.judge(case.run(run_points))[3]

@@ -1,12 +1,14 @@
-"""Plots of traces and validation cases (matplotlib, Agg backend: no display needed).
+"""Plots of traces and of model comparisons (matplotlib, Agg backend: no display needed).
 
 * :func:`plot_mesh` — heatmap over the ``pe[x,y]`` grid of a wafer trace: busy fraction of each
   PE (union of the slices of the PE and its children, from :mod:`traces.summary`) or link
   utilisation (mean of the PE's link/queue counter series, as a fraction of capacity when known).
 * :func:`plot_timeline` — one row per component, slices as bars (small runs: at most
   ``max_slices`` slices are drawn, the first ones in time).
-* :func:`plot_validate` — simulated vs analytical model (and the published reference, when there
-  is one) for each point of a validation case.
+* :func:`plot_comparison` — simulated vs analytical model (and a published reference, where
+  there is one) at labelled points. It takes plain values: running a validation case to get them
+  is the workloads' business (``workloads/plots.py``), since traces is a lower layer and imports
+  nothing but simcore.
 
 A roofline for TPU chips is a planned addition once a TPU scenario exists. The output format
 follows the file extension (``.png`` or ``.svg``).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -34,7 +37,8 @@ _PE = re.compile(r"^(?P<prefix>.*?pe)\[(?P<x>\d+),\s*(?P<y>\d+)\]$")
 FORMATS = (".png", ".svg")
 
 
-def _check_out(out: str) -> None:
+def check_output(out: str) -> None:
+    """Refuse an output path that is not ``.png`` or ``.svg``; create its folder."""
     if os.path.splitext(out)[1].lower() not in FORMATS:
         raise WafersimError(f"plot output '{out}' must end in .png or .svg")
     parent = os.path.dirname(out)
@@ -87,7 +91,7 @@ def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
 
 def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
     """Heatmap of PE busy fraction (``busy``) or link utilisation (``link``)."""
-    _check_out(out)
+    check_output(out)
     grid = mesh_values(path, metric)
     h, w = grid.shape
     fig, ax = plt.subplots(figsize=(min(12, 2 + 0.5 * w), min(10, 1.5 + 0.5 * h)))
@@ -112,7 +116,7 @@ def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
 
 def plot_timeline(path: str, out: str, *, max_slices: int = 20_000) -> None:
     """Per-component bars of slices (first ``max_slices`` in time), coloured by category."""
-    _check_out(out)
+    check_output(out)
     rows: dict[str, list[tuple[int, int, str]]] = {}
     taken = 0
     for batch in iter_batches(path):
@@ -151,29 +155,36 @@ def plot_timeline(path: str, out: str, *, max_slices: int = 20_000) -> None:
     plt.close(fig)
 
 
-def plot_validate(case_name: str, out: str) -> None:
-    """Simulated vs model (vs reference) over the points of validation case ``case_name``."""
-    from workloads import registry
-
-    _check_out(out)
-    if case_name not in registry.CASES:
+def plot_comparison(
+    out: str,
+    *,
+    labels: Sequence[str],
+    simulated: Sequence[float],
+    model: Sequence[float],
+    reference: Sequence[float | None] = (),
+    title: str = "",
+) -> None:
+    """Simulated (line), model (dashed) and reference (markers, where not None) at each labelled
+    point. ``reference`` is empty or one value per label."""
+    check_output(out)
+    lengths = [len(labels), len(simulated), len(model)] + ([len(reference)] if reference else [])
+    if len(set(lengths)) != 1:
         raise WafersimError(
-            f"unknown validation case '{case_name}'; known cases: "
-            f"{', '.join(sorted(registry.CASES))}"
+            "plot_comparison needs one simulated, model (and reference) value per label; got "
+            f"{len(labels)} labels, {len(simulated)} simulated, {len(model)} model"
+            + (f", {len(reference)} reference" if reference else "")
+            + " values"
         )
-    case = registry.CASES[case_name]
-    rows = case.run()
-    x = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rows) + 3), 4.5))
-    ax.plot(x, [r.simulated for r in rows], "o-", label="simulated")
-    ax.plot(x, [r.model for r in rows], "s--", label="analytical model")
-    refs = [(i, r.reference) for i, r in enumerate(rows) if r.reference is not None]
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(labels) + 3), 4.5))
+    ax.plot(x, simulated, "o-", label="simulated")
+    ax.plot(x, model, "s--", label="analytical model")
+    refs = [(i, r) for i, r in enumerate(reference) if r is not None]
     if refs:
         ax.plot(*zip(*refs, strict=True), "^", label="reference", markersize=9)
-    ax.set_xticks(x, [r.point for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("value")
-    worst = max((abs(r.error_pct) for r in rows), default=0.0)
-    ax.set_title(f"{case.name}: {case.summary} (max error {worst:.2f} %)", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -19,6 +19,9 @@ from simcore import config as cfg
 from simcore.errors import WafersimError
 from simcore.sim import Progress
 from simcore.tracing import LEVEL_NAMES, TraceLevel
+from traces.export import export
+from traces.perfetto import export_perfetto
+from traces.summary import format_summary, summarize
 from workloads import registry, scenario
 
 
@@ -157,8 +160,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     data = out.as_json()
     if args.perfetto and out.trace_path:
-        from traces.perfetto import export_perfetto
-
         export_perfetto(out.trace_path, args.perfetto)
         data["perfetto"] = args.perfetto
     if args.json:
@@ -191,19 +192,10 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    registry.load_all()
-    names = args.cases or sorted(registry.CASES)
-    unknown = [n for n in names if n not in registry.CASES]
-    if unknown:
-        raise WafersimError(
-            f"unknown validation case(s): {', '.join(unknown)}; "
-            f"known cases: {', '.join(sorted(registry.CASES))}"
-        )
     results = []
     ok = True
-    for name in names:
-        case = registry.CASES[name]
-        rows = case.run()
+    for case in registry.find_cases(args.cases):
+        rows = case.run(scenario.run_points)
         mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed
         results.append((case, rows, mape, worst, worst_abs, passed))
@@ -242,13 +234,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     if args.trace_command == "export":
-        from traces.export import export
-
         out, stats = export(args.path, args.to, args.output)
         print(f"wrote {out}: {stats.describe()}")
         return 0
-    from traces.summary import format_summary, summarize
-
     s = summarize(args.path)
     if args.json:
         print(json.dumps(s, default=_json_default))
@@ -258,15 +246,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: matplotlib adds about a second to every command's start,
+    # and only `plot` draws.
     from traces import plots
+    from workloads.plots import plot_validate
 
     if args.plot_command == "mesh":
         plots.plot_mesh(args.path, args.output, metric=args.metric)
     elif args.plot_command == "timeline":
         plots.plot_timeline(args.path, args.output)
     else:
-        registry.load_all()
-        plots.plot_validate(args.case, args.output)
+        plot_validate(args.case, args.output)
     print(f"wrote {args.output}")
     return 0
 

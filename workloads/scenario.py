@@ -2,7 +2,9 @@
 
 A scenario is a TOML file: ``kind`` names the workload kind, ``description`` is its one-line
 summary, every other key is a parameter of that kind (nested tables for hardware blocks). Built-in
-scenarios live in ``workloads/scenarios/NAME.toml``; a path to any ``.toml`` file also works.
+scenarios live in their family's folder, ``workloads/<family>/scenarios/NAME.toml`` (a family may
+have none yet); they are found by NAME alone, so a NAME in two folders is an error. A path to any
+``.toml`` file also works.
 
 :func:`run_scenario` is the whole life of a run: load and validate parameters, build, check, open
 the trace (header = versions, scenario, seed, effective config, time base), run, write the final
@@ -16,6 +18,7 @@ import dataclasses
 import difflib
 import os
 import tomllib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,8 @@ from simcore import config as cfg
 from simcore.errors import ScenarioError, SimulationStalled, WafersimError
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
-from workloads import registry
-
-VERSION = "0.1.0"
+from traces.writer import TraceWriter
+from workloads import __version__, registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +40,33 @@ class Scenario:
     data: dict[str, Any]
 
 
-def builtin_dir() -> Path:
-    return Path(str(resources.files("workloads") / "scenarios"))
+def builtin_dirs() -> list[Path]:
+    """The ``scenarios/`` folder of every family that has one, in ``registry.FAMILIES`` order."""
+    root = resources.files("workloads")
+    folders = (Path(str(root / family / "scenarios")) for family in registry.FAMILIES)
+    return [folder for folder in folders if folder.is_dir()]
+
+
+def builtin_scenarios(folders: list[Path] | None = None) -> dict[str, Path]:
+    """Built-in scenario name -> file, over ``folders`` (default: :func:`builtin_dirs`).
+
+    A name found in two folders is an error naming both files: the CLI finds a built-in
+    scenario by its name alone.
+    """
+    found: dict[str, Path] = {}
+    for folder in builtin_dirs() if folders is None else folders:
+        for path in sorted(folder.glob("*.toml")):
+            if path.stem in found:
+                raise registry.RegistryError(
+                    f"built-in scenario '{path.stem}' is defined twice: {found[path.stem]} and "
+                    f"{path}; rename one of the files (built-in scenarios are found by name)"
+                )
+            found[path.stem] = path
+    return found
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.stem for p in builtin_dir().glob("*.toml"))
+    return sorted(builtin_scenarios())
 
 
 def find(name_or_path: str) -> Scenario:
@@ -54,15 +77,16 @@ def find(name_or_path: str) -> Scenario:
         if not path.is_file():
             raise ScenarioError(f"scenario file '{name_or_path}' does not exist")
     else:
-        path = builtin_dir() / f"{name_or_path}.toml"
-        if not path.is_file():
-            names = builtin_names()
+        builtins = builtin_scenarios()
+        if name_or_path not in builtins:
+            names = sorted(builtins)
             close = difflib.get_close_matches(name_or_path, names, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ScenarioError(
                 f"unknown scenario '{name_or_path}'; {hint}"
                 f"built-in scenarios: {', '.join(names)} (or give a path to a .toml file)"
             )
+        path = builtins[name_or_path]
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -118,9 +142,14 @@ def run_kind(kind: str, params: Any) -> dict[str, Any]:
     return run_scenario(scen, params).metrics
 
 
+def run_points(kind: str, points: Sequence[registry.ScenarioParams]) -> list[dict[str, Any]]:
+    """The sequential :class:`registry.Runner`: each point in turn, in this process."""
+    return [run_kind(kind, params) for params in points]
+
+
 def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
     return {
-        "wafersim_version": VERSION,
+        "wafersim_version": __version__,
         "scenario": scenario.name,
         "kind": scenario.kind.name,
         "seed": params.seed,
@@ -140,8 +169,6 @@ def run_scenario(
     livelock_cycles: int = 1_000_000,
 ) -> RunOutput:
     """Build, check, trace and run one scenario. See the module docstring."""
-    from traces.writer import TraceWriter
-
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
     writer: TraceWriter | None = None
     status, message = "failed", ""

@@ -1,4 +1,4 @@
-"""Weight-streamed sparse matmul on the wafer (fwd and bwd flavours): kind ``ws-matmul``.
+"""The fwd and bwd flavours of ``ws-matmul``: one sparse input streamed in, dense output kept.
 
 X1 [BS][H1] = X0 [BS][H0] · W^T with W [H1][H0] sparse (density D, seeded), lowered as the
 weight streaming of docs/hardware/wse.md describes ("one sparse input, dense output"):
@@ -8,37 +8,36 @@ weight streaming of docs/hardware/wse.md describes ("one sparse input, dense out
   the tokens of one input feature are contiguous for ``fmacs``.
 - W streams in from the north edge, one edge input per column (colour ``WEIGHT``; every router
   of the column has rx N, tx RAMP + S: router multicast down the column). Row r of W is sent as
-  its NON-ZEROS ONLY, each to the column holding its input feature, so zeros never travel.
-- Encoding: a non-zero is two 32-bit wavelets: an index word, then the FP32 weight. The index
-  word carries the local feature index in bits 0-15 and an end-of-row flag (PSUM) in bit 16; a
-  column with no weight in a row gets one index word with index 0xFFFF and the flag. (The index
-  word travels as an FP32 word holding an integer, exact below 2^24.) We keep FP32 weights, so
-  the real WSE's 16-bit index packed beside an FP16 weight in one wavelet is not used.
-- Each wavelet triggers the data task bound to ``WEIGHT``: an index word is latched (a PE
+  its NON-ZEROS ONLY, each to the column holding its input feature, as two 32-bit wavelets: the
+  local feature index (an FP32 word holding an integer, exact below 2^24), then the FP32
+  weight. After the row, every column gets one control wavelet: ``FSUM`` to the column that
+  owns output feature r (column r // (H1/px)), ``PSUM`` to the others, so a column without a
+  non-zero in the row receives only the command.
+- Each data wavelet triggers the data task bound to ``WEIGHT``: an index is latched (a PE
   register); a weight runs ``fmacs(acc, acc, xloc[f], w)`` over the PE's local tokens.
-- The PSUM command is in-band: on the flagged word the data task blocks itself and activates the
-  local task ``PSUM``. A control wavelet on the colour cannot do this job in today's model: the
-  CE activates a control task the cycle its wavelet comes down the ramp, ahead of data wavelets
-  still waiting in the input queue, and two such wavelets arriving before the task runs collapse
-  into one activation (see docs/ws-matmul.md).
-- ``PSUM`` swaps to the other of two accumulators and unblocks the data task (the next row's
-  FMACs overlap this row's reduction), blocks itself until the reduction is done, and starts a
-  chain reduction along the PE row towards the owner column k = r // (H1/px) of output feature
-  r: PEs west of k stream east (colours ``EAST``, alternating by x parity), PEs east of k stream
-  west (``WEST``); a relay PE adds its partial sums into the passing stream with an async
-  ``fadds`` (fabric + memory -> fabric); the chain ends start it with ``mov32``. The owner adds
-  the incoming streams into its accumulator (west one, then east one) and copies the result
-  into ``x1loc[r % (H1/px)]``: outputs end in the inputs' layout. The completion tasks run at
-  high priority so they are not starved by the next row's weights. All routes are static; no
-  teardown is needed because each row's streams have exact lengths.
+- The commands are control tasks of high priority. Control wavelets keep their place in the
+  stream (design.md), so row r's command runs after row r's weights and before row r+1's. It
+  hands the row's accumulator to the ring reduction and switches the FMACs to the other of two
+  accumulators, so row r+1's FMACs overlap row r's reduction; if row r-1's reduction is still
+  running, it blocks the weight task until that one ends (one accumulator in the ring at a time).
+- The ring runs east along the PE row (colours ``RING``, alternating by x parity) and back from
+  the east end to the west end on ``WRAP`` through the routers between; all routes are static.
+  On PSUM a PE adds its partial sums into the passing stream (async ``fadds``, fabric + memory
+  -> fabric); on FSUM the owner sends its own partial sums round the ring (async ``mov32``) and
+  takes the total back into its output slot ``x1loc[r % (H1/px)]`` (async ``mov32``, fabric ->
+  memory), so outputs end in the inputs' layout and no PE needs to know which row it is on.
+  With px = 1 the owner copies its accumulator (``fmovs``). Each row's streams have exactly
+  BS/py words, so no teardown is needed. The completion task ``RED_DONE`` (high priority, so
+  the next row's weights do not starve it) zeroes the accumulator that came back.
 
 Timing is the PEs' timestamp marks, ``cycles = max(end) - min(start)``. Every cost comes from the
 PE and fabric mechanisms (fmacs cost model, task switches, DSD set-up, ramp and hop rates).
 The analytical model (:func:`model`) lives beside the simulation and never feeds it.
 
 ``bwd`` (activation gradient) runs the same lowering with W^T streamed; see :func:`lowered`.
-Left out: the wgrad flavour; FSUM as a distinct command (the owner
-is known from r, so one command serves); a ring reduction (a chain towards the owner is used).
+Left out: FP16 weights with a 16-bit index packed beside them in one wavelet (the WSE's format;
+FP32 keeps the check exact and the stream is never the bottleneck); datapath sharing between the
+ring's microthreads and the FMACs, so the overlap is an upper bound (docs/ws-matmul.md).
 """
 
 from __future__ import annotations
@@ -51,12 +50,16 @@ import numpy as np
 from fabric.wavelet import Wavelet
 from pe.dsd import MemDsd
 from pe.program import Layout
-from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
-from simcore.config import param, section
-from simcore.errors import ConfigError
-from simcore.sim import RunResult, Simulation
-from workloads import registry
-from workloads.wse import t_fmac_reference
+from pe.wafer import Wafer
+from simcore.sim import Simulation
+from workloads.wafer.calibration import STREAM_CYCLES_PER_WORD, t_fmac_reference
+from workloads.wafer.wscommon import (
+    WsMatmulParams,
+    activation_gradient,
+    inputs,
+    owner,
+    run_metrics,
+)
 
 #: Colours: the weight stream; the ring's eastward links (alternating by x parity) and the wrap
 #: link that brings the ring back from the east end to the west end of the PE row.
@@ -68,80 +71,6 @@ Q_WEIGHT, Q_RING_IN, Q_OUT = 0, 3, 2
 #: Local tasks: start, end of a row's reduction. Control tasks: the end-of-row commands.
 START, RED_DONE = 10, 12
 PSUM, FSUM = 40, 41
-WORD_BYTES = 4
-FLAVOURS = ("fwd", "bwd", "wgrad")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WsMatmulParams(registry.ScenarioParams):
-    flavour: str = param(
-        "fwd",
-        "which product: fwd (X1 = X0·W^T), bwd (dX0 = dX1·W) or wgrad (dW = dX1^T·X0 on W's mask)",
-        choices=FLAVOURS,
-    )
-    rows: int = param(16, "output features H1 (rows of W)", min=1)
-    cols: int = param(16, "input features H0 (columns of W)", min=1)
-    tokens: int = param(16, "tokens BS (batch x sequence)", min=1)
-    density: float = param(0.25, "fraction of non-zero weights (seeded Bernoulli mask)")
-    px: int = param(4, "PE columns; H0 and H1 are split over them", min=1, max=MAX_WIDTH)
-    py: int = param(2, "PE rows; the tokens are split over them", min=1, max=MAX_WIDTH)
-    wafer: WaferConfig = section(WaferConfig, "the wafer-scale engine")
-
-    def check(self) -> None:
-        if not 0.0 < self.density <= 1.0:
-            raise ConfigError("density", self.density, "must be in (0, 1]", allowed="(0, 1]")
-        for name, n, parts, axis in (
-            ("cols", self.cols, self.px, "px"),
-            ("rows", self.rows, self.px, "px"),
-            ("tokens", self.tokens, self.py, "py"),
-        ):
-            if n % parts:
-                raise ConfigError(name, n, f"must be a multiple of {axis} = {parts}")
-        words, what = self.pe_words()
-        free = self.wafer.pe.sram_bytes - self.wafer.pe.code_bytes
-        if words * WORD_BYTES > free:
-            raise ConfigError(
-                "tokens",
-                self.tokens,
-                f"a PE needs {words * WORD_BYTES:,} B for {what} but has {free:,} B beside the "
-                "code; lower tokens or rows/cols, or raise py/px",
-            )
-
-    def pe_words(self) -> tuple[int, str]:
-        """FP32 words of data a PE holds, and what they are."""
-        f_in, f_out = (self.f0, self.f1) if self.flavour != "bwd" else (self.f1, self.f0)
-        if self.flavour == "wgrad":
-            return (self.f0 + self.f1 + 2) * self.bt + self.f0, (
-                "X0, dX1, two gradient-row buffers and the partials"
-            )
-        return (f_in + f_out + 2) * self.bt, "the input and output activations and two accumulators"
-
-    @property
-    def f0(self) -> int:
-        return self.cols // self.px
-
-    @property
-    def f1(self) -> int:
-        return self.rows // self.px
-
-    @property
-    def bt(self) -> int:
-        return self.tokens // self.py
-
-
-def inputs(p: WsMatmulParams) -> tuple[np.ndarray, np.ndarray]:
-    """The seeded activations X0 [BS][H0] and sparse weights W [H1][H0] (FP32)."""
-    rng = np.random.default_rng([p.seed, 7])
-    x0 = rng.standard_normal((p.tokens, p.cols)).astype(np.float32)
-    w = rng.standard_normal((p.rows, p.cols)).astype(np.float32)
-    mask = rng.random((p.rows, p.cols)) < p.density
-    return x0, np.where(mask, w, np.float32(0)).astype(np.float32)
-
-
-def activation_gradient(p: WsMatmulParams) -> np.ndarray:
-    """The seeded dX1 [BS][H1] of the bwd and wgrad flavours (FP32)."""
-    dx1 = np.random.default_rng([p.seed, 8]).standard_normal((p.tokens, p.rows))
-    return dx1.astype(np.float32)
 
 
 def lowered(p: WsMatmulParams) -> tuple[WsMatmulParams, np.ndarray, np.ndarray]:
@@ -156,11 +85,6 @@ def lowered(p: WsMatmulParams) -> tuple[WsMatmulParams, np.ndarray, np.ndarray]:
         return p, x0, w
     q = dataclasses.replace(p, flavour="fwd", rows=p.cols, cols=p.rows)
     return q, activation_gradient(p), np.ascontiguousarray(w.T)
-
-
-def owner(p: WsMatmulParams, r: int) -> int:
-    """The PE column that stores output feature r (the outputs keep the inputs' layout)."""
-    return r // p.f1
 
 
 def column_stream(p: WsMatmulParams, w: np.ndarray, x: int) -> list[Any]:
@@ -220,10 +144,6 @@ def ring_links(pe: Any, px: int) -> tuple[int, int]:
 
 
 def build(sim: Simulation, p: WsMatmulParams) -> WsRun:
-    if p.flavour == "wgrad":
-        from workloads import wsgrad
-
-        return wsgrad.build(sim, p)  # type: ignore[return-value]
     p, x0, w = lowered(p)
     run = WsRun(None, x0, w, {})  # type: ignore[arg-type]
     f0, f1, bt, px, py = p.f0, p.f1, p.bt, p.px, p.py
@@ -320,11 +240,11 @@ def result_matrix(p: WsMatmulParams, run: WsRun) -> np.ndarray:
     return x1
 
 
-def metrics(sim: Simulation, p: WsMatmulParams, run: WsRun, result: RunResult) -> dict:
-    if p.flavour == "wgrad":
-        from workloads import wsgrad
+def metrics(p: WsMatmulParams, run: WsRun) -> dict:
+    """The metrics of a fwd or bwd run: :func:`run_metrics` and the check of X_out against numpy.
 
-        return wsgrad.metrics(run)  # type: ignore[arg-type]
+    ``model_cycles`` is :func:`model` of the lowered (fwd-shaped) parameters.
+    """
     flavour = p.flavour
     p = lowered(p)[0]
     got = result_matrix(p, run)
@@ -332,37 +252,16 @@ def metrics(sim: Simulation, p: WsMatmulParams, run: WsRun, result: RunResult) -
     err = float(np.max(np.abs(got - want))) if got.size else 0.0
     scale = float(np.max(np.abs(want))) if want.size else 0.0
     ports = [run.wafer.edge(x, 0, "N") for x in range(p.px)]
+    nnz = int(np.count_nonzero(run.w))
     return {
         "flavour": flavour,
-        **run_metrics(p, run.wafer, ports, int(np.count_nonzero(run.w))),
+        **run_metrics(p, run.wafer, ports, nnz, model(p)["cycles"]),
         "correct": bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(scale, 1.0))),
         "max_abs_error": err,
     }
 
 
-def run_metrics(p: WsMatmulParams, wafer: Wafer, ports: list, nnz: int) -> dict[str, Any]:
-    """What every flavour reports besides its result check: cycles, nnz, utilisation (FMAC or
-    dot-product elements per PE-cycle against one FP32 ``fmacs`` element per cycle), the edge
-    I/O through ``ports`` and the model's cycles."""
-    cycles = wafer.span_cycles()
-    words = sum(port.words for port in ports)
-    return {
-        "cycles": cycles,
-        "nnz": nnz,
-        "fmac_utilisation": nnz * p.tokens / (cycles * p.px * p.py) if cycles else 0.0,
-        "edge_words": words,
-        "edge_bytes_per_cycle": WORD_BYTES * words / cycles if cycles else 0.0,
-        "edge_port_bytes_per_cycle_max": max(port.bytes_per_cycle() for port in ports),
-        "model_cycles": float(model(p)["cycles"]),
-    }
-
-
 # -- analytical model --------------------------------------------------------------------------
-#: Stream rate of a fabric -> memory move through a PE's ramp, cycles per FP32 word: the slope of
-#: the wse-bcast calibration fit T_bcast(I) = 1.6 I + 250 (each chain hop is such a stream).
-STREAM_CYCLES_PER_WORD = 1.6
-
-
 def row_nnz(p: WsMatmulParams, w: np.ndarray) -> np.ndarray:
     """Non-zeros per (row of W, PE column): what each column's stream carries per row."""
     return np.count_nonzero(w.reshape(p.rows, p.px, p.f0), axis=2)
@@ -381,12 +280,7 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     accumulator in the ring at a time), and row r's ring starts when the last column's command
     has run, so row r+1's FMACs overlap row r's reduction and columns may run a row apart.
 
-    ``wgrad`` has its own model: :func:`workloads.wsgrad.model`.
     """
-    if p.flavour == "wgrad":
-        from workloads import wsgrad
-
-        return wsgrad.model(p)
     p, _, w = lowered(p)
     pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
     sw, ctl, bt, px = pe.task_switch_cycles, ce.control_op_cycles, p.bt, p.px
@@ -412,54 +306,3 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
         ready = issued
     total = reduced
     return {"cycles": float(total), "nnz": int(np.count_nonzero(w))}
-
-
-# -- validation ----------------------------------------------------------------------------------
-#: (rows, cols, tokens, px, py, density) points: a density sweep, then other shapes; each runs
-#: in every flavour.
-SWEEP = (
-    *((32, 32, 32, 4, 2, d) for d in (0.1, 0.25, 0.5, 1.0)),
-    (16, 16, 16, 2, 2, 0.5),
-    (24, 48, 16, 4, 1, 0.25),
-    (32, 32, 64, 4, 4, 0.5),
-    (64, 64, 64, 8, 4, 0.1),
-)
-
-
-def validate(flavours: tuple[str, ...] = FLAVOURS) -> list[registry.ValidationRow]:
-    from workloads.scenario import run_kind
-
-    rows = []
-    for flavour in flavours:
-        for h1, h0, bs, px, py, d in SWEEP:
-            p = WsMatmulParams(
-                flavour=flavour, rows=h1, cols=h0, tokens=bs, px=px, py=py, density=d
-            )
-            m = run_kind("ws-matmul", p)
-            point = f"{flavour} H1={h1} H0={h0} BS={bs} {px}x{py} D={d} nnz={m['nnz']}"
-            rows.append(registry.ValidationRow("ws-matmul", point, m["cycles"], m["model_cycles"]))
-    return rows
-
-
-def register() -> None:
-    registry.register_kind(
-        registry.WorkloadKind(
-            name="ws-matmul",
-            summary="weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
-            "edge) and wgrad (W's mask streamed, gradients out)",
-            params=WsMatmulParams,
-            build=build,
-            metrics=metrics,
-            model=model,
-        )
-    )
-    registry.register_case(
-        registry.ValidationCase(
-            name="ws-matmul",
-            summary="ws-matmul cycles vs the row-pipelined models, fwd, bwd and wgrad "
-            "(density and shape sweep)",
-            run=validate,
-            tolerance=10.0,
-            criterion="mape",
-        )
-    )

@@ -191,15 +191,13 @@ VALIDATION_POINTS = (
 )
 
 
-def _validate() -> list[registry.ValidationRow]:
-    from workloads.scenario import run_kind
-
+def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
+    params = [LinkChainParams(items=2000, **point) for point in VALIDATION_POINTS]
+    runs = runner("link-chain", params)
     rows = []
-    for point in VALIDATION_POINTS:
-        p = LinkChainParams(items=2000, **point)
-        cycles = run_kind("link-chain", p)["cycles"]
+    for point, p, m in zip(VALIDATION_POINTS, params, runs, strict=True):
         label = " ".join(f"{k}={v}" for k, v in point.items())
-        rows.append(registry.ValidationRow("link-chain", label, cycles, model(p)["cycles"]))
+        rows.append(registry.ValidationRow("link-chain", label, m["cycles"], model(p)["cycles"]))
     return rows
 
 
@@ -212,6 +210,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -220,5 +219,6 @@ def register() -> None:
             summary="channel chain cycles vs the credit-loop/sink-rate model",
             run=_validate,
             tolerance=1.0,
+            origin=__name__,
         )
     )

@@ -31,12 +31,14 @@ not make microthreads and the main thread compete for datapath cycles (see :mod:
 is an upper bound on what overlap buys.
 
 The analytical model (:func:`model`) is the study's T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast
-+ 100} x P with the calibration fits of :mod:`workloads.wse`; it never feeds the simulation.
++ 100} x P with the calibration fits and constants of :mod:`workloads.wafer.calibration`; it
+never feeds the simulation.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -51,16 +53,12 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-from workloads.wse import t_bcast_reference, t_fmac_reference
+from workloads.wafer import calibration
+from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
 WORD_BYTES = 4
-
-# The study's constants besides the two calibration fits (docs/summa.md).
-MODEL_LOOP_CYCLES_PER_ITERATION = 0.5
-MODEL_COMPUTE_CONSTANT_CYCLES = 10.0
-MODEL_CONTROL_CYCLES = 100.0
 
 
 def buffers(overlap: bool) -> int:
@@ -315,9 +313,13 @@ def model(p: SummaParams) -> dict[str, Any]:
     mt, steps = p.mt, p.p
     n_loop = mt * mt
     t_fmac = mt * mt * t_fmac_reference(mt)
-    t_comp = t_fmac + MODEL_LOOP_CYCLES_PER_ITERATION * n_loop + MODEL_COMPUTE_CONSTANT_CYCLES
+    t_comp = (
+        t_fmac
+        + calibration.SUMMA_LOOP_CYCLES_PER_ITERATION * n_loop
+        + calibration.SUMMA_COMPUTE_FIXED_CYCLES
+    )
     t_comm = t_bcast_reference(mt * mt)
-    t_cntl = MODEL_CONTROL_CYCLES
+    t_cntl = calibration.SUMMA_CONTROL_CYCLES
     cycles = (t_comp + t_comm + t_cntl) * steps
     overlap_cycles = t_comm + (max(t_comp, t_comm) + t_cntl) * steps
     return {
@@ -348,6 +350,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            origin=__name__,
         )
     )
     cases = (
@@ -360,9 +363,10 @@ def register() -> None:
             registry.ValidationCase(
                 name=name,
                 summary=f"SUMMA cycles vs the study's T_total model, {what}",
-                run=lambda name=name, points=points: _sweep(name, points),
+                run=functools.partial(_sweep, case=name, points=points),
                 tolerance=tolerance,
                 criterion="mape",
+                origin=__name__,
             )
         )
 
@@ -382,12 +386,12 @@ STRONG_POINTS = tuple((p, 64 // p) for p in (2, 4, 8, 16, 32))
 WEAK_POINTS = tuple((p, 8) for p in (2, 4, 8, 16))
 
 
-def _sweep(case: str, points: tuple[tuple[int, int], ...]) -> list[registry.ValidationRow]:
-    from workloads.scenario import run_kind
-
+def _sweep(
+    runner: registry.Runner, *, case: str, points: tuple[tuple[int, int], ...]
+) -> list[registry.ValidationRow]:
+    runs = runner("summa", [SummaParams(p=p, mt=mt) for p, mt in points])
     rows = []
-    for p, mt in points:
-        m = run_kind("summa", SummaParams(p=p, mt=mt))
+    for (p, mt), m in zip(points, runs, strict=True):
         if not m["correct"]:
             raise RuntimeError(f"summa P={p} Mt={mt}: wrong product ({m['max_abs_error']:g})")
         rows.append(registry.ValidationRow(case, f"P={p} Mt={mt}", m["cycles"], m["model_cycles"]))

@@ -10,7 +10,8 @@ Reference: the study's T_fmac(I) = 2 I + 10 (within 2 cycles for I in 1..2048).
 collectives library. Reference: T_bcast(I) = 1.6 I + 250 (MAPE 2.0 % for I in 1..4096).
 
 Both check the data: the fmac result against numpy in FP32, every PE's broadcast buffer against
-the root's.
+the root's. The two fits live in :mod:`workloads.wafer.calibration`, because the other wafer
+models are built from them too.
 """
 
 from __future__ import annotations
@@ -27,16 +28,7 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-
-
-def t_fmac_reference(elements: int) -> float:
-    """The SDK study's fit for one FP32 @fmacs over I elements (cycles)."""
-    return 2.0 * elements + 10.0
-
-
-def t_bcast_reference(elements: int) -> float:
-    """The SDK study's fit for a row/column broadcast of I FP32 words (cycles)."""
-    return 1.6 * elements + 250.0
+from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 
 
 # -- wse-fmac ----------------------------------------------------------------------------------
@@ -166,28 +158,22 @@ BCAST_ELEMENTS = (1, 4, 16, 64, 256, 512, 1024, 2048, 3072, 4096)
 BCAST_PES = (4, 16, 64)
 
 
-def _run(kind: str, params: Any) -> dict:
-    from workloads.scenario import run_kind
-
-    return run_kind(kind, params)
-
-
-def validate_fmac() -> list[registry.ValidationRow]:
+def validate_fmac(runner: registry.Runner) -> list[registry.ValidationRow]:
+    runs = runner("wse-fmac", [FmacParams(elements=n) for n in FMAC_SWEEP])
     rows = []
-    for n in FMAC_SWEEP:
-        m = _run("wse-fmac", FmacParams(elements=n))
+    for n, m in zip(FMAC_SWEEP, runs, strict=True):
         ref = t_fmac_reference(n)
         rows.append(registry.ValidationRow("wse-fmac", f"I={n}", m["cycles"], ref, ref))
     return rows
 
 
-def validate_bcast() -> list[registry.ValidationRow]:
+def validate_bcast(runner: registry.Runner) -> list[registry.ValidationRow]:
+    points = [(n, i) for n in BCAST_PES for i in BCAST_ELEMENTS]
+    runs = runner("wse-bcast", [BcastParams(elements=i, pes=n) for n, i in points])
     rows = []
-    for n in BCAST_PES:
-        for i in BCAST_ELEMENTS:
-            m = _run("wse-bcast", BcastParams(elements=i, pes=n))
-            ref = t_bcast_reference(i)
-            rows.append(registry.ValidationRow("wse-bcast", f"N={n} I={i}", m["cycles"], ref, ref))
+    for (n, i), m in zip(points, runs, strict=True):
+        ref = t_bcast_reference(i)
+        rows.append(registry.ValidationRow("wse-bcast", f"N={n} I={i}", m["cycles"], ref, ref))
     return rows
 
 
@@ -200,6 +186,7 @@ def register() -> None:
             build=build_fmac,
             metrics=metrics_fmac,
             model=lambda p: {"cycles": t_fmac_reference(p.elements)},
+            origin=__name__,
         )
     )
     registry.register_kind(
@@ -210,6 +197,7 @@ def register() -> None:
             build=build_bcast,
             metrics=metrics_bcast,
             model=lambda p: {"cycles": t_bcast_reference(p.elements)},
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -219,6 +207,7 @@ def register() -> None:
             run=validate_fmac,
             tolerance=2.0,
             criterion="max_abs",
+            origin=__name__,
         )
     )
     registry.register_case(
@@ -228,5 +217,6 @@ def register() -> None:
             run=validate_bcast,
             tolerance=3.0,
             criterion="mape",
+            origin=__name__,
         )
     )

@@ -34,7 +34,7 @@ operation has finished). Every cost comes from the PE, fabric and collectives me
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,11 +43,19 @@ from pe.collectives import Collectives
 from pe.dsd import MemDsd
 from pe.program import Layout
 from pe.wafer import Wafer
-from workloads.wse import t_bcast_reference, t_fmac_reference
-
-if TYPE_CHECKING:
-    from simcore.sim import Simulation
-    from workloads.wsmatmul import WsMatmulParams
+from simcore.sim import Simulation
+from workloads.wafer.calibration import (
+    STREAM_CYCLES_PER_WORD,
+    t_bcast_reference,
+    t_fmac_reference,
+)
+from workloads.wafer.wscommon import (
+    WsMatmulParams,
+    activation_gradient,
+    inputs,
+    owner,
+    run_metrics,
+)
 
 #: Colours: the mask stream and the column chain (alternating by y parity). The collectives
 #: library's row broadcast takes colours 0 and 1.
@@ -63,8 +71,6 @@ ROW_END = 40
 
 def mask_of(p: WsMatmulParams) -> np.ndarray:
     """W's sparsity mask (the same seeded mask as fwd and bwd)."""
-    from workloads.wsmatmul import inputs
-
     return inputs(p)[1] != 0
 
 
@@ -80,8 +86,6 @@ def column_stream(p: WsMatmulParams, mask: np.ndarray, x: int) -> list[Any]:
 
 def expected(p: WsMatmulParams) -> list[np.ndarray]:
     """Per PE column, dW's masked elements in mask order (row by row, features ascending)."""
-    from workloads.wsmatmul import activation_gradient, inputs
-
     x0, w = inputs(p)
     dw = activation_gradient(p).astype(np.float64).T @ x0.astype(np.float64)
     mask = w != 0
@@ -120,8 +124,6 @@ class GradRun:
 
 
 def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
-    from workloads.wsmatmul import activation_gradient, inputs, owner
-
     x0_all, w = inputs(p)
     dx1_all = activation_gradient(p)
     mask = w != 0
@@ -253,8 +255,7 @@ def result(run: GradRun) -> list[np.ndarray]:
 
 
 def metrics(run: GradRun) -> dict:
-    from workloads.wsmatmul import run_metrics
-
+    """The metrics of a wgrad run: :func:`run_metrics` and the check of dW against numpy."""
     p = run.p
     got, want = result(run), expected(p)
     same_shape = all(g.shape == w.shape for g, w in zip(got, want, strict=True))
@@ -266,7 +267,7 @@ def metrics(run: GradRun) -> dict:
     nnz = sum(w.size for w in want)  # one gradient per masked element
     return {
         "flavour": "wgrad",
-        **run_metrics(p, run.wafer, ports, nnz),
+        **run_metrics(p, run.wafer, ports, nnz, model(p)["cycles"]),
         "correct": same_shape and err <= 1e-4 * max(scale, 1.0),
         "max_abs_error": err,
     }
@@ -287,8 +288,6 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     ended and every column has finished row r-2 (its buffer is free); chain r starts when the
     column has finished row r and chain r-1 has ended.
     """
-    from workloads.wsmatmul import STREAM_CYCLES_PER_WORD, owner
-
     pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
     sw, ctl, bt = pe.task_switch_cycles, ce.control_op_cycles, p.bt
     mask = mask_of(p)

@@ -1,0 +1,176 @@
+"""Workloads come in families: each registers its own kinds, cases and built-in scenarios, names
+are global, and a name defined twice is an error naming both places."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workloads import registry, scenario
+from workloads.kernel import linkchain
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def empty_registry(monkeypatch):
+    """Empty tables for the test; the session's tables come back afterwards."""
+    monkeypatch.setattr(registry, "KINDS", {})
+    monkeypatch.setattr(registry, "CASES", {})
+
+
+def kind(name: str, origin: str) -> registry.WorkloadKind:
+    return registry.WorkloadKind(
+        name=name, summary="", params=registry.ScenarioParams, build=lambda sim, p: None,
+        metrics=lambda *a: {}, origin=origin,
+    )  # fmt: skip
+
+
+def case(name: str, origin: str) -> registry.ValidationCase:
+    return registry.ValidationCase(
+        name=name, summary="", run=lambda runner: [], tolerance=1.0, origin=origin
+    )
+
+
+def test_every_family_is_a_package_that_registers_its_own():
+    assert registry.FAMILIES == ("kernel", "wafer", "cluster", "tpu", "pim")
+    families = {k.name: k.origin.split(".")[1] for k in registry.KINDS.values()}
+    assert families == {
+        "link-chain": "kernel",
+        "wse-fmac": "wafer",
+        "wse-bcast": "wafer",
+        "summa": "wafer",
+        "ws-matmul": "wafer",
+    }
+    assert {c.origin for c in registry.CASES.values()} == {
+        "workloads.kernel.linkchain",
+        "workloads.wafer.wse",
+        "workloads.wafer.summa",
+        "workloads.wafer.wsmatmul",
+    }
+
+
+@pytest.mark.parametrize("family", ["cluster", "tpu", "pim"])
+def test_the_new_families_register_nothing_yet(family, empty_registry):
+    package = importlib.import_module(f"workloads.{family}")
+    assert package.__doc__ and "none registered yet" in package.__doc__
+    package.register()
+    assert registry.KINDS == {} and registry.CASES == {}
+    assert not (ROOT / "workloads" / family / "scenarios").exists()
+
+
+def test_built_in_scenarios_live_in_their_family_folders():
+    where = {name: path.parent.parent.name for name, path in scenario.builtin_scenarios().items()}
+    assert where == {
+        "link-chain": "kernel",
+        "link-chain-backpressure": "kernel",
+        "summa": "wafer",
+        "ws-matmul": "wafer",
+        "wse-bcast": "wafer",
+        "wse-fmac": "wafer",
+    }
+    assert scenario.builtin_dirs() == [
+        ROOT / "workloads" / "kernel" / "scenarios",
+        ROOT / "workloads" / "wafer" / "scenarios",
+    ]
+
+
+def test_a_kind_defined_twice_names_both_places(empty_registry):
+    registry.register_kind(kind("gemm", "workloads.wafer.summa"))
+    with pytest.raises(registry.RegistryError) as err:
+        registry.register_kind(kind("gemm", "workloads.tpu.matmul"))
+    assert str(err.value) == (
+        "workload kind 'gemm' is defined twice: in workloads.wafer.summa and in "
+        "workloads.tpu.matmul; rename one of them (scenarios name kinds, so names are global)"
+    )
+    assert registry.KINDS["gemm"].origin == "workloads.wafer.summa"
+
+
+def test_a_case_defined_twice_names_both_places(empty_registry):
+    registry.register_case(case("gemm", "workloads.wafer.summa"))
+    with pytest.raises(registry.RegistryError) as err:
+        registry.register_case(case("gemm", "workloads.pim.gemv"))
+    assert str(err.value) == (
+        "validation case 'gemm' is defined twice: in workloads.wafer.summa and in "
+        "workloads.pim.gemv; rename one of them (`wafersim validate` takes case names)"
+    )
+
+
+def test_a_built_in_scenario_in_two_families_names_both_files(tmp_path):
+    wafer, tpu = tmp_path / "wafer" / "scenarios", tmp_path / "tpu" / "scenarios"
+    for folder in (wafer, tpu):
+        folder.mkdir(parents=True)
+        (folder / "gemm.toml").write_text('kind = "summa"\n')
+    (wafer / "other.toml").write_text('kind = "summa"\n')
+    assert set(scenario.builtin_scenarios([wafer])) == {"gemm", "other"}
+    with pytest.raises(registry.RegistryError) as err:
+        scenario.builtin_scenarios([wafer, tpu])
+    assert str(err.value) == (
+        f"built-in scenario 'gemm' is defined twice: {wafer / 'gemm.toml'} and "
+        f"{tpu / 'gemm.toml'}; rename one of the files (built-in scenarios are found by name)"
+    )
+
+
+def test_a_family_that_fails_leaves_the_tables_as_they_were(monkeypatch, empty_registry):
+    registry.register_kind(kind("link-chain", "tests.test_families"))
+    monkeypatch.setattr(registry, "_loaded", False)
+    with pytest.raises(registry.RegistryError, match="'link-chain' is defined twice"):
+        registry.load_all()
+    assert list(registry.KINDS) == ["link-chain"] and registry.CASES == {}
+    assert registry.KINDS["link-chain"].origin == "tests.test_families"
+    assert registry._loaded is False
+
+
+def test_importing_workloads_registers_nothing():
+    code = (
+        "import workloads.cli, workloads.kernel, workloads.wafer, workloads.cluster, "
+        "workloads.tpu, workloads.pim\n"
+        "from workloads import registry\n"
+        "assert registry.KINDS == {} and registry.CASES == {}, registry.KINDS\n"
+        "registry.load_all()\n"
+        "print(len(registry.KINDS), len(registry.CASES))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["5", "7"]
+
+
+def test_unknown_cases_are_named():
+    with pytest.raises(registry.RegistryError) as err:
+        registry.find_cases(["wse-fmac", "nope", "summa-tiny"])
+    assert str(err.value).startswith("unknown validation case(s): nope, summa-tiny; known cases: ")
+    assert [c.name for c in registry.find_cases([])] == sorted(registry.CASES)
+
+
+def test_every_case_hands_the_runner_all_its_points_in_one_call():
+    """So a parallel runner can run a whole sweep at once; the rows follow the runner's order."""
+    for name, case in sorted(registry.CASES.items()):
+        calls = []
+
+        def runner(kind, points, calls=calls):
+            calls.append((kind, list(points)))
+            return [
+                {"cycles": 1000.0 + i, "model_cycles": 900.0, "nnz": i, "correct": True,
+                 "max_abs_error": 0.0}
+                for i in range(len(points))
+            ]  # fmt: skip
+
+        rows = case.run(runner)
+        assert len(calls) == 1, name
+        kind, points = calls[0]
+        assert all(type(p) is registry.KINDS[kind].params for p in points), name
+        assert pickle.loads(pickle.dumps(points)) == points, name  # can go to another process
+        assert [r.simulated for r in rows] == [1000.0 + i for i in range(len(points))], name
+        assert {r.case for r in rows} == {name}
+
+
+def test_the_sequential_runner_runs_each_point_in_order():
+    points = [linkchain.LinkChainParams(items=n) for n in (5, 50, 20)]
+    assert [m["received"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
+    assert scenario.run_points("link-chain", []) == []

@@ -1,0 +1,90 @@
+"""The ``ws-matmul`` workload kind: weight-streamed sparse matmuls on the wafer, three flavours.
+
+One kind, one scenario, one validation case for the three products of a sparse layer's training
+step; ``flavour`` picks the lowering: fwd and bwd stream W's non-zeros in from the edge
+(:mod:`.wsfwd`), wgrad streams W's mask and sends the gradients out (:mod:`.wsgrad`). What the
+flavours share (parameters, seeded data, common metrics) is :mod:`.wscommon`; this module only
+dispatches on ``flavour`` and holds the validation sweep. See docs/ws-matmul.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simcore.sim import RunResult, Simulation
+from workloads import registry
+from workloads.wafer import wsfwd, wsgrad
+from workloads.wafer.wscommon import FLAVOURS, WsMatmulParams
+
+
+def build(sim: Simulation, p: WsMatmulParams) -> wsfwd.WsRun | wsgrad.GradRun:
+    return wsgrad.build(sim, p) if p.flavour == "wgrad" else wsfwd.build(sim, p)
+
+
+def metrics(
+    sim: Simulation, p: WsMatmulParams, run: wsfwd.WsRun | wsgrad.GradRun, result: RunResult
+) -> dict[str, Any]:
+    if isinstance(run, wsgrad.GradRun):
+        return wsgrad.metrics(run)
+    return wsfwd.metrics(p, run)
+
+
+def model(p: WsMatmulParams) -> dict[str, Any]:
+    """The flavour's row-pipelined model: :func:`.wsfwd.model` or :func:`.wsgrad.model`."""
+    return wsgrad.model(p) if p.flavour == "wgrad" else wsfwd.model(p)
+
+
+# -- validation ----------------------------------------------------------------------------------
+#: (rows, cols, tokens, px, py, density) points: a density sweep, then other shapes; each runs
+#: in every flavour.
+SWEEP = (
+    *((32, 32, 32, 4, 2, d) for d in (0.1, 0.25, 0.5, 1.0)),
+    (16, 16, 16, 2, 2, 0.5),
+    (24, 48, 16, 4, 1, 0.25),
+    (32, 32, 64, 4, 4, 0.5),
+    (64, 64, 64, 8, 4, 0.1),
+)
+
+
+def validate(
+    runner: registry.Runner, flavours: tuple[str, ...] = FLAVOURS
+) -> list[registry.ValidationRow]:
+    points = [(flavour, *shape) for flavour in flavours for shape in SWEEP]
+    runs = runner(
+        "ws-matmul",
+        [
+            WsMatmulParams(flavour=f, rows=h1, cols=h0, tokens=bs, px=px, py=py, density=d)
+            for f, h1, h0, bs, px, py, d in points
+        ],
+    )
+    rows = []
+    for (flavour, h1, h0, bs, px, py, d), m in zip(points, runs, strict=True):
+        point = f"{flavour} H1={h1} H0={h0} BS={bs} {px}x{py} D={d} nnz={m['nnz']}"
+        rows.append(registry.ValidationRow("ws-matmul", point, m["cycles"], m["model_cycles"]))
+    return rows
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="ws-matmul",
+            summary="weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
+            "edge) and wgrad (W's mask streamed, gradients out)",
+            params=WsMatmulParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="ws-matmul",
+            summary="ws-matmul cycles vs the row-pipelined models, fwd, bwd and wgrad "
+            "(density and shape sweep)",
+            run=validate,
+            tolerance=10.0,
+            criterion="mape",
+            origin=__name__,
+        )
+    )
