@@ -1,44 +1,52 @@
-"""The packages import only downwards: traces uses simcore and third-party packages, never the
-workloads that run simulations; the modules of workloads import each other without cycles and at
-module level (no lazy or TYPE_CHECKING-only imports hiding a cycle). Checked on the source, so a
-new module is covered the day it is added."""
+"""Layering: packages import only downwards (the kernel, then the trace format and the wafer's
+fabric, then the hardware models, then the workloads and the command line); no modules import
+each other in a circle, lazy imports inside functions included (they are how a cycle hides);
+``workloads/`` imports at module level. Checked on the source, so a new module is covered the
+day it is added. ``python tests/import_graph.py`` prints the graph (docs/design.md, "Layers")."""
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-import networkx as nx
+from import_graph import PACKAGES, ROOT, cycles, module_graph, package_graph
 
-ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = {"simcore", "fabric", "pe", "memoryx", "swarmx", "tpu", "pim", "workloads", "traces"}
-
-
-def imports(path: Path) -> list[tuple[str, ast.AST]]:
-    """(top-level package, node) of every import in ``path``, relative ones as the package."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found += [(alias.name.split(".")[0], node) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            top = path.relative_to(ROOT).parts[0] if node.level else node.module.split(".")[0]
-            found.append((top, node))
-    return found
+#: A package may import only packages of a lower rank.
+RANK = {
+    "simcore": 0,
+    "traces": 1,
+    "fabric": 1,
+    "pe": 2,
+    "memoryx": 2,
+    "swarmx": 2,
+    "tpu": 2,
+    "pim": 2,
+    "workloads": 3,
+}
 
 
-def test_traces_imports_only_simcore_and_third_party():
-    above = {
-        f"{path.relative_to(ROOT)}:{node.lineno} imports {top}"
-        for path in sorted((ROOT / "traces").rglob("*.py"))
-        for top, node in imports(path)
-        if top in FIRST_PARTY - {"simcore", "traces"}
-    }
-    assert above == set()
+def test_every_package_has_a_rank():
+    assert sorted(RANK) == sorted(PACKAGES)
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def test_packages_import_only_lower_ranks():
+    upward = [
+        f"{pkg} (rank {RANK[pkg]}) imports {dep} (rank {RANK[dep]})"
+        for pkg, deps in package_graph().items()
+        for dep in sorted(deps)
+        if RANK[dep] >= RANK[pkg]
+    ]
+    assert upward == []
+
+
+def test_no_import_cycles_between_modules():
+    graph = module_graph()
+    assert "workloads.wafer.wsgrad" in graph["workloads.wafer.wsmatmul"]  # edges are resolved
+    assert "pe.task" in graph["pe.ce"]
+    assert cycles(graph) == []
+
+
+def test_the_checker_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_workloads_import_at_module_level():
@@ -54,24 +62,3 @@ def test_workloads_import_at_module_level():
             elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 lazy.add(f"{path.relative_to(ROOT)}:{node.lineno} TYPE_CHECKING")
     assert lazy == {"workloads/cli.py:cmd_plot"}
-
-
-def test_workloads_modules_import_each_other_without_cycles():
-    """``from workloads.wafer import wse`` is an edge to ``workloads.wafer.wse``; the package
-    ``__init__`` that Python runs first is not counted (a package importing its own modules is
-    how families register)."""
-    paths = {module_name(p): p for p in sorted((ROOT / "workloads").rglob("*.py"))}
-    graph = nx.DiGraph()
-    for name, path in paths.items():
-        graph.add_node(name)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                subs = [f"{node.module}.{alias.name}" for alias in node.names]
-                targets = [t for t in subs if t in paths] or [node.module]
-            else:
-                continue
-            graph.add_edges_from((name, t) for t in targets if t in paths)
-    assert graph.has_edge("workloads.wafer.wsmatmul", "workloads.wafer.wsgrad")
-    assert list(nx.simple_cycles(graph)) == []
