@@ -243,9 +243,11 @@ def result_matrix(p: WsMatmulParams, run: WsRun) -> np.ndarray:
 def metrics(p: WsMatmulParams, run: WsRun) -> dict:
     """The metrics of a fwd or bwd run: :func:`run_metrics` and the check of X_out against numpy.
 
-    ``model_cycles`` is :func:`model` of the lowered (fwd-shaped) parameters.
+    ``model_cycles`` is :func:`model` of the run's own parameters (for bwd: the transposed
+    weights that were streamed).
     """
     flavour = p.flavour
+    modelled = model(p)["cycles"]
     p = lowered(p)[0]
     got = result_matrix(p, run)
     want = run.x0.astype(np.float64) @ run.w.astype(np.float64).T
@@ -255,7 +257,7 @@ def metrics(p: WsMatmulParams, run: WsRun) -> dict:
     nnz = int(np.count_nonzero(run.w))
     return {
         "flavour": flavour,
-        **run_metrics(p, run.wafer, ports, nnz, model(p)["cycles"]),
+        **run_metrics(p, run.wafer, ports, nnz, modelled),
         "correct": bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(scale, 1.0))),
         "max_abs_error": err,
     }
