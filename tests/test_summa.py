@@ -122,7 +122,11 @@ def test_cli_too_large_mt_exits_2(capsys):
     code = main(["run", "summa", "--set", "mt=49", "--json"])
     _, err = capsys.readouterr()
     assert code == 2
-    assert "allowed: 1 .. 48 (the largest Mt that fits)" in err
+    assert err == (
+        "wafersim: error: config key 'mt' = 49: 5 buffers of 49 x 49 FP32 (48,020 B) plus code "
+        "(2,048 B) need 50,068 B but a PE has 49,152 B of SRAM; allowed: 1 .. 48 (the largest Mt "
+        "that fits)\n"
+    )
 
 
 def test_cli_run_json_keys(capsys):

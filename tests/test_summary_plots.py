@@ -11,7 +11,7 @@ from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
 from traces import plots
 from traces.summary import summarize, union_length
-from workloads import cli
+from workloads import cli, registry
 from workloads.plots import plot_validate
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -118,14 +118,22 @@ def test_comparison_plot_takes_plain_values(tmp_path):
 
 
 def test_plot_errors(tmp_path, wafer, capsys):
-    with pytest.raises(WafersimError, match=r"must end in \.png or \.svg"):
+    with pytest.raises(WafersimError) as err:
         plots.plot_mesh(wafer, str(tmp_path / "x.jpg"))
+    assert str(err.value) == f"plot output '{tmp_path / 'x.jpg'}' must end in .png or .svg"
     chain = tmp_path / "chain.arrows"
     assert cli.main(["run", "link-chain", "--set", "items=10", "--quiet",
                      "--trace", str(chain), "--trace-level", "detail"]) == 0  # fmt: skip
-    with pytest.raises(TraceError, match="mesh plots need a wafer trace"):
+    with pytest.raises(TraceError) as err:
         plots.plot_mesh(str(chain), str(tmp_path / "m.png"))
+    assert str(err.value) == (
+        f"'{chain}' has no slices on components named like 'pe[x,y]'; mesh plots need a wafer "
+        "trace (try `wafersim plot timeline`)"
+    )
     capsys.readouterr()
     assert cli.main(["plot", "validate", "nope", "-o", str(tmp_path / "v.png")]) == 2
-    assert "unknown validation case(s): nope; known cases: link-chain, " in capsys.readouterr().err
+    known = ", ".join(sorted(registry.CASES))
+    assert capsys.readouterr().err == (
+        f"wafersim: error: unknown validation case(s): nope; known cases: {known}\n"
+    )
     assert cli.main(["plot", "timeline", str(chain), "-o", str(tmp_path / "t.svg")]) == 0
