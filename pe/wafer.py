@@ -17,6 +17,7 @@ from fabric.engine import FabricEngine
 from fabric.routes import check_routes, pe_name
 from pe.ce import ComputeEngine
 from pe.config import PeConfig
+from pe.isa import TensorUnit
 from pe.memory import Sram
 from pe.program import Layout, PeBuilder
 from simcore.component import Component
@@ -93,6 +94,7 @@ class Wafer(Component):
         self.layout = layout
         self.engine = FabricEngine(sim, cfg.fabric, layout.width, layout.height)
         self.engine.fast = cfg.fidelity == "fast"
+        self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
         self.pes: dict[tuple[int, int], Pe] = {}
         for y in range(layout.height):
             for x in range(layout.width):
