@@ -14,7 +14,8 @@ Three separately testable pieces:
   scatter into the destination, return the cost. Dtypes and lengths are checked first, with
   messages naming the op and operand. The unit owns every cache: the cost memo, the numbering
   of operands' timing classes and the state of its FP32 fast path, which computes exactly what
-  the general path does.
+  the general path does (the contract test in tests/test_contract_function_timing.py checks
+  function against execution, cost against data, and fast path against general path).
 
 Operands are written ``dst = f(src0, src1, ...)``; the op table :data:`OPS` says which sources
 may be scalars (a Python number or a 0-d array, e.g. a register or a value from the fabric).
@@ -305,8 +306,8 @@ class TensorUnit:
       unit) and its cost memo keyed by (op, the operands' timing classes).
 
     ``fast_path=False`` sends every instruction down the general path. Results, bytes written
-    and cycles are the same either way; only the speed differs (tests compare the two).
-    ``fast_instructions`` counts the instructions the fast path ran.
+    and cycles are the same either way; only the speed differs (the contract test compares the
+    two). ``fast_instructions`` counts the instructions the fast path ran.
     """
 
     __slots__ = ("_classes", "_costs", "_fast_costs", "_period", "cfg", "fast_instructions",
@@ -447,23 +448,23 @@ class TensorUnit:
         start, stop, n = d.start, d.stop, d.length
         vals: list = []
         key: list = [op, d.timing_class]
-        for i, s in enumerate(srcs):
-            if type(s) is MemDsd:
-                e = s.__dict__.get(_FAST_OPERAND)
-                if e is None or e.data is not data or e.unit is not self:
-                    e = self._fast_operand(s, sram, data)
-                    if e is None:
-                        return None
-                if e.length != n or (e.start != start and e.start < stop and start < e.stop):
-                    return None  # other lengths, or overlapping dst at a shift: the general path
-                vals.append(e.view)
-                key.append(e.timing_class)
-            elif type(s) in (float, int) and i in fast.scalar_srcs:
-                vals.append(F32(s))
-                key.append(-1)
-            else:
-                return None
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
+            for i, s in enumerate(srcs):
+                if type(s) is MemDsd:
+                    e = s.__dict__.get(_FAST_OPERAND)
+                    if e is None or e.data is not data or e.unit is not self:
+                        e = self._fast_operand(s, sram, data)
+                        if e is None:
+                            return None
+                    if e.length != n or (e.start != start and e.start < stop and start < e.stop):
+                        return None  # other lengths, or overlapping dst at a shift: general path
+                    vals.append(e.view)
+                    key.append(e.timing_class)
+                elif type(s) is float and i in fast.scalar_srcs:
+                    vals.append(F32(s))
+                    key.append(-1)
+                else:
+                    return None
             fast.compute(d.view, *vals)
         self.fast_instructions += 1
         k = tuple(key)
@@ -514,9 +515,33 @@ def _compute(op: str, spec: OpSpec, dst: MemDsd, values: list) -> np.ndarray:
         # Bits are copied: a tensor source is reinterpreted, a scalar converted, as dst's type.
         (src,) = values
         dt = DTYPES[dst.dtype]
-        result = np.asarray(src, dtype=dt) if _is_scalar(src) else np.asarray(src).view(dt)
+        result = _raw_scalar(op, src, dst.dtype) if _is_scalar(src) else np.asarray(src).view(dt)
         return apply(op, result)
     return apply(op, *values)
+
+
+def _raw_scalar(op: str, value: object, dtype: str) -> np.ndarray:
+    """A raw move's scalar source converted to ``dtype``, the destination's type: to a float
+    type as IEEE converts (rounding, overflow to infinity); an integer type needs an integer
+    value in its range."""
+    nd = DTYPES[dtype]
+    v = np.asarray(value)
+    if nd.kind == "f":
+        with np.errstate(all="ignore"):
+            return v.astype(nd)
+    info = np.iinfo(nd)
+    if v.dtype.kind in "iub" or v.dtype == object:
+        number: int | None = int(v)
+    elif v.dtype.kind == "f" and np.isfinite(v) and float(v).is_integer():
+        number = int(v)
+    else:
+        number = None
+    if number is None or not info.min <= number <= info.max:
+        raise OperandError(
+            f"{op}: the scalar {value!r} does not fit dst's type {dtype}; give an integer in "
+            f"{info.min} .. {info.max}"
+        )
+    return np.asarray(number, nd)
 
 
 def _overlaps(dst: MemDsd, dst_store: Store, mem_srcs: list[tuple[MemDsd, Store]]) -> bool:
@@ -581,10 +606,11 @@ def _execute_in_order(
 # --------------------------------------------------------------------------- fast path
 
 # The common case of a kernel's inner loop: an FP32 element-wise op whose tensors are all dense
-# in SRAM and whose scalars are plain numbers. It computes exactly what the general path does
+# in SRAM and whose scalars are Python floats. It computes exactly what the general path does
 # (the same numpy function on the same float32 values, sources read before the destination is
 # written), on SRAM views and without the general path's checks and conversions, which cannot
-# fail here.
+# fail here. Integer scalars take the general path: ``numpy.float32`` of a Python int rounds
+# through float64 (twice, for integers beyond 2^53) where the general path rounds once.
 
 
 def _fma_into(out: np.ndarray, acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
