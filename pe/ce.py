@@ -88,6 +88,7 @@ class ComputeEngine:
         self.sram = sram
         self.cache = Cache(pe_cfg, owner=path)  # the 256 B software-managed cache
         self.cfg = pe_cfg
+        self.tensor_unit = wafer.tensor_unit  # runs and costs tensor instructions (pe.isa)
         self.timing = wafer.cfg.ce
         self.engine: FabricEngine = wafer.engine
         self.sched = wafer.engine.sched

@@ -8,10 +8,14 @@ Three separately testable pieces:
   fused rounding). ``fmachs`` multiplies FP16 inputs (exact in FP32) and accumulates in FP32.
   Integer adds wrap. IEEE specials propagate silently (no numpy warnings).
 - **timing** (:func:`cost_cycles`): cycles the instruction occupies the datapath, from mechanisms
-  only. See :func:`cost_cycles` for the model; docs/pe-isa.md shows which parameters carry the
-  measured T_fmac(I) = 2 I + 10.
-- **both** (:func:`execute`): gather the memory operands, apply, scatter into the destination,
-  return the cost. Dtypes and lengths are checked first, with messages naming the op and operand.
+  only, from the operands' descriptors and never their data. See :func:`cost_cycles` for the
+  model; docs/pe-isa.md shows which parameters carry the measured T_fmac(I) = 2 I + 10.
+- **execution** (:class:`TensorUnit`, one per ``PeConfig``): gather the memory operands, apply,
+  scatter into the destination, return the cost. Dtypes and lengths are checked first, with
+  messages naming the op and operand. The unit owns every cache: the cost memo, the numbering
+  of operands' timing classes and the state of its FP32 fast path, which computes exactly what
+  the general path does (the contract test in tests/test_contract_function_timing.py checks
+  function against execution, cost against data, and fast path against general path).
 
 Operands are written ``dst = f(src0, src1, ...)``; the op table :data:`OPS` says which sources
 may be scalars (a Python number or a 0-d array, e.g. a register or a value from the fabric).
@@ -251,8 +255,19 @@ def cost_cycles(
 
     ``dsd_setup_cycles`` (load the descriptors) + ``pipeline_stages`` (fill the pipeline once)
     + the sum of :func:`beat_cycles`. ``None`` stands for a scalar or a fabric operand. The data
-    values never matter. Memory operands must have ``length`` elements.
+    values never matter. Memory operands must have ``length`` elements. Computed afresh on every
+    call: :meth:`TensorUnit.cost` gives the same number, memoised.
     """
+    _check_cost_operands(op, length, dst, srcs)
+    return _cost(op, length, cfg, dst, srcs)
+
+
+def _cost(op: str, length: int, cfg: PeConfig, dst: object, srcs: tuple) -> int:
+    beats = beat_cycles(op, length, cfg, dst=dst, srcs=tuple(srcs))
+    return cfg.dsd_setup_cycles + cfg.pipeline_stages + int(beats.sum())
+
+
+def _check_cost_operands(op: str, length: int, dst: object, srcs: tuple) -> None:
     spec = spec_of(op)
     if length < 1:
         raise OperandError(f"{op}: length {length}; a tensor instruction needs at least 1")
@@ -263,33 +278,226 @@ def cost_cycles(
             raise OperandError(
                 f"{op}: {what} {x.label} has {x.length} elements, the instruction {length}"
             )
-    key = (op, length, id(cfg), _timing_key(dst, cfg), *(_timing_key(s, cfg) for s in srcs))
-    cost = _COSTS.get(key)
-    if cost is None:
-        beats = beat_cycles(op, length, cfg, dst=dst, srcs=tuple(srcs))
-        cost = cfg.dsd_setup_cycles + cfg.pipeline_stages + int(beats.sum())
-        if len(_COSTS) > 200_000:
-            _COSTS.clear()
-        _COSTS[key] = cost
-        _CONFIGS[id(cfg)] = cfg  # keeps ``id(cfg)`` from being reused while cached
-    return cost
 
 
-# The cost depends on the operands only through their type, shape, strides, memory space and
-# where they start within one period of the bank pattern, so it is computed once per such key.
-_COSTS: dict[tuple, int] = {}
-_CONFIGS: dict[int, PeConfig] = {}
+# --------------------------------------------------------------------------- execution
 
 
-def _timing_key(x: object, cfg: PeConfig) -> tuple | None:
-    if not isinstance(x, MemDsd):
-        return None
-    period = cfg.bank_interleave_bytes * cfg.sram_banks
-    start = (x.base + x.offset * x.itemsize) % period
-    return (x.dtype, x.shape, x.strides, x.space, start)
+#: Entries a unit's cost memo holds before it starts again (a bound on memory; a kernel uses a
+#: few hundred operand shapes and placements).
+MEMO_ENTRIES = 200_000
 
 
-# --------------------------------------------------------------------------- both
+class TensorUnit:
+    """The tensor instructions of PEs built from one :class:`PeConfig`: run them, cost them.
+
+    :meth:`execute` runs an instruction on a PE's memories and returns its cycles; :meth:`cost`
+    gives the cycles alone, equal to :func:`cost_cycles` and memoised. The unit holds no
+    simulated state (each PE passes its own memories), only caches of what follows from the
+    configuration and the operands' descriptors, so one unit serves every compute engine of a
+    wafer: the wafer builds it once. Its caches live and die with it:
+
+    - the cost memo, keyed by (op, length, each operand's timing key): an operand matters to the
+      cost only through its type, shape, strides, memory space and where it starts within one
+      period of the bank pattern;
+    - the timing classes, a number per timing key, so that the fast path's memo keys are short
+      tuples of ints;
+    - the fast path: its per-descriptor state (:class:`FastOperand`, valid for one memory and one
+      unit) and its cost memo keyed by (op, the operands' timing classes).
+
+    ``fast_path=False`` sends every instruction down the general path. Results, bytes written
+    and cycles are the same either way; only the speed differs (the contract test compares the
+    two). ``fast_instructions`` counts the instructions the fast path ran.
+    """
+
+    __slots__ = ("_classes", "_costs", "_fast_costs", "_period", "cfg", "fast_instructions",
+                 "fast_path")  # fmt: skip
+
+    def __init__(self, cfg: PeConfig, *, fast_path: bool = True) -> None:
+        self.cfg = cfg
+        self.fast_path = fast_path
+        self.fast_instructions = 0
+        self._period = cfg.bank_interleave_bytes * cfg.sram_banks  # bytes of one bank pattern
+        self._costs: dict[tuple, int] = {}
+        self._classes: dict[tuple, int] = {}
+        self._fast_costs: dict[tuple, int] = {}
+
+    def cost(
+        self,
+        op: str,
+        length: int,
+        *,
+        dst: MemDsd | FabOutDsd | None = None,
+        srcs: tuple[MemDsd | FabInDsd | None, ...] = (),
+    ) -> int:
+        """:func:`cost_cycles` under this unit's configuration, computed once per timing key."""
+        _check_cost_operands(op, length, dst, srcs)
+        key = (op, length, self._timing_key(dst), *(self._timing_key(s) for s in srcs))
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = _cost(op, length, self.cfg, dst, srcs)
+            _remember(self._costs, key, cost)
+        return cost
+
+    def _timing_key(self, x: object) -> tuple | None:
+        """What the cost depends on about operand ``x`` (None: a scalar or fabric operand)."""
+        return self._memory_key(x) if isinstance(x, MemDsd) else None
+
+    def _memory_key(self, d: MemDsd) -> tuple:
+        start = (d.base + d.offset * d.itemsize) % self._period
+        return (d.dtype, d.shape, d.strides, d.space, start)
+
+    def execute(
+        self,
+        op: str,
+        sram: Store,
+        dst: MemDsd,
+        srcs: tuple[MemDsd | np.ndarray | float, ...],
+        *,
+        cache: Store | None = None,
+    ) -> int:
+        """Run ``op``: read the sources, compute, write ``dst``; returns the cost in cycles.
+
+        Sources are memory descriptors, scalars, or 1-D arrays of values already taken from the
+        fabric. Descriptors with ``space='cache'`` live in ``cache``. All sources are read before
+        ``dst`` is written, except where operands overlap (see the module's element order).
+        """
+        if self.fast_path:
+            fast = _FAST.get(op)
+            if fast is not None:
+                cost = self._execute_dense_f32(op, fast, sram, dst, srcs)
+                if cost is not None:
+                    return cost
+        return self._execute_general(op, sram, dst, srcs, cache)
+
+    def _execute_general(
+        self, op: str, sram: Store, dst: MemDsd, srcs: tuple, cache: Store | None
+    ) -> int:
+        spec = spec_of(op)
+        if not isinstance(dst, MemDsd):
+            raise OperandError(f"{op}: dst must be a memory DSD, got {type(dst).__name__}")
+        if len(srcs) != spec.n_srcs:
+            raise OperandError(f"{op}: takes {spec.n_srcs} source operands, got {len(srcs)}")
+
+        def store_of(d: MemDsd, what: str) -> Store:
+            if d.space == "cache":
+                if cache is None:
+                    raise OperandError(
+                        f"{op}: {what} {d.label} is in the cache but no cache was given"
+                    )
+                return cache
+            return sram
+
+        _check_dtype(op, "dst", dst.dtype, spec.dst_dtypes, dst)
+        values: list[np.ndarray | float] = []
+        timing: list[MemDsd | None] = []
+        for i, (s, allowed) in enumerate(zip(srcs, spec.src_dtypes, strict=True)):
+            what = f"src{i}"
+            if isinstance(s, MemDsd):
+                _check_dtype(op, what, s.dtype, allowed, s)
+                if s.length != dst.length:
+                    raise OperandError(
+                        f"{op}: {what} {s.label} has {s.length} elements but dst {dst.label} has "
+                        f"{dst.length}; give both the same length"
+                    )
+                values.append(s.read(store_of(s, what)))
+                timing.append(s)
+            elif _is_scalar(s):
+                if i not in spec.scalar_srcs:
+                    raise OperandError(f"{op}: {what} must be a tensor, got the scalar {s!r}")
+                values.append(s)
+                timing.append(None)
+            else:
+                arr = np.asarray(s)
+                if arr.ndim != 1 or arr.size != dst.length:
+                    raise OperandError(
+                        f"{op}: {what} has {arr.size} values but dst {dst.label} has {dst.length}"
+                    )
+                _check_dtype(op, what, short_name(arr.dtype), allowed)
+                values.append(arr)
+                timing.append(None)
+        if spec.same_dtype:
+            types = {dst.dtype} | {
+                short_name(np.asarray(v).dtype) for v in values if not _is_scalar(v)
+            }
+            if len(types) > 1:
+                raise OperandError(
+                    f"{op}: operands have element types {', '.join(sorted(types))}; they must match"
+                )
+        cost = self.cost(op, dst.length, dst=dst, srcs=tuple(timing))
+        dst_store = store_of(dst, "dst")
+        mem_srcs = [(s, store_of(s, "src")) for s in srcs if isinstance(s, MemDsd)]
+        if _overlaps(dst, dst_store, mem_srcs):
+            _execute_in_order(op, spec, dst, dst_store, srcs, values, store_of)
+            return cost
+        dst.write(dst_store, np.broadcast_to(_compute(op, spec, dst, values), (dst.length,)))
+        return cost
+
+    def _execute_dense_f32(
+        self, op: str, fast: _FastOp, sram: Store, dst: object, srcs: tuple
+    ) -> int | None:
+        """The fast path, or None (nothing done) when the instruction is not its case."""
+        if type(dst) is not MemDsd or len(srcs) != fast.n_srcs:
+            return None
+        data = sram.data
+        d = dst.__dict__.get(_FAST_OPERAND)
+        if d is None or d.data is not data or d.unit is not self:
+            d = self._fast_operand(dst, sram, data)
+            if d is None:
+                return None
+        start, stop, n = d.start, d.stop, d.length
+        vals: list = []
+        key: list = [op, d.timing_class]
+        with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
+            for i, s in enumerate(srcs):
+                if type(s) is MemDsd:
+                    e = s.__dict__.get(_FAST_OPERAND)
+                    if e is None or e.data is not data or e.unit is not self:
+                        e = self._fast_operand(s, sram, data)
+                        if e is None:
+                            return None
+                    if e.length != n or (e.start != start and e.start < stop and start < e.stop):
+                        return None  # other lengths, or overlapping dst at a shift: general path
+                    vals.append(e.view)
+                    key.append(e.timing_class)
+                elif type(s) is float and i in fast.scalar_srcs:
+                    vals.append(F32(s))
+                    key.append(-1)
+                else:
+                    return None
+            fast.compute(d.view, *vals)
+        self.fast_instructions += 1
+        k = tuple(key)
+        cost = self._fast_costs.get(k)
+        if cost is None:
+            timing = tuple(s if type(s) is MemDsd else None for s in srcs)
+            cost = self.cost(op, n, dst=dst, srcs=timing)
+            _remember(self._fast_costs, k, cost)
+        return cost
+
+    def _fast_operand(self, d: MemDsd, sram: Store, data: np.ndarray) -> FastOperand | None:
+        """Make and keep the fast path's state for ``d`` in ``sram``; None if ``d`` is not a
+        dense FP32 SRAM tensor inside the memory (the general path takes it, or reports it)."""
+        if d.dtype != "f32" or d.space != "sram" or not d.is_dense:
+            return None
+        lo, hi = d.span()
+        if lo < 0 or hi >= sram.nbytes:
+            return None
+        start = lo // 4  # dense: the lowest byte is the first element's
+        stop = start + d.length
+        timing_class = self._classes.setdefault(self._memory_key(d), len(self._classes))
+        e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
+        d.__dict__[_FAST_OPERAND] = e
+        return e
+
+
+def _remember(memo: dict[tuple, int], key: tuple, cost: int) -> None:
+    if len(memo) >= MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = cost
+
+
+# --------------------------------------------------------------------------- general path
 
 
 def _check_dtype(
@@ -302,90 +510,38 @@ def _check_dtype(
         )
 
 
-def execute(
-    op: str,
-    sram: Store,
-    dst: MemDsd,
-    srcs: tuple[MemDsd | np.ndarray | float, ...],
-    cfg: PeConfig,
-    *,
-    cache: Store | None = None,
-) -> int:
-    """Run ``op``: read the sources, compute, write ``dst``; returns the cost in cycles.
-
-    Sources are memory descriptors, scalars, or 1-D arrays of values already taken from the
-    fabric. Descriptors with ``space='cache'`` live in ``cache``. All sources are read before
-    ``dst`` is written.
-    """
-    spec = spec_of(op)
-    if op in FAST_OPS:
-        cost = _execute_dense_f32(op, spec, sram, dst, srcs, cfg)
-        if cost is not None:
-            return cost
-    if not isinstance(dst, MemDsd):
-        raise OperandError(f"{op}: dst must be a memory DSD, got {type(dst).__name__}")
-    if len(srcs) != spec.n_srcs:
-        raise OperandError(f"{op}: takes {spec.n_srcs} source operands, got {len(srcs)}")
-
-    def store_of(d: MemDsd, what: str) -> Store:
-        if d.space == "cache":
-            if cache is None:
-                raise OperandError(f"{op}: {what} {d.label} is in the cache but no cache was given")
-            return cache
-        return sram
-
-    _check_dtype(op, "dst", dst.dtype, spec.dst_dtypes, dst)
-    values: list[np.ndarray | float] = []
-    timing: list[MemDsd | None] = []
-    for i, (s, allowed) in enumerate(zip(srcs, spec.src_dtypes, strict=True)):
-        what = f"src{i}"
-        if isinstance(s, MemDsd):
-            _check_dtype(op, what, s.dtype, allowed, s)
-            if s.length != dst.length:
-                raise OperandError(
-                    f"{op}: {what} {s.label} has {s.length} elements but dst {dst.label} has "
-                    f"{dst.length}; give both the same length"
-                )
-            values.append(s.read(store_of(s, what)))
-            timing.append(s)
-        elif _is_scalar(s):
-            if i not in spec.scalar_srcs:
-                raise OperandError(f"{op}: {what} must be a tensor, got the scalar {s!r}")
-            values.append(s)
-            timing.append(None)
-        else:
-            arr = np.asarray(s)
-            if arr.ndim != 1 or arr.size != dst.length:
-                raise OperandError(
-                    f"{op}: {what} has {arr.size} values but dst {dst.label} has {dst.length}"
-                )
-            _check_dtype(op, what, short_name(arr.dtype), allowed)
-            values.append(arr)
-            timing.append(None)
-    if spec.same_dtype:
-        types = {dst.dtype} | {short_name(np.asarray(v).dtype) for v in values if not _is_scalar(v)}
-        if len(types) > 1:
-            raise OperandError(
-                f"{op}: operands have element types {', '.join(sorted(types))}; they must match"
-            )
-    cost = cost_cycles(op, dst.length, cfg, dst=dst, srcs=tuple(timing))
-    dst_store = store_of(dst, "dst")
-    mem_srcs = [(s, store_of(s, "src")) for s in srcs if isinstance(s, MemDsd)]
-    if _overlaps(dst, dst_store, mem_srcs):
-        _execute_in_order(op, spec, dst, dst_store, srcs, values, store_of)
-        return cost
-    dst.write(dst_store, np.broadcast_to(_compute(op, spec, dst, values), (dst.length,)))
-    return cost
-
-
 def _compute(op: str, spec: OpSpec, dst: MemDsd, values: list) -> np.ndarray:
     if spec.raw_move:
         # Bits are copied: a tensor source is reinterpreted, a scalar converted, as dst's type.
         (src,) = values
         dt = DTYPES[dst.dtype]
-        result = np.asarray(src, dtype=dt) if _is_scalar(src) else np.asarray(src).view(dt)
+        result = _raw_scalar(op, src, dst.dtype) if _is_scalar(src) else np.asarray(src).view(dt)
         return apply(op, result)
     return apply(op, *values)
+
+
+def _raw_scalar(op: str, value: object, dtype: str) -> np.ndarray:
+    """A raw move's scalar source converted to ``dtype``, the destination's type: to a float
+    type as IEEE converts (rounding, overflow to infinity); an integer type needs an integer
+    value in its range."""
+    nd = DTYPES[dtype]
+    v = np.asarray(value)
+    if nd.kind == "f":
+        with np.errstate(all="ignore"):
+            return v.astype(nd)
+    info = np.iinfo(nd)
+    if v.dtype.kind in "iub" or v.dtype == object:
+        number: int | None = int(v)
+    elif v.dtype.kind == "f" and np.isfinite(v) and float(v).is_integer():
+        number = int(v)
+    else:
+        number = None
+    if number is None or not info.min <= number <= info.max:
+        raise OperandError(
+            f"{op}: the scalar {value!r} does not fit dst's type {dtype}; give an integer in "
+            f"{info.min} .. {info.max}"
+        )
+    return np.asarray(number, nd)
 
 
 def _overlaps(dst: MemDsd, dst_store: Store, mem_srcs: list[tuple[MemDsd, Store]]) -> bool:
@@ -447,51 +603,14 @@ def _execute_in_order(
         dview[d_idx[i]] = np.asarray(_compute(op, spec, dst, vals)).reshape(-1)[0]
 
 
+# --------------------------------------------------------------------------- fast path
+
 # The common case of a kernel's inner loop: an FP32 element-wise op whose tensors are all dense
-# in SRAM and whose scalars are plain numbers. It computes exactly what the general path does
-# (same numpy function on float32 values, sources read before the destination is written), on
-# SRAM views and without the general path's checks and conversions, which cannot fail here.
-FAST_OPS = frozenset({"fmacs", "fadds", "fsubs", "fmuls", "fmaxs"})
-
-
-def _execute_dense_f32(
-    op: str, spec: OpSpec, sram: Store, dst: object, srcs: tuple, cfg: PeConfig
-) -> int | None:
-    if type(dst) is not MemDsd or len(srcs) != spec.n_srcs:
-        return None
-    data = sram.data
-    d = dst.__dict__.get(_ENTRY)
-    if d is None or d[0] is not data or d[1] is not cfg:
-        d = _dense_entry(dst, sram, data, cfg)
-        if d is None:
-            return None
-    start, stop, n = d[3], d[4], d[5]
-    vals: list = []
-    key: list = [op, d[6]]
-    for i, s in enumerate(srcs):
-        if type(s) is MemDsd:
-            e = s.__dict__.get(_ENTRY)
-            if e is None or e[0] is not data or e[1] is not cfg:
-                e = _dense_entry(s, sram, data, cfg)
-                if e is None:
-                    return None
-            if e[5] != n or (e[3] != start and e[3] < stop and start < e[4]):
-                return None  # other lengths, or overlapping dst at a shift: the general path
-            vals.append(e[2])
-            key.append(e[6])
-        elif type(s) in (float, int) and i in spec.scalar_srcs:
-            vals.append(F32(s))
-            key.append(-1)
-        else:
-            return None
-    with np.errstate(all="ignore"):
-        _IN_PLACE[op](d[2], *vals)
-    k = tuple(key)
-    cost = d[7].get(k)
-    if cost is None:
-        timing = tuple(s if type(s) is MemDsd else None for s in srcs)
-        cost = d[7][k] = cost_cycles(op, n, cfg, dst=dst, srcs=timing)
-    return cost
+# in SRAM and whose scalars are Python floats. It computes exactly what the general path does
+# (the same numpy function on the same float32 values, sources read before the destination is
+# written), on SRAM views and without the general path's checks and conversions, which cannot
+# fail here. Integer scalars take the general path: ``numpy.float32`` of a Python int rounds
+# through float64 (twice, for integers beyond 2^53) where the general path rounds once.
 
 
 def _fma_into(out: np.ndarray, acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
@@ -499,42 +618,67 @@ def _fma_into(out: np.ndarray, acc: np.ndarray, a: np.ndarray, b: np.ndarray) ->
     np.add(acc, np.multiply(a, b), out=out)
 
 
-# Each fast op computes its spec's function on FP32 values straight into the destination view.
-# Sources are read before any element is written: the path is only taken when no source
-# overlaps the destination at a shift, and ufuncs with ``out`` handle identical operands.
-_IN_PLACE: dict[str, Callable[..., None]] = {
-    "fmacs": _fma_into,
-    "fadds": lambda out, *v: np.add(*v, out=out),
-    "fsubs": lambda out, *v: np.subtract(*v, out=out),
-    "fmuls": lambda out, *v: np.multiply(*v, out=out),
-    "fmaxs": lambda out, *v: np.maximum(*v, out=out),
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FastOp:
+    """An op of the fast path: ``compute(out, *sources)`` writes its spec's function of FP32
+    values into the destination view (ufuncs with ``out`` handle a source identical to it)."""
+
+    compute: Callable[..., None]
+    n_srcs: int
+    scalar_srcs: tuple[int, ...]
+
+
+def _into(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    def compute(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        ufunc(a, b, out=out)
+
+    return compute
+
+
+_FAST: dict[str, _FastOp] = {
+    name: _FastOp(compute, OPS[name].n_srcs, OPS[name].scalar_srcs)
+    for name, compute in (
+        ("fmacs", _fma_into),
+        ("fadds", _into(np.add)),
+        ("fsubs", _into(np.subtract)),
+        ("fmuls", _into(np.multiply)),
+        ("fmaxs", _into(np.maximum)),
+    )
 }
 
+#: The ops the fast path can run (others always take the general path).
+FAST_OPS = frozenset(_FAST)
 
-# What the fast path derives from a descriptor, kept on the descriptor (they are immutable
-# values, so this is what ``functools.cached_property`` does, for one store and config at a time):
-# (store bytes, config, writable FP32 view, first and end element, length, timing class, costs).
-# The timing class numbers the descriptor's ``_timing_key``; ``costs`` memoises, per (op, the
-# operands' classes), the cost of a fast-path instruction with this destination, which is what
-# ``cost_cycles`` depends on (the config is fixed per entry).
-_ENTRY = "_isa_dense_f32"
-_TIMING_CLASSES: dict[tuple, int] = {}
+# Where a descriptor keeps its FastOperand: an entry of its own instance dict, as
+# ``functools.cached_property`` keeps the descriptor's ``length`` and ``is_dense``.
+_FAST_OPERAND = "_fast_operand"
 
 
-def _dense_entry(d: MemDsd, sram: Store, data: np.ndarray, cfg: PeConfig) -> tuple | None:
-    """The fast path's view of a dense FP32 SRAM descriptor in ``sram``, or None for others."""
-    e = d.__dict__.get(_ENTRY)
-    if e is not None and e[0] is data and e[1] is cfg:
-        return e
-    if d.dtype != "f32" or d.space != "sram" or not d.is_dense:
-        return None
-    lo, hi = d.span()
-    if lo < 0 or hi >= sram.nbytes:
-        return None  # out of bounds: the general path reports it
-    where = d._dense_slice(sram)
-    tkey = _timing_key(d, cfg)
-    cls = _TIMING_CLASSES.setdefault(tkey, len(_TIMING_CLASSES))
-    view = data.view(F32)[where]
-    e = (data, cfg, view, where.start, where.stop, d.length, cls, {})
-    d.__dict__[_ENTRY] = e
-    return e
+class FastOperand:
+    """What the fast path keeps about one dense FP32 descriptor in one SRAM, for one unit.
+
+    ``view`` is the writable FP32 view of the descriptor's elements in ``data`` (the memory's
+    bytes), which are elements ``start`` to ``stop`` of the memory; ``timing_class`` is the
+    unit's number for the descriptor's timing key.
+
+    Ownership: the descriptor holds it, in its instance dict under ``_FAST_OPERAND`` (one at a
+    time); descriptors are immutable values, so what is derived from one stays true. It is valid
+    only while ``data`` is the bytes of the memory the instruction runs on and ``unit`` is the
+    unit running it (hence the same configuration and class numbers); otherwise the unit builds
+    a new one in its place. A descriptor shared by two PEs' memories, or run under two
+    configurations, is therefore recomputed at each change, never trusted.
+    """
+
+    __slots__ = ("data", "length", "start", "stop", "timing_class", "unit", "view")
+
+    def __init__(
+        self, data: np.ndarray, unit: TensorUnit, view: np.ndarray, start: int, stop: int,
+        timing_class: int,
+    ) -> None:  # fmt: skip
+        self.data = data
+        self.unit = unit
+        self.view = view
+        self.start = start
+        self.stop = stop
+        self.length = stop - start
+        self.timing_class = timing_class

@@ -165,8 +165,8 @@ class TaskContext:
                 )
             start = self.now
             self.ce.instructions += 1
-            cycles = isa.execute(
-                name, self.ce.sram, dst, tuple(srcs), self.ce.cfg, cache=self.ce.cache
+            cycles = self.ce.tensor_unit.execute(
+                name, self.ce.sram, dst, tuple(srcs), cache=self.ce.cache
             )
             self.now += cycles
             if self.ce.trace_level >= TraceLevel.OPS:

@@ -23,6 +23,7 @@ from fabric.engine import FabricEngine
 from fabric.routes import check_routes, check_switch_positions, pe_name
 from pe.ce import ComputeEngine
 from pe.config import PeConfig
+from pe.isa import TensorUnit
 from pe.memory import Sram
 from pe.program import Layout, PeBuilder
 from simcore.component import Component
@@ -101,6 +102,7 @@ class Wafer(Component):
         self.sched = CycleScheduler(self, ("routers", "endpoints"))
         self.engine = FabricEngine(self.sched, cfg.fabric, layout.width, layout.height)
         self.engine.fast = cfg.fidelity == "fast"
+        self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
         self.pes: dict[tuple[int, int], Pe] = {}
         for y in range(layout.height):
             for x in range(layout.width):

@@ -3,7 +3,8 @@
 - SUMMA's cycles and their split are pinned at small points, in both fidelities, to the values
   measured before the speed work (commit 90d8433), so an optimisation that moves a cycle fails;
 - the FP32 fast path keeps per-descriptor views and costs: a descriptor used with two memories or
-  two configurations must still read the right bytes and cost what ``cost_cycles`` says;
+  under two configurations (two tensor units) must still read the right bytes and cost what
+  ``cost_cycles`` says;
 - a run freezes the built model out of the garbage collector and restores the collector after.
 """
 
@@ -43,16 +44,6 @@ def test_summa_cycles_are_pinned(point, want):
     assert m["correct"]
 
 
-def general(op, sram, dst, srcs, cfg):
-    """``isa.execute`` on the general path only."""
-    saved = isa.FAST_OPS
-    isa.FAST_OPS = frozenset()
-    try:
-        return isa.execute(op, sram, dst, srcs, cfg)
-    finally:
-        isa.FAST_OPS = saved
-
-
 def test_fast_path_descriptor_shared_by_two_memories():
     cfg = PeConfig()
     rng = np.random.default_rng(7)
@@ -68,27 +59,35 @@ def test_fast_path_descriptor_shared_by_two_memories():
         twin.alloc_array("c", "f32", 24)
         twin.alloc_array("a", "f32", 24)
         twin.data[:] = s.data
+    unit, general = isa.TensorUnit(cfg), isa.TensorUnit(cfg, fast_path=False)
     # Alternate memories so the descriptor's kept view must follow the memory in use.
     for s, twin in ((srams[0], twins[0]), (srams[1], twins[1]), (srams[0], twins[0])):
-        fast = isa.execute("fmacs", s, c_col, (c_col, a_col, 1.25), cfg)
-        slow = general("fmacs", twin, c_col, (c_col, a_col, 1.25), cfg)
+        fast = unit.execute("fmacs", s, c_col, (c_col, a_col, 1.25))
+        slow = general.execute("fmacs", twin, c_col, (c_col, a_col, 1.25))
         assert fast == slow
         assert s.data.tobytes() == twin.data.tobytes()
+    assert unit.fast_instructions == 3
     assert srams[2].data.tobytes() != srams[0].data.tobytes()  # untouched memories differ
 
 
-def test_fast_path_cost_follows_the_config():
+def test_fast_path_cost_follows_the_unit():
     base = PeConfig()
     slow = dataclasses.replace(base, fp32_fmac_cycles_per_element=3, dsd_setup_cycles=7)
     sram = Sram(base, owner="pe")
-    c = sram.alloc_array("c", "f32", 16)
-    a = sram.alloc_array("a", "f32", 16)
-    for cfg in (base, slow, base):
-        got = isa.execute("fmacs", sram, c, (c, a, 0.5), cfg)
-        assert got == isa.cost_cycles("fmacs", 16, cfg, dst=c, srcs=(c, a, None))
-    assert isa.execute("fmacs", sram, c, (c, a, 0.5), slow) > isa.execute(
-        "fmacs", sram, c, (c, a, 0.5), base
+    c, a = sram.alloc_array("c", "f32", 16), sram.alloc_array("a", "f32", 16)
+    y, b = sram.alloc_array("y", "f32", 8), sram.alloc_array("b", "f32", 8)
+    units = {cfg: isa.TensorUnit(cfg) for cfg in (base, slow)}
+    # Alternate units so the descriptors' kept state must follow the unit (and config) in use.
+    # The units meet the descriptors in different orders, so they number timing classes
+    # differently: state one unit made must not be read with the other's numbers.
+    runs = [(base, c, a), (slow, y, b), (slow, c, a), (base, y, b), (base, c, a), (slow, c, a)]
+    for cfg, dst, src in runs:
+        got = units[cfg].execute("fmacs", sram, dst, (dst, src, 0.5))
+        assert got == isa.cost_cycles("fmacs", dst.length, cfg, dst=dst, srcs=(dst, src, None))
+    assert units[slow].execute("fmacs", sram, c, (c, a, 0.5)) > units[base].execute(
+        "fmacs", sram, c, (c, a, 0.5)
     )
+    assert [u.fast_instructions for u in units.values()] == [4, 4]
 
 
 def test_run_restores_the_collector():

@@ -1,0 +1,1 @@
+"""Contract tests: properties every unit of one kind must keep, as harnesses its tests reuse."""
