@@ -49,7 +49,7 @@ class ChannelPut(simpy.Event):
     __slots__ = ("channel", "item")
 
     def __init__(self, channel: Channel, item: Any) -> None:
-        super().__init__(channel.env)
+        super().__init__(channel.env)  # type: ignore[arg-type]  # SimPy's env, typed KernelEnv
         self.channel = channel
         self.item = item
 
@@ -60,7 +60,7 @@ class ChannelGet(simpy.Event):
     __slots__ = ("channel",)
 
     def __init__(self, channel: Channel) -> None:
-        super().__init__(channel.env)
+        super().__init__(channel.env)  # type: ignore[arg-type]  # SimPy's env, typed KernelEnv
         self.channel = channel
 
 

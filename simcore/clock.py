@@ -20,10 +20,14 @@ Conversions are explicit:
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from fractions import Fraction
-from typing import NewType
+from typing import TYPE_CHECKING, Any, NewType, Protocol
 
 from simcore.errors import BuildError
+
+if TYPE_CHECKING:
+    import simpy
 
 #: Kernel time: the common tick of all domains (SimPy's clock). A type checker keeps it apart
 #: from :data:`Cycles`; at run time both are plain ``int`` (``NewType`` costs nothing in
@@ -32,6 +36,31 @@ Ticks = NewType("Ticks", int)
 #: A count or an index of cycles of one clock domain. Convert with :meth:`ClockDomain.ticks`
 #: and :meth:`ClockDomain.cycle_at`; never mix with :data:`Ticks`.
 Cycles = NewType("Cycles", int)
+
+
+class KernelEnv(Protocol):
+    """The SimPy environment as wafersim uses it: its clock only ever holds whole ticks.
+
+    SimPy types time as ``int | float``; the kernel puts only Python ints in it, so the
+    simulation hands its environment out under this type (a cast made once, nothing per call).
+    """
+
+    _now: int
+
+    @property
+    def now(self) -> int: ...
+
+    def timeout(self, delay: int, value: Any = None) -> simpy.Timeout: ...
+
+    def event(self) -> simpy.Event: ...
+
+    def process(self, generator: Generator[Any, Any, Any]) -> simpy.Process: ...
+
+    def schedule(self, event: simpy.Event, priority: Any, delay: int = 0) -> None: ...
+
+    def step(self) -> None: ...
+
+    def peek(self) -> float: ...
 
 
 class ClockDomain:

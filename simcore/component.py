@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import simpy
 
     from simcore.channel import Channel
-    from simcore.clock import ClockDomain
+    from simcore.clock import ClockDomain, KernelEnv
     from simcore.sim import Simulation
 
 
@@ -60,12 +60,17 @@ class Component:
     Subclasses add ports in ``__init__`` and launch processes in ``start``.
     """
 
+    sim: Simulation
+    parent: Component | None
+    path: str
+    domain: ClockDomain
+
     def __init__(
         self, parent: Component | Simulation, name: str, *, domain: ClockDomain | None = None
     ) -> None:
         if isinstance(parent, Component):
-            self.sim: Simulation = parent.sim
-            self.parent: Component | None = parent
+            self.sim = parent.sim
+            self.parent = parent
             self.path = f"{parent.path}/{name}"
         else:
             self.sim = parent
@@ -86,7 +91,7 @@ class Component:
         self.sim._register(self)
 
     @property
-    def env(self) -> simpy.Environment:
+    def env(self) -> KernelEnv:
         return self.sim.env
 
     def in_port(self, name: str, *, optional: bool = False) -> Port:
@@ -147,8 +152,9 @@ class Component:
     def start(self) -> None:
         """Run-start hook: launch this component's processes."""
 
-    def pending(self) -> str | None:
-        """If this component holds unfinished work, say what it is waiting for (stall reports)."""
+    def pending(self) -> str | list[str] | None:
+        """If this component holds unfinished work, say what it is waiting for (stall reports):
+        a line, or several."""
         return None
 
     def progress_count(self) -> int | None:

@@ -138,7 +138,7 @@ def load(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
             continue
         value = data[f.name]
         key = prefix + f.name
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise ConfigError(
                     key,
@@ -209,10 +209,15 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
     rows: list[tuple[str, str, str, str]] = []
     for f, tp in config_fields(cls):
         key = prefix + f.name
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             rows.extend(describe(tp, key + "."))
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
         allowed = _fmt_range(dict(f.metadata)) or _type_name(tp)
         rows.append((key, repr(default), allowed, f.metadata.get("doc", "")))
     return rows

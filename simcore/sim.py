@@ -41,13 +41,13 @@ import math
 import sys
 import time
 from collections.abc import Generator
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import simpy
 from simpy.core import EmptySchedule
 
 from simcore.channel import Channel, ChannelGet, ChannelPut
-from simcore.clock import ClockDomain, TimeBase
+from simcore.clock import ClockDomain, KernelEnv, Ticks, TimeBase
 from simcore.component import Component, Port
 from simcore.errors import BuildError
 from simcore.stepping import CycleScheduler
@@ -123,7 +123,7 @@ class Progress:
             return
         self._last = wall
         dom = sim.main_domain
-        now = sim.env.now
+        now = Ticks(sim.env.now)
         line = (
             f"[wafersim] t = {dom.cycle_at(now):,} {dom.name} cycles"
             f" | {events / wall:,.0f} events/s"
@@ -147,7 +147,7 @@ class Simulation:
         progress: Progress | None = None,
         livelock_cycles: int = 1_000_000,
     ) -> None:
-        self.env = simpy.Environment()
+        self.env = cast(KernelEnv, simpy.Environment())
         self.livelock_cycles = livelock_cycles
         self.timebase = TimeBase()
         self.seed = seed
@@ -159,15 +159,23 @@ class Simulation:
         self.schedulers: list[CycleScheduler] = []
         self._procs: list[_Proc] = []
         self.phase = "build"
-        self.main_domain: ClockDomain | None = None  # type: ignore[assignment]
+        self._main_domain: ClockDomain | None = None
 
     # -- build -----------------------------------------------------------------------------------
     def domain(self, name: str, freq_hz: int) -> ClockDomain:
         """Declare (or fetch) a clock domain. The first one declared is the run's main domain."""
         dom = self.timebase.domain(name, freq_hz)
-        if self.main_domain is None:
-            self.main_domain = dom
+        if self._main_domain is None:
+            self._main_domain = dom
         return dom
+
+    @property
+    def main_domain(self) -> ClockDomain:
+        """The first domain declared: progress lines, ``livelock_cycles`` and :meth:`cycles`
+        count its cycles."""
+        if self._main_domain is None:
+            raise BuildError("no clock domain defined: a simulation needs at least one")
+        return self._main_domain
 
     def _register(self, comp: Component) -> None:
         if self.phase != "build":
@@ -314,7 +322,7 @@ class Simulation:
             report = self.stall_report()
             if report:
                 status = "stalled"
-        end = until_ticks if status == "limit" else env.now
+        end = until_ticks if status == "limit" and until_ticks is not None else env.now
         return RunResult(status, end, events, wall, report)
 
     def _livelock_watch(self) -> _Watchdog | None:
@@ -371,9 +379,9 @@ class Simulation:
         notes: list[str] = []
         for comp in self.components.values():
             note = comp.pending()
-            if isinstance(note, str):
-                note = [note]
-            notes.extend(f"{comp.path}: {n}" for n in note or ())
+            notes.extend(
+                f"{comp.path}: {n}" for n in ([note] if isinstance(note, str) else note or ())
+            )
         if lines or notes:
             return lines + notes
         return lines

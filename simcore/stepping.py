@@ -38,8 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-import simpy
-
 from simcore.clock import Cycles, Ticks
 from simcore.errors import BuildError
 
@@ -179,7 +177,7 @@ class CycleScheduler:
         delay = t * self.period - now
         if delay < 0:
             raise ValueError(f"{self.owner.path}: end-of-cycle hook in the past (cycle {t})")
-        ev = simpy.Event(self.env)
+        ev = self.env.event()
         ev._ok = True
         ev._value = None
         ev.callbacks.append(fn)
