@@ -4,6 +4,8 @@ contention on a shared link) in exact ticks."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from simcore import Component, ConfigError, Simulation
@@ -79,7 +81,7 @@ def test_minimal_paths_leave_by_different_ports_first():
     assert len(paths) == 8
     first = paths[:4]
     assert sorted(p[1] for p in first) == [(0, 1), (0, 15), (1, 0), (15, 0)]
-    links = [set(zip(p, p[1:], strict=False)) for p in first]
+    links = [set(itertools.pairwise(p)) for p in first]
     assert all(not (a & b) for i, a in enumerate(links) for b in links[i + 1 :])
 
 
@@ -102,8 +104,12 @@ def make_net(**ici):
 def test_one_hop_chunks_serialise_back_to_back_then_wait_the_latency():
     sim, net = make_net()
     seen = []
-    flow = Flow(net, [(0, 0), (1, 0)], 10_000, visit=lambda f, ch: seen.append(
-        (ch.index, sim.env.now)) or True)  # fmt: skip
+
+    def visit(flow, ch):
+        seen.append((ch.index, sim.env.now))
+        return True
+
+    flow = Flow(net, [(0, 0), (1, 0)], 10_000, visit=visit)
     flow.start()
     sim.run()
     # chunks 4500, 4500, 1000 B: 100, 100, 23 ns of serialisation, then 1000 ns of latency
@@ -118,8 +124,12 @@ def test_chunks_pipeline_across_hops():
     hop 2; three hops of 9000 B in 4500 B chunks end at 3 x (100 + 1000) + 100 ns."""
     sim, net = make_net()
     arrivals = []
-    flow = Flow(net, [(0, 0), (1, 0), (2, 0), (3, 0)], 9000,
-                visit=lambda f, ch: arrivals.append((ch.hop, ch.index, sim.env.now)) or True)  # fmt: skip
+
+    def visit(flow, ch):
+        arrivals.append((ch.hop, ch.index, sim.env.now))
+        return True
+
+    flow = Flow(net, [(0, 0), (1, 0), (2, 0), (3, 0)], 9000, visit=visit)
     flow.start()
     sim.run()
     assert arrivals == [

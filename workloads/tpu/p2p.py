@@ -77,12 +77,10 @@ class Transfer(Component):
         for i, path in enumerate(paths):
             lo, hi = cuts[i], cuts[i + 1]
             part = None if self.data is None else self.data[lo:hi]
-            self.flows.append(
-                Flow(
-                    net, path, hi - lo, data=part, itemsize=1, visit=self._land, name="p2p",
-                    tag=lo,
-                )  # fmt: skip
+            flow = Flow(
+                net, path, hi - lo, data=part, itemsize=1, visit=self._land, name="p2p", tag=lo
             )
+            self.flows.append(flow)
 
     def _land(self, flow: Flow, ch: Chunk) -> bool:
         if ch.data is not None and ch.hop == flow.hops:
