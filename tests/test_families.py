@@ -48,6 +48,7 @@ def test_every_family_is_a_package_that_registers_its_own():
         "ws-matmul": "wafer",
         "tpu-collective": "tpu",
         "tpu-p2p": "tpu",
+        "tpu-matmul": "tpu",
     }
     assert {c.origin for c in registry.CASES.values()} == {
         "workloads.kernel.linkchain",
@@ -77,6 +78,7 @@ def test_built_in_scenarios_live_in_their_family_folders():
         "wse-fmac": "wafer",
         "tpu-collective": "tpu",
         "tpu-p2p": "tpu",
+        "tpu-matmul": "tpu",
     }
     assert scenario.builtin_dirs() == [
         ROOT / "workloads" / "kernel" / "scenarios",
@@ -143,7 +145,7 @@ def test_importing_workloads_registers_nothing():
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["7", "7"]
+    assert out.split() == ["8", "7"]
 
 
 def test_unknown_cases_are_named():

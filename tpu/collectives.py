@@ -213,6 +213,32 @@ class Collective:
 
     # -- run ---------------------------------------------------------------------------------
     def start(self) -> None:
+        """Every chip joins now with its input from ``inputs``."""
+        if self.op == "alltoall":
+            self._prepare()
+            self._alltoall()
+            return
+        for c in self.topo.coords:
+            self.join(c, None if self.inputs is None else self.inputs[c])
+
+    def join(self, c: Coord, x: np.ndarray | None = None) -> None:
+        """Chip ``c`` joins with its input ``x`` (None for ``payload=size``) and starts its first
+        phase; chunks from chips that joined earlier wait for it (not for AllToAll)."""
+        if not self.state:
+            self._prepare()
+        if x is not None:
+            self.real = True
+            for p in range(self.parts):
+                st = self.state[c][p]
+                g = self.group_of[c]
+                if self.op == "allgather":
+                    st.vals = {g.rank_of[c]: x[self.cut[p] : self.cut[p + 1]]}
+                else:
+                    st.vals = {k: self._block(x, k, p) for k in st.keys}
+        for p in range(self.parts):
+            self._start_phase(c, p, 0)
+
+    def _prepare(self) -> None:
         for g in self.groups:
             for rank, c in enumerate(g.chips):
                 x = self.inputs[c] if self.inputs is not None else None
@@ -228,12 +254,6 @@ class Collective:
                         vals = None if x is None else {k: self._block(x, k, p) for k in keys}
                     parts.append(_Part(keys, vals))
                 self.state[c] = parts
-        if self.op == "alltoall":
-            self._alltoall()
-            return
-        for c in self.topo.coords:
-            for p in range(self.parts):
-                self._start_phase(c, p, 0)
 
     def _ring_pos(self, c: Coord, axis: int) -> tuple[int, int, bool]:
         return c[axis], self.topo.shape[axis], self.topo.wrap[axis]

@@ -4,6 +4,8 @@
   or several axes of a slice, moving real shards;
 - ``tpu-p2p`` (:mod:`.p2p`): one transfer between two chips, dimension-order routed or split over
   minimal paths;
+- ``tpu-matmul`` (:mod:`.matmul`): A[I,J]·B[J,K] on a slice under the four sharding cases, with
+  the collectives each needs overlapped with the chips' HBM -> VMEM -> MXU pipelines;
 
 Analytical models (the spec's formulas) are in :mod:`.models`.
 """
@@ -11,7 +13,7 @@ Analytical models (the spec's formulas) are in :mod:`.models`.
 from __future__ import annotations
 
 from workloads import registry
-from workloads.tpu import collective, p2p
+from workloads.tpu import collective, matmul, p2p
 
 
 def register() -> None:
@@ -36,5 +38,16 @@ def register() -> None:
             metrics=p2p.metrics,
             model=p2p.model,
             origin=p2p.__name__,
+        )
+    )
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="tpu-matmul",
+            summary="a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
+            params=matmul.MatmulParams,
+            build=matmul.build,
+            metrics=matmul.metrics,
+            model=matmul.model,
+            origin=matmul.__name__,
         )
     )
