@@ -49,6 +49,7 @@ def test_every_family_is_a_package_that_registers_its_own():
         "tpu-collective": "tpu",
         "tpu-p2p": "tpu",
         "tpu-matmul": "tpu",
+        "tpu-train-step": "tpu",
     }
     assert {c.origin for c in registry.CASES.values()} == {
         "workloads.kernel.linkchain",
@@ -79,6 +80,7 @@ def test_built_in_scenarios_live_in_their_family_folders():
         "tpu-collective": "tpu",
         "tpu-p2p": "tpu",
         "tpu-matmul": "tpu",
+        "tpu-train-step": "tpu",
     }
     assert scenario.builtin_dirs() == [
         ROOT / "workloads" / "kernel" / "scenarios",
@@ -145,7 +147,7 @@ def test_importing_workloads_registers_nothing():
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["8", "7"]
+    assert out.split() == ["9", "7"]
 
 
 def test_unknown_cases_are_named():

@@ -15,6 +15,7 @@ from workloads import scenario
 from workloads.tpu import models
 from workloads.tpu.common import to_bf16
 from workloads.tpu.matmul import MatmulParams
+from workloads.tpu.trainstep import TrainStepParams
 
 
 def chip(name: str = "v5e") -> tuple[Simulation, TensorChip]:
@@ -98,3 +99,26 @@ def test_contracting_sharding_overlaps_the_allreduce_with_compute():
     eight = scenario.run_kind("tpu-matmul", cfg.load(MatmulParams, {**kw, "blocks": 8}))
     assert eight["time_s"] < 0.9 * one["time_s"]
     assert abs(eight["model_error_pct"]) < 10
+
+
+@pytest.mark.parametrize("strategy", ["dp", "fsdp"])
+@pytest.mark.parametrize(("topology", "axes"), [("4x2", "x"), ("2x2", "xy")])
+def test_train_step_equals_numpy_and_size_mode_times_match(strategy, topology, axes):
+    kw = dict(strategy=strategy, topology=topology, axes=axes, batch=32, d_model=128, d_ff=256,
+              blocks=2, tile_k=64, tile_n=64)  # fmt: skip
+    real = scenario.run_kind("tpu-train-step", cfg.load(TrainStepParams, {**kw, "payload": "real"}))
+    size = scenario.run_kind("tpu-train-step", cfg.load(TrainStepParams, kw))
+    assert real["correct"] is True and size["correct"] is None
+    assert real["time_s"] == size["time_s"]
+
+
+def test_train_step_crosses_from_communication_to_compute_bound():
+    """v5p, 4x4x4, data parallel over x: C/W ≈ 2550 per chip; below it the AllReduce
+    dominates, above it the matmuls do."""
+    kw = dict(chip="v5p", topology="4x4x4", strategy="dp", axes="x", d_model=2048, d_ff=4096)
+    low = scenario.run_kind("tpu-train-step", cfg.load(TrainStepParams, {**kw, "batch": 512}))
+    high = scenario.run_kind("tpu-train-step", cfg.load(TrainStepParams, {**kw, "batch": 8192}))
+    assert low["bound"] == "communication" and high["bound"] == "compute"
+    assert low["model_critical_batch"] == pytest.approx(4.59e14 / 1.8e11)
+    for m in (low, high):
+        assert abs(m["model_error_pct"]) < 8

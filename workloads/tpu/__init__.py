@@ -6,6 +6,8 @@
   minimal paths;
 - ``tpu-matmul`` (:mod:`.matmul`): A[I,J]·B[J,K] on a slice under the four sharding cases, with
   the collectives each needs overlapped with the chips' HBM -> VMEM -> MXU pipelines;
+- ``tpu-train-step`` (:mod:`.trainstep`): one layer's data-parallel or FSDP training step, to see
+  the compute-bound / communication-bound crossover as the per-chip batch varies;
 
 Analytical models (the spec's formulas) are in :mod:`.models`.
 """
@@ -13,7 +15,7 @@ Analytical models (the spec's formulas) are in :mod:`.models`.
 from __future__ import annotations
 
 from workloads import registry
-from workloads.tpu import collective, matmul, p2p
+from workloads.tpu import collective, matmul, p2p, trainstep
 
 
 def register() -> None:
@@ -49,5 +51,16 @@ def register() -> None:
             metrics=matmul.metrics,
             model=matmul.model,
             origin=matmul.__name__,
+        )
+    )
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="tpu-train-step",
+            summary="one layer's data-parallel or FSDP training step on a TPU slice",
+            params=trainstep.TrainStepParams,
+            build=trainstep.build,
+            metrics=trainstep.metrics,
+            model=trainstep.model,
+            origin=trainstep.__name__,
         )
     )
