@@ -172,3 +172,14 @@ def test_real_payload_too_large_to_hold_points_to_size():
         "host memory here (limit 2,147,483,648); allowed: real up to that size, size for "
         "larger arrays; use --set payload=size (same timing, no data)"
     )
+
+
+@pytest.mark.slow
+def test_validate_tpu_passes(capsys):
+    """`wafersim validate tpu tpu-explained`: the formulas hold within 5 % where their
+    assumptions do, and every other row names its reason."""
+    assert main(["validate", "tpu", "tpu-explained"]) == 0
+    out = capsys.readouterr().out
+    for line in out.splitlines():
+        if line.startswith("tpu-explained "):
+            assert "[" in line and "]" in line

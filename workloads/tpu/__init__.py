@@ -9,13 +9,14 @@
 - ``tpu-train-step`` (:mod:`.trainstep`): one layer's data-parallel or FSDP training step, to see
   the compute-bound / communication-bound crossover as the per-chip batch varies;
 
-Analytical models (the spec's formulas) are in :mod:`.models`.
+Analytical models (the spec's formulas) are in :mod:`.models`; ``wafersim validate tpu
+tpu-explained`` compares them with the simulation (:mod:`.validation`).
 """
 
 from __future__ import annotations
 
 from workloads import registry
-from workloads.tpu import collective, matmul, p2p, trainstep
+from workloads.tpu import collective, matmul, p2p, trainstep, validation
 
 
 def register() -> None:
@@ -64,3 +65,4 @@ def register() -> None:
             origin=trainstep.__name__,
         )
     )
+    validation.register()
