@@ -76,12 +76,12 @@ class Group:
             out.append(d)
         return tuple(reversed(out))
 
-    def on_axis(self, keys: list[int], axis_pos: int, value: int) -> list[int]:
+    def on_axis(self, keys: np.ndarray, axis_pos: int, value: int) -> np.ndarray:
         """The ranks among ``keys`` whose coordinate on the group's ``axis_pos``-th axis is
-        ``value``."""
+        ``value`` (keys are sorted int64 arrays: a thousand ranks cost one vector operation)."""
         stride = math.prod(self.sizes[axis_pos + 1 :])
         size = self.sizes[axis_pos]
-        return [k for k in keys if (k // stride) % size == value]
+        return keys[(keys // stride) % size == value]
 
 
 def groups(topo: Slice, axes: tuple[int, ...]) -> list[Group]:
@@ -115,7 +115,7 @@ class _Part:
 
     __slots__ = ("acc", "expected", "got", "held", "incoming", "keys", "phase", "snap", "vals")
 
-    def __init__(self, keys: list[int], vals: dict[int, np.ndarray] | None) -> None:
+    def __init__(self, keys: np.ndarray, vals: dict[int, np.ndarray] | None) -> None:
         self.keys = keys
         self.vals = vals
         self.phase = -1
@@ -124,7 +124,7 @@ class _Part:
         self.held: dict[int, list[tuple[Flow, Chunk]]] = {}
         self.acc: np.ndarray | None = None
         self.snap: dict[int, dict[int, np.ndarray] | None] = {}  # phase -> vals at its start
-        self.incoming: list[int] = []  # keys received in this (AllGather) phase
+        self.incoming: list[np.ndarray] = []  # keys received in this (AllGather) phase
 
 
 class _Msg:
@@ -132,7 +132,7 @@ class _Msg:
 
     __slots__ = ("bufs", "counts", "dest", "keys", "part", "phase")
 
-    def __init__(self, part: int, phase: int, keys: list[int], hops: int, dest: Coord) -> None:
+    def __init__(self, part: int, phase: int, keys: np.ndarray, hops: int, dest: Coord) -> None:
         self.part = part
         self.phase = phase
         self.keys = keys
@@ -187,7 +187,8 @@ class Collective:
         self.group_of: dict[Coord, Group] = {c: g for g in self.groups for c in g.chips}
         self.chips_left = self.topo.chips * self.parts
         self.end_ticks = -1
-        self.flows: list[Flow] = []
+        self.flows = 0  # flows started
+        self._a2a_flows: list[Flow] = []
         self.phase_hops = [[0] * len(prog) for prog in self.programs]
 
     # -- plan --------------------------------------------------------------------------------
@@ -245,12 +246,12 @@ class Collective:
                 parts = []
                 for p in range(self.parts):
                     if self.op == "allgather":
-                        keys = [rank]
+                        keys = np.array([rank], np.int64)
                         vals = None if x is None else {rank: x[self.cut[p] : self.cut[p + 1]]}
                     elif self.op == "alltoall":
-                        keys, vals = [], None
+                        keys, vals = np.zeros(0, np.int64), None
                     else:
-                        keys = list(range(self.n))
+                        keys = np.arange(self.n, dtype=np.int64)
                         vals = None if x is None else {k: self._block(x, k, p) for k in keys}
                     parts.append(_Part(keys, vals))
                 self.state[c] = parts
@@ -317,7 +318,7 @@ class Collective:
                 flow.forward(ch)
 
     def _flow(
-        self, path: list[Coord], p: int, t: int, keys: list[int], data: Any, name: str
+        self, path: list[Coord], p: int, t: int, keys: np.ndarray, data: Any, name: str
     ) -> None:
         hops = len(path) - 1
         self.phase_hops[p][t] = max(self.phase_hops[p][t], hops)
@@ -326,7 +327,7 @@ class Collective:
             itemsize=self.itemsize, visit=self._visit, done=None, name=name,
             tag=_Msg(p, t, keys, hops, path[-1]),
         )  # fmt: skip
-        self.flows.append(flow)
+        self.flows += 1
         flow.start()
 
     def _visit(self, flow: Flow, ch: Chunk) -> bool:
@@ -366,7 +367,7 @@ class Collective:
 
     def _ag_received(self, c: Coord, msg: _Msg, buf: np.ndarray | None) -> None:
         st = self.state[c][msg.part]
-        st.incoming.extend(msg.keys)
+        st.incoming.append(msg.keys)
         if buf is not None:
             if st.vals is st.snap.get(st.phase):
                 st.vals = dict(st.vals)  # type: ignore[arg-type]
@@ -382,7 +383,7 @@ class Collective:
         kind, axis = self.programs[p][st.phase]
         g = self.group_of[c]
         if kind == "ag":
-            st.keys = sorted(st.keys + st.incoming)
+            st.keys = np.sort(np.concatenate([st.keys, *st.incoming]))
         else:
             gi = g.axes.index(axis)
             own = g.on_axis(st.keys, gi, c[axis])
@@ -458,13 +459,14 @@ class Collective:
                         visit=self._a2a_visit, done=self._a2a_done, name="alltoall",
                         tag=(r, j, g),
                     )  # fmt: skip
-                    self.flows.append(flow)
+                    self._a2a_flows.append(flow)
+                    self.flows += 1
         if self.n == 1:
             if self.inputs is not None:
                 self.outputs = dict(self.inputs)
             self._finish_a2a()
             return
-        for flow in self.flows:
+        for flow in self._a2a_flows:
             flow.start()
 
     def _a2a_visit(self, flow: Flow, ch: Chunk) -> bool:

@@ -100,14 +100,16 @@ class Slice:
         self.index = {c: i for i, c in enumerate(self.coords)}
         self.graph = nx.DiGraph()
         self.graph.add_nodes_from(self.coords)
+        edges: dict[tuple[Coord, Coord], dict[str, object]] = {}
         for c in self.coords:
             for axis, size in enumerate(self.shape):
                 for sign in (1, -1):
                     n = self.neighbour(c, axis, sign)
-                    if n is None or self.graph.has_edge(c, n):
-                        continue
+                    if n is None or (c, n) in edges:
+                        continue  # an axis of 2 that wraps: one link pair, not two
                     wrap = not 0 <= c[axis] + sign < size
-                    self.graph.add_edge(c, n, axis=axis, sign=sign, wrap=wrap)
+                    edges[(c, n)] = {"axis": axis, "sign": sign, "wrap": wrap}
+        self.graph.add_edges_from((a, b, d) for (a, b), d in edges.items())
 
     @property
     def chips(self) -> int:

@@ -181,7 +181,7 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
         "ranks": n,
         "groups": len(coll.groups),
         "wraparound": "".join(a for a, w in zip("xyz", h.topo.wrap, strict=False) if w) or "none",
-        "flows": len(coll.flows),
+        "flows": coll.flows,
         "chunks_sent": sum(lk.chunks for lk in h.net.links.values()),
         "model_time_s": m["time_s"],
         "model_bound": m["bound"],
