@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from simcore.tracing import TraceLevel
 from tpu.network import Chunk, Flow, IciNetwork
 from tpu.topology import Coord, Slice
 
@@ -113,7 +114,10 @@ def ring_paths(n: int, pos: int, wrap: bool, ring: str, role: str) -> list[tuple
 class _Part:
     """One part's progress at one chip."""
 
-    __slots__ = ("acc", "expected", "got", "held", "incoming", "keys", "phase", "snap", "vals")
+    __slots__ = (
+        "acc", "expected", "flow_id", "got", "held", "incoming", "keys", "phase", "since", "snap",
+        "vals",
+    )  # fmt: skip
 
     def __init__(self, keys: np.ndarray, vals: dict[int, np.ndarray] | None) -> None:
         self.keys = keys
@@ -125,6 +129,8 @@ class _Part:
         self.acc: np.ndarray | None = None
         self.snap: dict[int, dict[int, np.ndarray] | None] = {}  # phase -> vals at its start
         self.incoming: list[np.ndarray] = []  # keys received in this (AllGather) phase
+        self.since = 0  # tick the current phase started
+        self.flow_id: int | None = None  # trace flow from the previous phase
 
 
 class _Msg:
@@ -276,6 +282,7 @@ class Collective:
             return
         kind, axis = prog[t]
         st.phase, st.got = t, 0
+        st.since = self.net.env.now
         st.snap[t] = st.vals
         g = self.group_of[c]
         pos, n, wrap = self._ring_pos(c, axis)
@@ -381,6 +388,8 @@ class Collective:
     def _phase_done(self, c: Coord, p: int) -> None:
         st = self.state[c][p]
         kind, axis = self.programs[p][st.phase]
+        if self.net.sim.trace_level >= TraceLevel.OPS:
+            self._trace_phase(c, p, st, kind, axis)
         g = self.group_of[c]
         if kind == "ag":
             st.keys = np.sort(np.concatenate([st.keys, *st.incoming]))
@@ -394,6 +403,22 @@ class Collective:
                 st.acc = None
             st.keys = own
         self._start_phase(c, p, st.phase + 1)
+
+    def _trace_phase(self, c: Coord, p: int, st: _Part, kind: str, axis: int) -> None:
+        """One slice per phase on the chip's track, linked to the chip's next phase by a flow."""
+        net = self.net
+        net.trace_ids += 1
+        fid = net.trace_ids
+        now, per = net.env.now, net.domain.period_ticks
+        name = {"ag": "allgather", "rs": "reducescatter"}[kind]
+        net.sim.tracer.emit(
+            st.since, now - st.since, st.since // per, (now - st.since) // per, net.domain.name,
+            f"{net.parent.path}/chip[{','.join(map(str, c))}]", "collective",
+            f"{name} {'xyz'[axis]}", flow_in=st.flow_id,
+            flow_out=fid if st.phase + 1 < len(self.programs[p]) else None,
+            args={"op": self.op, "part": p, "phase": st.phase, "ring": self.ring},
+        )  # fmt: skip
+        st.flow_id = fid
 
     def _chip_done(self, c: Coord) -> None:
         self.chips_left -= 1

@@ -37,8 +37,6 @@ from simcore.tracing import TraceLevel
 from tpu.config import IciConfig
 from tpu.topology import Coord, Slice
 
-_flow_ids = 0
-
 
 def _fmt(c: Coord) -> str:
     return ",".join(map(str, c))
@@ -128,6 +126,8 @@ class IciNetwork(Component):
         for e in topo.edges():
             self.links[(e.src, e.dst)] = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
         self.flows_done = 0
+        self.flow_ids = 0  # flows made so far: each flow's id (trace flows), per simulation
+        self.trace_ids = 1 << 40  # trace flow ids the system layer takes (phase links)
 
     def link(self, src: Coord, dst: Coord) -> IciLink:
         return self.links[(src, dst)]
@@ -213,9 +213,8 @@ class Flow:
         name: str = "msg",
         tag: Any = None,
     ) -> None:
-        global _flow_ids
-        _flow_ids += 1
-        self.id = _flow_ids
+        net.flow_ids += 1
+        self.id = net.flow_ids
         self.net = net
         self.path = list(path)
         self.links = net.path_links(self.path)
