@@ -183,3 +183,29 @@ def test_validate_tpu_passes(capsys):
     for line in out.splitlines():
         if line.startswith("tpu-explained "):
             assert "[" in line and "]" in line
+
+
+@pytest.mark.parametrize("op", ["allgather", "reducescatter", "allreduce", "alltoall"])
+@pytest.mark.parametrize(("slices", "shape", "axes"), [(2, "2x2", "xys"), (3, "2x1", "sx")])
+def test_collectives_across_slices_over_dcn(op, slices, shape, axes):
+    kw = dict(topology=shape, axes=axes, op=op, slices=slices, bytes=2 * 8 * 3 * 24)
+    real = collective(**kw)
+    assert real["correct"] is True
+    assert real["time_s"] == collective(**kw, payload="size")["time_s"]
+
+
+def test_dcn_allreduce_and_transfer_match_their_models():
+    m = collective(topology="16x16", axes="s", op="allreduce", slices=2, bytes=64 << 20,
+                   payload="size")  # fmt: skip
+    assert m["model_bound"] == "dcn" and abs(m["model_error_pct"]) < 2
+    p = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, dict(
+        slices=2, src="0,0,0", dst="1,3,3", bytes=17_000_000, payload="size")))  # fmt: skip
+    assert p["route"].startswith("0,0,0>1,0,0>") and abs(p["model_error_pct"]) < 2
+
+
+def test_multi_slice_axes_are_named():
+    with pytest.raises(ConfigError) as err:
+        cfg.load(CollectiveParams, {"slices": 2, "axes": "z"})
+    assert str(err.value) == (
+        "config key 'axes' = 'z': 2 slices of 4x4 has no axis 'z'; allowed: s, x, y"
+    )

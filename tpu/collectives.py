@@ -180,7 +180,11 @@ class Collective:
         self.on_done = on_done
         self.groups = groups(self.topo, axes)
         self.n = self.groups[0].n
-        self.parts = 1 if op == "alltoall" else len(axes)
+        # DCN axes (between slices) are not rotated: data crosses DCN at its smallest (last in
+        # a ReduceScatter, first in an AllGather); the ICI axes share the parts
+        self.ici_axes = tuple(a for a in axes if not self.topo.is_dcn(a))
+        self.dcn_axes = tuple(a for a in axes if self.topo.is_dcn(a))
+        self.parts = 1 if op == "alltoall" else max(1, len(self.ici_axes))
         self.elems = nbytes // itemsize
         # shard r = elements [r·shard, (r+1)·shard) of the full array; its part p is
         # [cut[p], cut[p+1]) within it (parts differ by at most one element)
@@ -199,9 +203,10 @@ class Collective:
 
     # -- plan --------------------------------------------------------------------------------
     def _program(self, p: int) -> list[tuple[str, int]]:
-        order = self.axes[p:] + self.axes[:p]
+        ici = self.ici_axes[p:] + self.ici_axes[:p]
+        order = ici + self.dcn_axes  # the order of a ReduceScatter
         if self.op == "allgather":
-            return [("ag", a) for a in order]
+            return [("ag", a) for a in reversed(order)]
         if self.op == "reducescatter":
             return [("rs", a) for a in order]
         if self.op == "allreduce":
@@ -414,7 +419,7 @@ class Collective:
         net.sim.tracer.emit(
             st.since, now - st.since, st.since // per, (now - st.since) // per, net.domain.name,
             f"{net.parent.path}/chip[{','.join(map(str, c))}]", "collective",
-            f"{name} {'xyz'[axis]}", flow_in=st.flow_id,
+            f"{name} {self.topo.axis_names[axis]}", flow_in=st.flow_id,
             flow_out=fid if st.phase + 1 < len(self.programs[p]) else None,
             args={"op": self.op, "part": p, "phase": st.phase, "ring": self.ring},
         )  # fmt: skip

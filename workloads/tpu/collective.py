@@ -14,6 +14,7 @@ algbw x 2(N-1)/N for AllReduce, x (N-1)/N otherwise (N = chips in a group).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -180,7 +181,8 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
         "correct": correct,
         "ranks": n,
         "groups": len(coll.groups),
-        "wraparound": "".join(a for a, w in zip("xyz", h.topo.wrap, strict=False) if w) or "none",
+        "wraparound": "".join(a for a, w in zip(h.topo.axis_names, h.topo.wrap, strict=True) if w)
+        or "none",
         "flows": coll.flows,
         "chunks_sent": sum(lk.chunks for lk in h.net.links.values()),
         "model_time_s": m["time_s"],
@@ -190,10 +192,23 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
 
 
 def model(p: CollectiveParams) -> dict[str, Any]:
+    """The spec's formula over the ICI axes, plus (between slices) the DCN phase's time."""
     topo = p.slice()
     axes = parse_axes(topo, p.axes)
-    return models.collective_time(
-        p.op, p.bytes, tuple(topo.shape[a] for a in axes), tuple(topo.wrap[a] for a in axes),
+    ici = tuple(a for a in axes if not topo.is_dcn(a))
+    out = models.collective_time(
+        p.op, p.bytes, tuple(topo.shape[a] for a in ici), tuple(topo.wrap[a] for a in ici),
         topo.spec, hop_latency_s=p.ici.hop_latency_ns * 1e-9, ring=p.ring,
         link_bytes_per_s=p.ici.link_bytes_per_s,
-    )  # fmt: skip
+    ) if ici else {"time_s": 0.0, "bound": "dcn"}  # fmt: skip
+    if len(ici) < len(axes):
+        hosts = {topo.host_of(c) for c in topo.coords}
+        dcn = models.dcn_time(
+            p.op, p.bytes, math.prod(topo.shape[a] for a in ici), p.slices,
+            topo.chips // len(hosts), pcie_bytes_per_s=p.ici.pcie_bytes_per_s,
+            dcn_bytes_per_s=p.ici.dcn_bytes_per_s, latency_s=p.ici.dcn_latency_ns * 1e-9,
+        )  # fmt: skip
+        out = {**out, "time_s": float(out["time_s"]) + dcn, "dcn_time_s": dcn}
+        if dcn > float(out["time_s"]) / 2:
+            out["bound"] = "dcn"
+    return out
