@@ -8,6 +8,7 @@ by the model's :class:`pim.timing.TimingChecker`: a bug in either shows as a dis
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -119,9 +120,9 @@ def test_random_reads_pay_a_row_miss_each_at_the_activation_rate():
     ids=["fcfs", "closed", "hbm2-norefresh"],
 )
 def test_every_policy_obeys_the_table(cfg):
-    stack, reqs = _read_run("random", 600, cfg)
+    stack, _ = _read_run("random", 600, cfg)
     independent_check(stack.std, stack.controllers[0].trace_log)
-    stack, reqs = _read_run("stream", 600, cfg)
+    stack, _ = _read_run("stream", 600, cfg)
     independent_check(stack.std, stack.controllers[0].trace_log)
 
 
@@ -194,7 +195,7 @@ def test_refresh_every_trefi():
     sim.run()
     refs = [e.cycle for e in stack.controllers[0].trace_log if e.cmd == "REF"]
     assert len(refs) == 600 * 40 // t.nREFI
-    assert all(t.nREFI <= b - a < t.nREFI + t.nRFC for a, b in zip(refs, refs[1:], strict=False))
+    assert all(t.nREFI <= b - a < t.nREFI + t.nRFC for a, b in itertools.pairwise(refs))
 
 
 def test_presets_have_the_studys_figures():
