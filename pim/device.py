@@ -158,6 +158,7 @@ class PimUnits:
         if role:
             self.by_role[role] = self.by_role.get(role, 0) + 1
         self.pc += 1
+        self._advance()  # JUMP and EXIT take no trigger: the program ends with its last one
         if ins.op == "NOP" or (ins.op == "MOV" and ins.to_counter):
             return None
         if ins.op in ("ADD", "MAC", "MAD"):

@@ -348,11 +348,12 @@ def make_layout(
     data_rows = org.rows - 3
     need = max(-(-lay.input_words // org.columns), lay.groups)
     if need > data_rows:
-        cap = pchs * org.banks // 2 * data_rows * org.row_bytes // 2
+        cap = units * data_rows * WORDS_PER_GROUP * BLOCK
         raise ConfigError(
             "rows", rows, f"a {rows} x {cols} BF16 tensor needs {need:,} rows per bank but a bank "
-            f"has {data_rows:,} data rows (master copy in the even banks, at most {cap:,} "
-            "elements in the stacks)", hint="use a smaller tensor or more stacks (hbm.stacks)",
+            f"has {data_rows:,} data rows (one odd-bank row per group of 256 elements: at most "
+            f"{cap:,} elements in the stacks)",
+            hint="use a smaller tensor or more stacks (hbm.stacks)",
         )  # fmt: skip
     return lay
 
@@ -446,9 +447,9 @@ def compile_jitq(
                 goto(parity, row)
                 is_write = op.instr.dst[0] in ("EVEN_BANK", "ODD_BANK")
                 stream.append(Command("WR" if is_write else "RD", parity, row, col))
-    stream.append(Command("PREA", 0))
-    open_rows[:] = [-1, -1]
-    stream += [Command("ACT", 0, sbmr_row), Command("PREA", 0)]
+    goto(0, conf_row)  # leave AB-PIM, then AB -> SB
+    stream.append(Command("WR", 0, conf_row, COL_OP_MODE, np.zeros(16, np.uint16)))
+    stream += [Command("PREA", 0), Command("ACT", 0, sbmr_row), Command("PREA", 0)]
     return Plan(lay, fmt, stream, phases_seen, batch_groups)
 
 
