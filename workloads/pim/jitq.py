@@ -158,6 +158,7 @@ def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> 
         "total_pchs": total,
         "groups_per_unit": lay.groups,
         "model_time_s": m["time_s"],
+        "model_cycles": m["cycles"],
         "model_error_pct": 100.0 * (time_s - m["time_s"]) / m["time_s"],
     }
 
@@ -242,3 +243,36 @@ def register() -> None:
             origin=__name__,
         )
     )
+    registry.register_case(
+        registry.ValidationCase(
+            name="pim",
+            summary="JIT-Q cycles: command-level simulation vs the closed-form stream model, "
+            "every format, placement and direction at two sizes",
+            run=_validate,
+            tolerance=5.0,
+            criterion="mape",
+            origin=__name__,
+        )
+    )
+
+
+# -- validation ----------------------------------------------------------------------------------
+#: (rows, cols) of the sweep: 1 and 32 tiles per unit (tiled), 1 and 2 super-tiles (strided).
+VALIDATE_SIZES = ((256, 256), (2048, 1024))
+
+
+def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
+    points = [
+        JitqParams(format=f, placement=pl, direction=d, rows=r, cols=c)
+        for r, c in VALIDATE_SIZES
+        for pl in kernel.PLACEMENTS
+        for d in kernel.DIRECTIONS
+        for f in kernel.FORMATS
+    ]
+    rows = []
+    for p, m in zip(points, runner("jitq", points), strict=True):
+        if not m["correct"]:
+            raise RuntimeError(f"jitq {p.format} {p.placement} {p.direction}: wrong bits")
+        label = f"{p.rows}x{p.cols} {p.format} {p.placement} {p.direction}"
+        rows.append(registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"]))
+    return rows
