@@ -13,9 +13,10 @@ Built-in scenarios are in ``scenarios/`` beside this file.
 
 from __future__ import annotations
 
-from workloads.cluster import gptws
+from workloads.cluster import gptws, validation
 
 
 def register() -> None:
     """Register the family's kinds and validation cases."""
     gptws.register()
+    validation.register()

@@ -40,6 +40,7 @@ from swarmx.node import BroadcastReduceNode, SwarmXConfig
 from swarmx.tree import boxes, build_tree, hops, nodes
 from workloads import registry
 from workloads.cluster import gpt
+from workloads.cluster import model as cluster_model
 from workloads.cluster.cs2 import Cs2, Cs2Config, Function, PeProducts
 from workloads.cluster.plan import PlanConfig, build_plan
 
@@ -465,7 +466,7 @@ def register() -> None:
             params=GptWsParams,
             build=build,
             metrics=metrics,
-            model=None,
+            model=cluster_model.model,
             origin=__name__,
         )
     )
