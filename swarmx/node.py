@@ -45,6 +45,9 @@ class SwarmXConfig:
     mode: str = param(
         "1:4", "node mode: one 1:4 broadcast-reduce or a pair of 1:2", choices=("1:4", "2x1:2")
     )
+    link_buffer_chunks: int = param(
+        2, "chunks a link holds, in flight and waiting (credit-based flow control)", min=1
+    )
     link_latency_cycles: int = param(
         500, "latency of one link (cable, PHY, switch), SwarmX cycles (unknown: 0.5 us)", min=0
     )

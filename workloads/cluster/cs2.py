@@ -68,11 +68,11 @@ def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -
     """Documented cost of the chunk's work that streams no weights: attention, loss, epilogues
     (residual adds, GELU), embedding gather and scatter."""
     t, h, s = seqs * shape.sequence, shape.hidden, shape.sequence
-    fwd = w.op in ("embed", "attn", "loss") or (w.op == "matmul" and w.grad_rows == 0)
-    if w.op == "attn":
+    fwd = w.op != "dgrad"
+    if w.op in ("attn", "attn-grad"):
         fmacs = 2 * seqs * s * s * h  # QK^T and PV
         ew = seqs * shape.heads * s * s * 5  # scale, mask, exp, sum, divide
-        if fwd:
+        if w.op == "attn":
             return cal.fmac_cycles(c, fmacs) + cal.elementwise_cycles(c, ew, 1)
         return cal.fmac_cycles(c, 2 * fmacs) + cal.elementwise_cycles(c, ew, 2)
     if w.op == "loss":
@@ -80,7 +80,7 @@ def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -
     if w.op in ("embed", "embed-grad"):
         rows = w.rows if w.op == "embed" else w.grad_rows
         return cal.elementwise_cycles(c, t * h * rows / shape.vocab, 1)
-    if not w.last:
+    if not w.last or w.op == "wgrad":
         return 0.0
     name = w.tensor.rpartition(".")[2]
     # forward: residual add after proj and fc2, GELU (8 ops) after fc1; backward: GELU'
@@ -92,13 +92,13 @@ def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -
 
 
 def matmul_cycles(w: Work, tokens: int, c: cal.Cs2ComputeConfig) -> float:
-    """Wafer-level cycles of a chunk's streamed products (fwd; or bwd + wgrad)."""
-    if w.op != "matmul":
-        return 0.0
-    cyc = cal.matmul_cycles(cal.FWD, c, w.rows, w.width, tokens, w.density)
-    if w.grad_rows:
-        cyc += cal.matmul_cycles(cal.WGRAD, c, w.grad_rows, w.grad_width, tokens, w.density)
-    return cyc
+    """Wafer-level cycles of a chunk's streamed product: forward and activation gradient (the
+    same program, on W or W^T) or weight gradient."""
+    if w.op in ("matmul", "dgrad"):
+        return cal.matmul_cycles(cal.FWD, c, w.rows, w.width, tokens, w.density)
+    if w.op == "wgrad":
+        return cal.matmul_cycles(cal.WGRAD, c, w.grad_rows, w.grad_width, tokens, w.density)
+    return 0.0
 
 
 # -- the function (real data) --------------------------------------------------------------------
@@ -171,12 +171,12 @@ class Function:
             if w.last:
                 a["l0.x"] = self.out
             return None, 0
-        if w.op == "attn" and e.pass_ == "fwd":
+        if w.op == "attn":
             a[f"l{w.layer}.a"], a[f"l{w.layer}.p"] = gpt.attention(
                 a[f"l{w.layer}.qkv"], self.seqs, shape.heads
             )
             return None, 0
-        if w.op == "attn":
+        if w.op == "attn-grad":
             lay = f"l{w.layer}"
             a[f"{lay}.dqkv"] = gpt.attention_grad(
                 a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads
@@ -191,9 +191,11 @@ class Function:
             g = np.zeros((e.ghi - e.glo, shape.hidden), np.float32)
             np.add.at(g, self.ids[sel] - e.glo, dx[sel])
             return g, 0
-        if e.pass_ == "fwd":
+        if w.op == "matmul":
             return None, self._matmul_fwd(e, payload["rows"])
-        return self._matmul_bwd(e, payload)
+        if w.op == "dgrad":
+            return None, self._dgrad(e, payload["rows"])
+        return self._wgrad_rows(e, payload["request"])
 
     def _matmul_fwd(self, e: Entry, rows: np.ndarray) -> int:
         w: Work = e.work
@@ -223,18 +225,24 @@ class Function:
         else:
             a["logits"] = out
 
-    def _matmul_bwd(self, e: Entry, payload: dict[str, Any]) -> tuple[np.ndarray, int]:
+    def _dgrad(self, e: Entry, rows: np.ndarray) -> int:
+        """dX[:, lo:hi] = dY · W[:, lo:hi]: the forward program on rows lo..hi of W^T."""
+        w: Work = e.work
+        dy = self.act[self._dout(w.tensor)]
+        if w.first:
+            self.out = np.zeros((dy.shape[0], self.act[self._input(w.tensor)].shape[1]), np.float32)
+        part, cycles = self._fwd(dy, rows)
+        self.out[:, e.lo : e.hi] = part  # type: ignore[index]
+        if w.last:
+            self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
+        return cycles
+
+    def _wgrad_rows(self, e: Entry, request: np.ndarray) -> tuple[np.ndarray, int]:
+        """dW[glo:ghi] = dY[:, glo:ghi]^T · X on the request mask."""
         w: Work = e.work
         dy = self.act[self._dout(w.tensor)]
         x = self.act[self._input(w.tensor)]
-        if w.first:
-            self.out = np.zeros((dy.shape[0], x.shape[1]), np.float32)
-        part, c1 = self._fwd(dy, payload["rows"])  # dX[:, lo:hi] = dY · W[:, lo:hi]
-        self.out[:, e.lo : e.hi] = part  # type: ignore[index]
-        grad, c2 = self._wgrad(x, dy[:, e.glo : e.ghi], payload["request"])
-        if w.last:
-            self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
-        return grad, c1 + c2
+        return self._wgrad(x, dy[:, e.glo : e.ghi], request)
 
     def _bwd_epilogue(self, w: Work, dx: np.ndarray) -> None:
         a = self.act

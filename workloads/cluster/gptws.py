@@ -291,14 +291,14 @@ def build(sim: Simulation, p: GptWsParams) -> Cluster:
                 memx.weights,
                 down(child),
                 latency_cycles=link_latency(p, hz["memoryx"]),
-                capacity=2,
+                capacity=p.swarmx.link_buffer_chunks,
                 name=f"link/memoryx->{child}",
             )
             sim.connect(
                 made[child].ports["up_out"],
                 memx.grads,
                 latency_cycles=link_latency(p, hz["swarmx"]),
-                capacity=2,
+                capacity=p.swarmx.link_buffer_chunks,
                 name=f"link/{child}->memoryx",
             )
             continue
@@ -308,7 +308,7 @@ def build(sim: Simulation, p: GptWsParams) -> Cluster:
             node.ports[f"down_out[{i}]"],
             down(child),
             latency_cycles=link_latency(p, hz["swarmx"]),
-            capacity=2,
+            capacity=p.swarmx.link_buffer_chunks,
             name=f"link/{parent}->{child}",
         )
         up = made[child].ports["up_out"] if child in made else systems[_index(child)].grads
@@ -317,7 +317,7 @@ def build(sim: Simulation, p: GptWsParams) -> Cluster:
             up,
             node.ports[f"up_in[{i}]"],
             latency_cycles=link_latency(p, sender),
-            capacity=2,
+            capacity=p.swarmx.link_buffer_chunks,
             name=f"link/{child}->{parent}",
         )
     return Cluster(

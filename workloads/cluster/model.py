@@ -18,8 +18,10 @@ at the very end of the backward pass, so the wafer waits for the round trip::
                + its update (max(tier bytes / tier bandwidth, flops / ALU rate))
                + the weight chunk read and sent down (h serialisations + h link latencies)
 
-The **latency-hiding condition** of the spec: the MemoryX round trip is hidden behind a layer
-when that layer's compute exceeds it (``first_layer_compute_s`` vs ``round_trip_s``).
+The **latency-hiding condition** of the spec: the round trip is hidden when the first layer's
+compute exceeds it; here the wafer computes the weight gradients in forward order, so what
+covers the round trip is its work after sending the first streamed chunk's gradient: the first
+layer's weight gradients and the later layers' (``first_layer_compute_s`` vs ``round_trip_s``).
 """
 
 from __future__ import annotations
@@ -79,8 +81,10 @@ def step_model(p: Any) -> dict[str, float]:
     reaches the wafers h serialisations and h link latencies later (store and forward), no
     sooner than one serialisation after chunk k-1; the wafer starts it when it arrives and
     chunk k-1 is done, for the compute model's time; gradients go up the same way and are
-    applied in order, the wafer's gradient buffer holding ``grad_buffer_chunks``. Left out: the
-    other buffer limits (prefetch, links) and the
+    applied in order, the wafer's gradient buffer holding ``grad_buffer_chunks`` and the weight
+    stream running at most 3·h chunks ahead of the wafer (two per link, one per node and in
+    MemoryX's port), each link passing at most ``link_buffer_chunks`` chunks per latency and
+    serialisation (its credit loop). Left out: the reader's prefetch buffer and the
     tier's contention between reads and updates.
     """
     shape, seqs = p.shape(), p.seqs()
@@ -104,21 +108,34 @@ def step_model(p: Any) -> dict[str, float]:
     exposed: dict[int, float] = {}
     step_end: dict[int, float] = {}
     compute: dict[int, float] = {}
-    first_layer = 0.0
+    per_entry: list[float] = []
+    begun: list[float] = []  # when the wafer started each chunk
+    slots = 3 * h
+    link_slots = sw.link_buffer_chunks
+    arrivals: list[float] = []
+    grads_in: list[float] = []
     starts: list[float] = []  # when each gradient chunk left the wafer's buffer
     for e in plan:
         ready = max((done[(e.step - 1, *k)] for k in e.needs), default=0.0)
         read = max(read, ready) + (e.stream_bytes / tier_rate[tiers.get(e.tensor, "dram")]
                                    if e.tensor else 0.0)  # fmt: skip
         ser = e.stream_bytes / down_rate
+        # The stream runs ahead of the wafer by the slots on its way (two per link, one in
+        # each node and in MemoryX's port): chunk k leaves once the wafer took chunk k - slots.
+        if len(begun) >= slots:
+            read = max(read, begun[-slots])
         sent = max(sent, read) + e.stream_bytes / io_rate
+        # ... and a link passes at most C chunks per credit loop (latency + serialisation)
         arrived = max(sent + (h - 1) * ser + h * latency, arrived + ser)
+        if len(arrivals) >= link_slots:
+            arrived = max(arrived, arrivals[-link_slots] + latency + ser)
+        arrivals.append(arrived)
         exposed[e.step] = exposed.get(e.step, 0.0) + max(0.0, arrived - finished)
         c = entry_compute_s(p, e, shape, seqs)
         compute[e.step] = compute.get(e.step, 0.0) + c
-        if e.step == 0 and e.pass_ == "fwd" and e.work.layer == 0:
-            first_layer += c
-        finished = max(finished, arrived) + c
+        per_entry.append(c)
+        begun.append(max(finished, arrived))
+        finished = begun[-1] + c
         if e.returns_gradient:
             # The wafer's gradient buffer: chunk k goes in once chunk k - B has left it.
             if len(starts) >= p.cs2.grad_buffer_chunks:
@@ -127,6 +144,9 @@ def step_model(p: Any) -> dict[str, float]:
             starts.append(max(grad_sent, finished))
             grad_sent = starts[-1] + gser
             grad_in = max(grad_sent + (h - 1) * gser + h * latency, grad_in + gser)
+            if len(grads_in) >= link_slots:
+                grad_in = max(grad_in, grads_in[-link_slots] + latency + gser)
+            grads_in.append(grad_in)
             updated = max(updated, grad_in) + update_s(e)
             done[(e.step, *e.key)] = updated  # type: ignore[misc]
             step_end[e.step] = updated
@@ -136,6 +156,9 @@ def step_model(p: Any) -> dict[str, float]:
     # chunk of the next step down.
     first = plan[0]
     grad = next(e for e in plan if e.key == (first.tensor, 0))
+    # What hides it: the wafer's work after sending that gradient (the first layer's weight
+    # gradients and every later layer's).
+    first_layer = sum(per_entry[grad.index + 1 : len(plan) // p.steps])
     round_trip = (
         h * (grad.grad_bytes / up_rate + latency)
         + update_s(grad)

@@ -5,12 +5,15 @@ Per step, in the order MemoryX streams:
 - **forward**: the embedding table E in row chunks (the wafers gather their tokens' rows), then
   for each layer: ``qkv`` chunks, the attention command, ``proj``, ``fc1``, ``fc2``; then the
   head's chunks and the loss command;
-- **backward**, layers in reverse: the head, then per layer ``fc2``, ``fc1``, ``proj``, the
-  attention-gradient command, ``qkv``; then the embedding's gradient request. Each backward
-  chunk k of a matrix carries rows k of W^T (columns of W, for the activation gradient) and the
-  gradient-request mask of rows k of W (forward order): the wafer returns the FP32 gradients of
-  those rows, so updates go row block by row block in the order the next step's forward pass
-  streams them.
+- **backward**, in two sweeps. First the activation gradients, layers in reverse: the head's
+  W^T, then per layer ``fc2``, ``fc1``, ``proj``, the attention-gradient command, ``qkv``
+  (rows of W^T: columns of W); the wafer keeps each matrix's output gradient. Then the weight
+  gradients *in the order the forward pass streams the weights*: the embedding's gradient
+  request, each layer's ``qkv``, ``proj``, ``fc1``, ``fc2``, the head: MemoryX sends the
+  gradient-request masks (rows of W, forward order) and the wafer returns the FP32 gradients of
+  those rows. So the first tensors of the next step are updated first, and their new weights
+  stream while the wafer still computes the later layers' gradients: the round trip is hidden
+  when that compute exceeds it.
 
 Dependencies across steps (``needs``): a forward chunk of step s+1 waits for the update of the
 same rows in step s (layer 1's new weights stream while step s's backward pass still runs); a
@@ -41,7 +44,8 @@ from workloads.cluster.gpt import LAYER_MATRICES, Shape
 class Work:
     """What a wafer computes for one entry.
 
-    ``op``: ``embed``, ``matmul``, ``attn``, ``loss``, ``embed-grad``; ``tensor`` and ``layer``
+    ``op``: ``embed``, ``matmul`` (forward), ``attn``, ``loss``, ``dgrad`` (activation
+    gradient), ``attn-grad``, ``embed-grad``, ``wgrad`` (weight gradient); ``tensor`` and ``layer``
     (-1: none); ``rows`` x ``width``: the streamed rows and their length; ``grad_rows`` x
     ``grad_width``: the gradient rows requested; ``density``: of the streamed rows;
     ``first``/``last``: the first/last chunk of this op (epilogues run after the last)."""
@@ -123,21 +127,17 @@ def build_plan(shape: Shape, cfg: PlanConfig) -> list[Entry]:
                 ),
             )
 
-    def bwd_matrix(step: int, name: str, layer: int) -> None:
+    def dgrad_matrix(step: int, name: str, layer: int) -> None:
+        """Rows of W^T (columns of W) for the activation gradient dX = dY · W."""
         r, c = dims[name]
         d = density_of(name, cfg.density)
-        parts = chunks[name]
-        cparts = split(c, len(parts), cfg.align)
-        while len(cparts) < len(parts):
-            cparts.append((c, c))
-        needs = tuple((name, j) for j in range(len(parts))) if step > 0 else ()
-        sparse = d < 1.0 and not cfg.regrow
-        per_row = nnz_per_row(c, d) if sparse else c
+        n = len(chunks[name])
+        needs = tuple((name, j) for j in range(n)) if step > 0 else ()
         col_nnz = r * nnz_per_row(c, d) / c
-        for k, ((glo, ghi), (lo, hi)) in enumerate(zip(parts, cparts, strict=True)):
+        cparts = split(c, n, cfg.align)
+        for k, (lo, hi) in enumerate(cparts):
             rows = hi - lo
             wt = rows * r * 2 if d >= 1.0 else math.ceil(rows * (col_nnz * 4 + 2))
-            req = (ghi - glo) * (per_row * 2 + 2) if sparse else 0
             add(
                 step=step,
                 pass_="bwd",
@@ -145,26 +145,41 @@ def build_plan(shape: Shape, cfg: PlanConfig) -> list[Entry]:
                 order="bwd",
                 lo=lo,
                 hi=hi,
-                stream_bytes=wt + req + COMMAND_BYTES,
+                stream_bytes=wt + COMMAND_BYTES,
+                needs=needs,
+                work=Work(
+                    "dgrad", name, layer, rows, r, density=col_nnz / r, first=k == 0,
+                    last=k == len(cparts) - 1,
+                ),
+            )  # fmt: skip
+
+    def wgrad_matrix(step: int, name: str, layer: int) -> None:
+        """Gradient requests for rows of W (forward order); FP32 gradients come back."""
+        c = dims[name][1]
+        d = density_of(name, cfg.density)
+        parts = chunks[name]
+        sparse = d < 1.0 and not cfg.regrow
+        per_row = nnz_per_row(c, d) if sparse else c
+        for k, (glo, ghi) in enumerate(parts):
+            add(
+                step=step,
+                pass_="bwd",
+                tensor=name,
+                order="fwd",
+                lo=glo,
+                hi=ghi,
+                stream_bytes=((ghi - glo) * (per_row * 2 + 2) if sparse else 0) + COMMAND_BYTES,
                 grad_bytes=(ghi - glo) * per_row * 4 + COMMAND_BYTES,
                 glo=glo,
                 ghi=ghi,
-                needs=needs,
                 key=(name, k),
                 params=(ghi - glo) * c,
+                weights=False,
                 work=Work(
-                    "matmul",
-                    name,
-                    layer,
-                    rows,
-                    r,
-                    ghi - glo,
-                    c,
-                    density=per_row / c if sparse else 1.0,
-                    first=k == 0,
-                    last=k == len(parts) - 1,
+                    "wgrad", name, layer, 0, 0, ghi - glo, c, density=per_row / c,
+                    first=k == 0, last=k == len(parts) - 1,
                 ),
-            )
+            )  # fmt: skip
 
     def command(step: int, pass_: str, op: str, layer: int) -> None:
         add(
@@ -187,13 +202,17 @@ def build_plan(shape: Shape, cfg: PlanConfig) -> list[Entry]:
                     command(step, "fwd", "attn", layer)
         fwd_matrix(step, "head", "matmul", shape.layers)
         command(step, "fwd", "loss", shape.layers)
-        bwd_matrix(step, "head", shape.layers)
+        dgrad_matrix(step, "head", shape.layers)
         for layer in reversed(range(shape.layers)):
             for name, *_ in reversed(LAYER_MATRICES):
                 if name == "qkv":
-                    command(step, "bwd", "attn", layer)
-                bwd_matrix(step, f"l{layer}.{name}", layer)
+                    command(step, "bwd", "attn-grad", layer)
+                dgrad_matrix(step, f"l{layer}.{name}", layer)
         _embed_grad(add, step, dims["emb"], chunks["emb"])
+        for layer in range(shape.layers):
+            for name, *_ in LAYER_MATRICES:
+                wgrad_matrix(step, f"l{layer}.{name}", layer)
+        wgrad_matrix(step, "head", shape.layers)
     return entries
 
 
