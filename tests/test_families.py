@@ -37,57 +37,42 @@ def case(name: str, origin: str) -> registry.ValidationCase:
     )
 
 
+def family_of(origin: str) -> str:
+    """``workloads.<family>.module`` -> ``<family>``."""
+    top, family, *_ = origin.split(".")
+    assert top == "workloads", origin
+    return family
+
+
 def test_every_family_is_a_package_that_registers_its_own():
     assert registry.FAMILIES == ("kernel", "wafer", "cluster", "tpu", "pim")
-    families = {k.name: k.origin.split(".")[1] for k in registry.KINDS.values()}
-    assert families == {
-        "link-chain": "kernel",
-        "wse-fmac": "wafer",
-        "wse-bcast": "wafer",
-        "summa": "wafer",
-        "ws-matmul": "wafer",
-        "tpu-collective": "tpu",
-        "tpu-p2p": "tpu",
-        "tpu-matmul": "tpu",
-        "tpu-train-step": "tpu",
-    }
-    assert {c.origin for c in registry.CASES.values()} == {
-        "workloads.kernel.linkchain",
-        "workloads.wafer.wse",
-        "workloads.wafer.summa",
-        "workloads.wafer.wsmatmul",
-        "workloads.tpu.validation",
-    }
+    families = {k.name: family_of(k.origin) for k in registry.KINDS.values()}
+    assert set(families.values()) <= set(registry.FAMILIES)
+    assert {"link-chain": "kernel", "wse-fmac": "wafer", "wse-bcast": "wafer", "summa": "wafer",
+            "ws-matmul": "wafer"}.items() <= families.items()  # fmt: skip
+    assert {family_of(c.origin) for c in registry.CASES.values()} <= set(registry.FAMILIES)
+    assert {"workloads.kernel.linkchain", "workloads.wafer.wse", "workloads.wafer.summa",
+            "workloads.wafer.wsmatmul"} <= {c.origin for c in registry.CASES.values()}  # fmt: skip
 
 
-@pytest.mark.parametrize("family", ["cluster", "pim"])
-def test_the_new_families_register_nothing_yet(family, empty_registry):
+@pytest.mark.parametrize("family", registry.FAMILIES)
+def test_a_family_that_registers_nothing_says_so(family, empty_registry):
     package = importlib.import_module(f"workloads.{family}")
-    assert package.__doc__ and "none registered yet" in package.__doc__
     package.register()
-    assert registry.KINDS == {} and registry.CASES == {}
-    assert not (ROOT / "workloads" / family / "scenarios").exists()
+    empty = registry.KINDS == {} and registry.CASES == {}
+    assert package.__doc__ and ("none registered yet" in package.__doc__) == empty
+    assert (ROOT / "workloads" / family / "scenarios").exists() != empty
 
 
 def test_built_in_scenarios_live_in_their_family_folders():
     where = {name: path.parent.parent.name for name, path in scenario.builtin_scenarios().items()}
-    assert where == {
-        "link-chain": "kernel",
-        "link-chain-backpressure": "kernel",
-        "summa": "wafer",
-        "ws-matmul": "wafer",
-        "wse-bcast": "wafer",
-        "wse-fmac": "wafer",
-        "tpu-collective": "tpu",
-        "tpu-p2p": "tpu",
-        "tpu-matmul": "tpu",
-        "tpu-train-step": "tpu",
-    }
-    assert scenario.builtin_dirs() == [
-        ROOT / "workloads" / "kernel" / "scenarios",
-        ROOT / "workloads" / "wafer" / "scenarios",
-        ROOT / "workloads" / "tpu" / "scenarios",
-    ]
+    known = {"link-chain": "kernel", "link-chain-backpressure": "kernel", "summa": "wafer",
+             "ws-matmul": "wafer", "wse-bcast": "wafer", "wse-fmac": "wafer"}  # fmt: skip
+    assert known.items() <= where.items()
+    for name in where:
+        assert family_of(scenario.find(name).kind.origin) == where[name], name
+    families = [f for f in registry.FAMILIES if (ROOT / "workloads" / f / "scenarios").is_dir()]
+    assert scenario.builtin_dirs() == [ROOT / "workloads" / f / "scenarios" for f in families]
 
 
 def test_a_kind_defined_twice_names_both_places(empty_registry):
@@ -148,7 +133,7 @@ def test_importing_workloads_registers_nothing():
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["9", "9"]
+    assert out.split() == [str(len(registry.KINDS)), str(len(registry.CASES))]
 
 
 def test_unknown_cases_are_named():

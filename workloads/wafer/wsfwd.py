@@ -143,8 +143,12 @@ def ring_links(pe: Any, px: int) -> tuple[int, int]:
     return receive, send
 
 
-def build(sim: Simulation, p: WsMatmulParams) -> WsRun:
-    p, x0, w = lowered(p)
+def build(
+    sim: Simulation, p: WsMatmulParams, data: tuple[np.ndarray, np.ndarray] | None = None
+) -> WsRun:
+    """Build the run; ``data`` = (X_in [BS][cols], M [rows][cols]) replaces the seeded inputs of
+    a forward-shaped ``p`` (the weight-streaming cluster runs its layers' products this way)."""
+    p, x0, w = lowered(p) if data is None else (p, *data)
     run = WsRun(None, x0, w, {})  # type: ignore[arg-type]
     f0, f1, bt, px, py = p.f0, p.f1, p.bt, p.px, p.py
 

@@ -123,10 +123,19 @@ class GradRun:
     p: WsMatmulParams
 
 
-def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
-    x0_all, w = inputs(p)
-    dx1_all = activation_gradient(p)
-    mask = w != 0
+def build(
+    sim: Simulation,
+    p: WsMatmulParams,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> GradRun:
+    """Build the run; ``data`` = (X0 [BS][cols], dX1 [BS][rows], mask [rows][cols]) replaces
+    the seeded inputs (the weight-streaming cluster runs its layers' products this way)."""
+    if data is None:
+        x0_all, w = inputs(p)
+        dx1_all = activation_gradient(p)
+        mask = w != 0
+    else:
+        x0_all, dx1_all, mask = data
     f0, f1, bt, px, py, rows = p.f0, p.f1, p.bt, p.px, p.py, p.rows
     run = GradRun(None, p)  # type: ignore[arg-type]
     in_cache = partials_in_cache(p)
