@@ -26,9 +26,11 @@ last into compute (inside the compute task), communication (step start to the la
 callback) and control (callbacks and task switches up to the compute task).
 
 ``overlap = true`` is an experiment beyond the SDK: two temporaries per operand (7 buffers), and
-the compute task of step k starts step k+1's broadcasts before computing. The compute engine does
-not make microthreads and the main thread compete for datapath cycles (see :mod:`pe.ce`), so this
-is an upper bound on what overlap buys.
+the compute task of step k starts step k+1's broadcasts before computing. The broadcasts'
+microthreads share the datapath with the compute task (see :mod:`pe.ce`): at low priority they
+would wait for it to end (no overlap at all), so overlap runs them at medium priority
+(``microthread_priority = auto``), and every cycle they issue is a cycle the compute task ends
+later.
 
 The analytical model (:func:`model`) is the study's T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast
 + 100} x P with the calibration fits and constants of :mod:`workloads.wafer.calibration`; it
@@ -78,6 +80,12 @@ class SummaParams(registry.ScenarioParams):
     mt: int = param(14, "side of each PE's A, B and C blocks (Mt), FP32 elements", min=1)
     overlap: bool = param(
         False, "start step k+1's broadcasts before step k's compute (experiment, 7 buffers)"
+    )
+    microthread_priority: str = param(
+        "auto",
+        "priority of the broadcasts' microthreads: low waits while a task runs on the PE, "
+        "medium/high take issue cycles from it; auto: medium with overlap, else low (the SDK's)",
+        choices=("auto", "high", "medium", "low"),
     )
     loop_overhead_cycles: float = param(
         0.5,
@@ -147,8 +155,12 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     run = SummaRun(None, a_mat, b_mat, {})  # type: ignore[arg-type]
     mt, steps = p.mt, p.p
 
+    mtp = p.microthread_priority
+    if mtp == "auto":
+        mtp = "medium" if p.overlap else "low"
+
     def code(pe: PeBuilder) -> None:
-        coll = Collectives(pe)
+        coll = Collectives(pe, microthreads=mtp)
         # Flat column-major blocks; with_length(mt) makes the column descriptor of column 0.
         a = pe.array("A", _block(a_mat, pe.x, pe.y, mt))
         b = pe.array("B", _block(b_mat, pe.x, pe.y, mt))
