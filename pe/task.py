@@ -142,7 +142,8 @@ class TaskContext:
         router = self.ce.router
         if colour not in router.routes:
             router.routes[colour] = ColourRoute([Position.make([], [])], teardown=True)
-        router.write_config(max(self.now, self.ce.engine.now_cycle() + 1), colour, change)
+        lands = self.now + self.ce.timing.route_write_latency_cycles
+        router.write_config(max(lands, self.ce.engine.now_cycle() + 1), colour, change)
 
     # -- instructions ----------------------------------------------------------------------------
     def op(

@@ -41,9 +41,17 @@ class CeTiming:
     """Costs of the CE's non-tensor work (unknowns; defaults: docs/hardware/wse.md)."""
 
     route_write_cycles: int = param(
-        21,
-        "cycles for the CE to write one router configuration register (spec unknown; set from "
-        "the broadcast micro-benchmark's constant)",
+        10,
+        "cycles the CE spends issuing one router configuration register write (spec unknown; "
+        "set with route_write_latency_cycles from the broadcast micro-benchmark's constant and "
+        "SUMMA's per-step control, docs/summa.md)",
+        min=0,
+    )
+    route_write_latency_cycles: int = param(
+        120,
+        "cycles from the CE issuing a router configuration write to the router applying it; the "
+        "CE goes on meanwhile (a posted write). 0: the write lands when issued (docs/summa.md, "
+        "'The broadcast constant: CE work and latency')",
         min=0,
     )
     control_op_cycles: int = param(1, "cycles of an activate / block / unblock", min=0)

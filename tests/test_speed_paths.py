@@ -2,9 +2,9 @@
 
 - SUMMA's cycles and their split are pinned at small points, in both fidelities, so an
   optimisation that moves a cycle fails (values measured before the speed work, commit 90d8433;
-  re-measured once when the main thread started sharing the datapath with microthreads, issue
-  13: the x stream waits for the rest of the step's set-up task and the y stream for the x
-  callback's tasks, +18..69 cycles);
+  re-measured in issue 13, when the main thread started sharing the datapath with microthreads
+  and router writes became posted, 10 cycles of CE work each landing 120 cycles later, which
+  hides the second broadcast's set-up: -224..-671 cycles);
 - the FP32 fast path keeps per-descriptor views and costs: a descriptor used with two memories or
   under two configurations (two tensor units) must still read the right bytes and cost what
   ``cost_cycles`` says;
@@ -27,12 +27,12 @@ from workloads.wafer import summa
 
 # (p, mt, overlap, fidelity) -> (cycles, compute, comm, control, critical PE)
 PINNED = {
-    (2, 3, False, "fast"): (1279, 299, 969, 11, [1, 1]),
-    (3, 5, False, "fast"): (3103, 1540, 1547, 16, [1, 0]),
-    (3, 5, False, "reference"): (3103, 1540, 1547, 16, [1, 0]),
-    (4, 4, False, "fast"): (3199, 1188, 1990, 21, [0, 3]),
-    (4, 2, True, "fast"): (2155, 1529, 605, 21, [3, 3]),
-    (4, 2, True, "reference"): (2155, 1529, 605, 21, [3, 3]),
+    (2, 3, False, "fast"): (1032, 299, 722, 11, [1, 0]),
+    (3, 5, False, "fast"): (2715, 1540, 1159, 16, [2, 0]),
+    (3, 5, False, "reference"): (2715, 1540, 1159, 16, [2, 0]),
+    (4, 4, False, "fast"): (2707, 1188, 1498, 21, [3, 0]),
+    (4, 2, True, "fast"): (1466, 869, 576, 21, [3, 0]),
+    (4, 2, True, "reference"): (1466, 869, 576, 21, [3, 0]),
 }
 
 

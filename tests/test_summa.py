@@ -88,16 +88,16 @@ def test_model_is_the_study_formula():
     assert out["peak_fraction"] == pytest.approx(out["tflops"] / (750 * 750 * 850e6 / 1e12))
 
 
-def test_overlap_buys_nothing_once_the_datapath_is_shared():
-    """Low-priority broadcasts wait for the compute task (no overlap at all: the cycles of the
-    plain schedule); medium ones take one issue per word from it, which costs about what the
-    overlap hides (docs/summa.md, "Overlap and the shared datapath")."""
+def test_overlap_hides_the_write_latency_not_the_streams():
+    """With the datapath shared, low-priority broadcasts wait for the compute task, and medium
+    ones take one issue per word from it: either way what overlap still hides is the posted
+    router writes' latency (docs/summa.md, "Overlap and the shared datapath")."""
     plain = run_summa(p=2, mt=8)
     low = run_summa(p=2, mt=8, overlap=True, microthread_priority="low")
     medium = run_summa(p=2, mt=8, overlap=True)
-    assert low["cycles"] == plain["cycles"]
     assert medium["correct"] and low["correct"]
-    assert abs(medium["cycles"] - plain["cycles"]) <= 0.01 * plain["cycles"]
+    assert low["cycles"] < plain["cycles"] and medium["cycles"] <= low["cycles"]
+    assert plain["cycles"] - medium["cycles"] < 0.05 * plain["cycles"]
 
 
 def test_largest_mt():
