@@ -432,7 +432,7 @@ VALIDATE_POINTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("random n=1024 d=0.001 8x8", {"matrix": "random", "n": 1024, "density": 0.001,
                                    "px": 8, "py": 8}),
 )  # fmt: skip
-VALIDATE_TOLERANCE_PCT = 6.0
+VALIDATE_TOLERANCE_PCT = 3.5
 
 
 def _sweep(
