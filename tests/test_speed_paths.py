@@ -99,3 +99,35 @@ def test_run_restores_the_collector():
     assert m["correct"]
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def _summa_c_and_marks(params):
+    from simcore import Simulation
+
+    sim = Simulation()
+    run = summa.build(sim, params)
+    sim.check()
+    sim.run()
+    c = {xy: d.read(run.wafer.ce(*xy).sram).tobytes() for xy, d in run.c.items()}
+    marks = {xy: dict(pe.ce.marks) for xy, pe in run.wafer.pes.items()}
+    instructions = sum(pe.ce.instructions for pe in run.wafer.pes.values())
+    return c, marks, instructions
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"p": 3, "mt": 5},
+        {"p": 2, "mt": 7, "overlap": True},
+        {"p": 2, "mt": 6, "loop_overhead_cycles": 0.3},
+        {"p": 3, "mt": 4, "loop_overhead_cycles": 1.7, "seed": 9},
+    ],
+    ids=str,
+)
+def test_batched_summa_loop_equals_one_instruction_at_a_time(kw, monkeypatch):
+    """SUMMA's batched compute loop: every PE's C bytes, every timestamp mark and the
+    instruction count equal those of one ``t.op("fmacs", ...)`` per (k, j)."""
+    params = summa.SummaParams(**kw)
+    batched = _summa_c_and_marks(params)
+    monkeypatch.setattr(summa, "BATCHED_LOOP", False)
+    assert _summa_c_and_marks(params) == batched

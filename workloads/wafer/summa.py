@@ -54,9 +54,15 @@ from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
 from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
+from simcore.tracing import TraceLevel
 from workloads import registry
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
+
+#: Run each step's Mt² fmacs as one batch (same cycles and bits; ``False``: one ``t.op`` per
+#: fmacs, the reference the batch is tested against). Traces at ops level always take the
+#: per-instruction path, so every fmacs is a slice.
+BATCHED_LOOP = True
 
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
@@ -201,12 +207,48 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             t.mark(f"y{state.step}")
             t.unblock(COMPUTE)
 
+        loop_costs: dict[str, int] = {}  # A buffer -> cycles of a step's Mt² fmacs
+        unit = pe.ce.tensor_unit
+
+        def batched(t: Any, step: int) -> None:
+            """The loop's fast path: the same Mt² fmacs, their cycles summed from the tensor
+            unit's cost of each (the general path's), their results computed one k at a time over
+            all j (each element sees the same FP32 products and adds in the same order)."""
+            a_k = a_of(step)
+            cost = loop_costs.get(a_k.name)
+            if cost is None:
+                cols = a_cols[a_k.name]
+                cost = loop_costs[a_k.name] = sum(
+                    unit.cost("fmacs", mt, dst=c_j, srcs=(c_j, a_kk, None))
+                    for a_kk in cols
+                    for c_j in c_cols
+                )
+            whole, state.loop_debt = loop_debt(state.loop_debt, p.loop_overhead_cycles, mt * mt)
+            t.now += cost + whole
+            pe.ce.instructions += mt * mt
+            sram = pe.ce.sram
+            cv = sram.view(c.base, "f32", mt * mt).reshape((mt, mt), order="F")
+            av = sram.view(a_k.base, "f32", mt * mt).reshape((mt, mt), order="F")
+            b_k = b_of(step)
+            bv = sram.view(b_k.base, "f32", mt * mt).reshape((mt, mt), order="F")
+            for k in range(mt):
+                cv += av[:, k : k + 1] * bv[k : k + 1, :]
+
         @pe.local_task(id=COMPUTE)
         def compute(t: Any) -> None:
             step = state.step
             t.mark(f"c{step}")
             if p.overlap and step + 1 < steps:
                 start_step(t, step + 1)
+            if BATCHED_LOOP and pe.ce.trace_level < TraceLevel.OPS:
+                batched(t, step)
+                t.mark(f"e{step}")
+                state.step = step + 1
+                if state.step == steps:
+                    t.mark("end")
+                elif not p.overlap:
+                    start_step(t, state.step)
+                return
             a_k_cols = a_cols[a_of(step).name]
             b_vals = pe.read(b_of(step)).tolist()  # the scalars b; loads are in the loop overhead
             op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without building a wrapper per call
@@ -236,6 +278,20 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     layout.set_rectangle_code(code)
     run.wafer = Wafer(sim, p.wafer, layout)
     return run
+
+
+@functools.lru_cache(maxsize=256)
+def loop_debt(debt: float, overhead: float, iterations: int) -> tuple[int, float]:
+    """(whole cycles charged, debt left) after ``iterations`` of the loop's overhead charging:
+    ``debt += overhead; whole = int(debt); t.now += whole; debt -= whole``, run as the loop runs
+    it (so floating-point rounding is the same)."""
+    charged = 0
+    for _ in range(iterations):
+        debt += overhead
+        whole = int(debt)
+        charged += whole
+        debt -= whole
+    return charged, debt
 
 
 def split_cycles(marks: dict[str, int], steps: int) -> dict[str, int]:
