@@ -185,6 +185,12 @@ def test_square_pe_block_for_iterations():
     )
 
 
+def test_density_out_of_range():
+    with pytest.raises(ConfigError) as exc:
+        cfg.load(spmv.SpmvParams, {"matrix": "random", "density": 1.5})
+    assert str(exc.value) == "config key 'density' = 1.5: must be in (0, 1]; allowed: (0, 1]"
+
+
 def test_poisson_needs_square_n():
     with pytest.raises(ConfigError) as exc:
         cfg.load(spmv.SpmvParams, {"matrix": "poisson2d", "n": 50})

@@ -94,6 +94,8 @@ class SpmvParams(registry.ScenarioParams):
         )
 
     def check(self) -> None:
+        if not 0.0 < self.density <= 1.0:
+            raise ConfigError("density", self.density, "must be in (0, 1]", allowed="(0, 1]")
         a = self.matrix_csr()
         if self.iterations > 1:
             if a.shape[0] != a.shape[1]:
