@@ -49,6 +49,7 @@ either); stolen cycles moving the side effects inside the task that suffered the
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
 RAMP = Dir.RAMP
+_NO_QUEUE: Any = ()  # the input queues no colour is bound to (see ComputeEngine.in_queues)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
@@ -108,12 +110,16 @@ class ComputeEngine:
         self.tasks: dict[int, TaskDef] = {}
         # (id, input queue of a data task or None, task) in dispatch order, built on first use
         self._order: list[tuple[int, int | None, TaskDef]] | None = None
-        self.activated = [False] * TASK_IDS
-        self.triggers = [0] * TASK_IDS  # control wavelets waiting to run each control task
-        self.blocked = [False] * TASK_IDS
+        # Per task id: activated, blocked (0/1 bytes: a wafer has many PEs), control wavelets
+        # waiting to run it.
+        self.activated = bytearray(TASK_IDS)
+        self.triggers = array("I", bytes(4 * TASK_IDS))
+        self.blocked = bytearray(TASK_IDS)
         self.queue_of_colour: dict[int, int] = {}
         self.colour_of_queue: dict[int, int] = {}  # the reverse map, kept by bind_queue
-        self.in_queues: list[deque[Wavelet]] = [deque() for _ in INPUT_QUEUE_DEPTHS]
+        # An input queue's deque is made when a colour is bound to it (only bound queues hold
+        # wavelets); unbound ones share an empty tuple.
+        self.in_queues: list[deque[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
         self.data_task_of_queue: dict[int, int] = {}
         self.ops_in: dict[int, AsyncOp] = {}
         self.ops_out: dict[int, AsyncOp] = {}
@@ -184,6 +190,8 @@ class ComputeEngine:
                 )
         self.queue_of_colour[colour] = queue
         self.colour_of_queue[queue] = colour
+        if self.in_queues[queue] is _NO_QUEUE:
+            self.in_queues[queue] = deque()
 
     def down_credits(self, colour: int) -> int:
         q = self.queue_of_colour.get(colour)
