@@ -46,12 +46,14 @@ def test_every_family_is_a_package_that_registers_its_own():
         "wse-bcast": "wafer",
         "summa": "wafer",
         "ws-matmul": "wafer",
+        "spmv": "wafer",
     }
     assert {c.origin for c in registry.CASES.values()} == {
         "workloads.kernel.linkchain",
         "workloads.wafer.wse",
         "workloads.wafer.summa",
         "workloads.wafer.wsmatmul",
+        "workloads.wafer.spmv",
     }
 
 
@@ -69,6 +71,7 @@ def test_built_in_scenarios_live_in_their_family_folders():
     assert where == {
         "link-chain": "kernel",
         "link-chain-backpressure": "kernel",
+        "spmv": "wafer",
         "summa": "wafer",
         "ws-matmul": "wafer",
         "wse-bcast": "wafer",
@@ -138,7 +141,7 @@ def test_importing_workloads_registers_nothing():
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["5", "7"]
+    assert out.split() == ["6", "8"]
 
 
 def test_unknown_cases_are_named():
