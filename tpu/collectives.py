@@ -136,9 +136,12 @@ class _Part:
 class _Msg:
     """What a collective flow carries: part, phase, kind, keys, and per-hop receive buffers."""
 
-    __slots__ = ("bufs", "counts", "dest", "keys", "part", "phase")
+    __slots__ = ("bufs", "counts", "dest", "gather", "keys", "part", "phase")
 
-    def __init__(self, part: int, phase: int, keys: np.ndarray, hops: int, dest: Coord) -> None:
+    def __init__(
+        self, part: int, phase: int, keys: np.ndarray, hops: int, dest: Coord, gather: bool
+    ) -> None:
+        self.gather = gather  # an AllGather phase (else ReduceScatter)
         self.part = part
         self.phase = phase
         self.keys = keys
@@ -337,7 +340,7 @@ class Collective:
         flow = Flow(
             self.net, path, len(keys) * self.blocks[p] * self.itemsize, data=data,
             itemsize=self.itemsize, visit=self._visit, done=None, name=name,
-            tag=_Msg(p, t, keys, hops, path[-1]),
+            tag=_Msg(p, t, keys, hops, path[-1], name == "allgather"),
         )  # fmt: skip
         self.flows += 1
         flow.start()
@@ -349,10 +352,9 @@ class Collective:
         if st.phase < msg.phase:
             st.held.setdefault(msg.phase, []).append((flow, ch))
             return False
-        kind = self.programs[msg.part][msg.phase][0]
-        lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
-        if kind == "ag":
+        if msg.gather:
             if ch.data is not None:
+                lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
                 buf = msg.bufs[ch.hop]
                 if buf is None:
                     buf = msg.bufs[ch.hop] = np.empty(len(flow.data), flow.data.dtype)
@@ -362,6 +364,7 @@ class Collective:
                 self._ag_received(c, msg, msg.bufs[ch.hop])
             return True
         # reducescatter: add this chip's part of the block, or land at the destination
+        lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
         if ch.hop < flow.hops:
             if ch.data is not None:
                 vals = st.snap[msg.phase]

@@ -96,17 +96,21 @@ class IciLink(Component):
             self._freeze()
         env = self._env
         now = env._now
-        start = self.free_at if self.free_at > now else now
-        ser = self.serialise_ticks(nbytes)
+        free = self.free_at
+        start = free if free > now else now
+        ser = self._ser.get(nbytes)
+        if ser is None:
+            ser = self.serialise_ticks(nbytes)
         end = start + ser
         self.free_at = end
         self.busy_ticks += ser
         self.bytes += nbytes
         self.chunks += 1
         queue = self._queue
-        queue.append((end + self._lat, callback, value))
+        arrive = end + self._lat
+        queue.append((arrive, callback, value))
         if len(queue) == 1:
-            env.timeout(end + self._lat - now).callbacks.append(self._deliver)
+            env.timeout(arrive - now).callbacks.append(self._deliver)
         return start, end
 
     def _deliver(self, _event: Any) -> None:
@@ -248,6 +252,7 @@ class Flow:
 
     __slots__ = (
         "_hop_spans",
+        "_level",
         "arrived",
         "data",
         "done",
@@ -294,7 +299,8 @@ class Flow:
         self.arrived = 0
         self.first_arrival = -1
         self.last_arrival = -1
-        ops = net.sim.trace_level >= TraceLevel.OPS
+        self._level = net.sim.trace_level
+        ops = self._level >= TraceLevel.OPS
         self._hop_spans: list[list[int]] = [[-1, -1] for _ in self.links] if ops else []
 
     @property
@@ -322,7 +328,7 @@ class Flow:
     def _send(self, ch: Chunk) -> None:
         link = self.links[ch.hop]
         start, end = link.send(ch.nbytes, self._arrived, ch)
-        level = link.sim.trace_level
+        level = self._level
         if level >= TraceLevel.OPS:
             span = self._hop_spans[ch.hop]
             if span[0] < 0:
