@@ -32,6 +32,7 @@ LATENCY_ADDS = "hop latency adds to serialisation; formula takes the max"
 LATENCY_AT_CROSSOVER = "at the crossover: latency + serialisation = 2x max()"
 FILL = "pipeline fill and drain: first tile in, last tile out"
 HBM_ALL = "X and the f32 output also cross HBM; formula counts W only"
+LAST_BLOCK = "each gathered block waits for the previous gather to end everywhere"
 DCN_SKEW = "hosts' NICs finish chips at different times; the parts then share ICI axes"
 STEP_FILL = "compute-bound: 12 matmuls, each with its own fill and drain"
 CROSSOVER = "near the crossover: blocks overlap partly, the formula's max() + 1/blocks is rough"
@@ -124,11 +125,28 @@ def _matmuls(runner: registry.Runner) -> list[tuple[str, float, float, str | Non
                                     sharding="none", i=b, j=d, k=d, payload="size"))
         for c, d, b in shown + probes
     ]  # fmt: skip
+    sharded = [
+        (dict(chip="v5e", topology="16x1", sharding="contracting", i=1024, j=8192, k=4096,
+              blocks=8), None),
+        (dict(chip="v5p", topology="4x4x4", axes="z", sharding="contracting", i=2048, j=8192,
+              k=8192, blocks=8), None),
+        (dict(chip="v5p", topology="4x4x4", axes="x", sharding="both", i=8192, j=4096, k=8192,
+              blocks=4), None),
+        (dict(chip="v5e", topology="16x1", sharding="both", i=4096, j=4096, k=8192, blocks=4),
+         LAST_BLOCK),
+    ]  # fmt: skip
+    pts += [cfg.load(MatmulParams, {**kw, "payload": "size"}) for kw, _ in sharded]
     runs = runner("tpu-matmul", pts)
     rows: list[tuple[str, float, float, str | None]] = [
         (f"matmul {c} X[{b},{d}]·W[{d},{d}]", m["time_s"], m["model_time_s"], FILL)
         for (c, d, b), m in zip(shown, runs, strict=False)
     ]
+    for (kw, why), m in zip(sharded, runs[len(shown) + len(probes) :], strict=True):
+        label = (
+            f"matmul {kw['chip']} {kw['topology']} {kw.get('axes', 'x')} {kw['sharding']} "
+            f"[{kw['i']},{kw['j']}]·[{kw['j']},{kw['k']}]"
+        )
+        rows.append((label, m["time_s"], m["model_time_s"], why))
     for at, chip in ((len(shown), "v5e"), (len(shown) + 3, "v5p")):
         small, smaller, large = runs[at + 1], runs[at], runs[at + 2]
         per_row = large["mxu_busy_s"] / 4096
