@@ -150,6 +150,23 @@ class _Msg:
         self.bufs: list[np.ndarray | None] = [None] * (hops + 1)
 
 
+class _Outputs(dict):  # type: ignore[type-arg]
+    """Each chip's result, concatenated from its blocks the first time it is asked for."""
+
+    def __init__(self, coll: Collective) -> None:
+        super().__init__()
+        self.coll = coll
+
+    def __missing__(self, c: Coord) -> np.ndarray:
+        if c not in self.coll.state:
+            raise KeyError(c)
+        out = self[c] = np.concatenate(self.coll.result_blocks(c))
+        return out
+
+    def get(self, c: Coord, default: Any = None) -> Any:
+        return self[c] if c in self.coll.state else default
+
+
 class Collective:
     """One collective over ``axes`` of the slice behind ``net``.
 
@@ -436,15 +453,15 @@ class Collective:
     def _finish(self) -> None:
         self.end_ticks = self.net.env.now
         if self.real:
-            for c, parts in self.state.items():
-                if self.op == "alltoall":
-                    continue
-                keys = parts[0].keys
-                self.outputs[c] = np.concatenate(
-                    [parts[p].vals[k] for k in keys for p in range(self.parts)]  # type: ignore[index]
-                )
+            self.outputs = _Outputs(self)
         if self.on_done is not None:
             self.on_done(self)
+
+    def result_blocks(self, c: Coord) -> list[np.ndarray]:
+        """Chip ``c``'s result as the blocks it holds, in output order (their concatenation is
+        ``outputs[c]``; comparing block by block avoids building it)."""
+        parts = self.state[c]
+        return [parts[p].vals[k] for k in parts[0].keys for p in range(self.parts)]  # type: ignore[index]
 
     # -- AllToAll ------------------------------------------------------------------------------
     def _a2a_route(self, src: Coord, dst: Coord) -> list[Coord]:
