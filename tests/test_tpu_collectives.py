@@ -152,6 +152,17 @@ BAD = [
      "0..3,0..3"),
     ("tpu-p2p", ["dst=0,0,1"], "config key 'dst' = '0,0,1': not a chip of the 4x4 slice; "
      "allowed: 0..3,0..3"),
+    ("tpu-p2p", ["bytes=20000000000"], "config key 'bytes' = 20000000000: larger than a v5e "
+     "chip's HBM (16,000,000,000 bytes); allowed: 1 .. 16,000,000,000"),
+    ("tpu-matmul", ["j=2050"], "config key 'j' = 2050: does not shard evenly over the 4 chips "
+     "of axes 'x'; allowed: a multiple of 4"),
+    ("tpu-matmul", ["blocks=3"], "config key 'blocks' = 3: does not divide the 1024 columns "
+     "that are communicated in blocks; allowed: a divisor of 1024"),
+    ("tpu-matmul", ["i=65536", "j=65536", "k=65536", "payload=size"], "config key 'i' = 65536: "
+     "A, B and C need 34,359,738,368 bytes but a v5e chip has 16,000,000,000 bytes of HBM; "
+     "allowed: smaller i, j, k"),
+    ("tpu-train-step", ["axes=q"], "config key 'axes' = 'q': the 16x1 slice has no axis 'q'; "
+     "allowed: x, y"),
 ]  # fmt: skip
 
 
