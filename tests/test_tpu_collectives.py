@@ -220,3 +220,30 @@ def test_multi_slice_axes_are_named():
     assert str(err.value) == (
         "config key 'axes' = 'z': 2 slices of 4x4 has no axis 'z'; allowed: s, x, y"
     )
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    where=st.sampled_from([("v5e", "16x4"), ("v5p", "4x4x4"), ("v5p", "2x3x2"), ("v3", "3x5")]),
+    data=st.data(),
+    nbytes=st.integers(1, 50_000),
+    paths=st.integers(1, 4),
+    chunk=st.sampled_from([4, 4096, 1 << 20]),
+)
+def test_p2p_delivers_the_bytes_by_a_minimal_route(where, data, nbytes, paths, chunk):
+    chip, shape = where
+    dims = [int(a) for a in shape.split("x")]
+    src = [data.draw(st.integers(0, a - 1)) for a in dims]
+    dst = [data.draw(st.integers(0, a - 1)) for a in dims]
+    if src == dst:
+        dst[0] = (dst[0] + 1) % dims[0]
+    kw = dict(chip=chip, topology=shape, src=",".join(map(str, src)),
+              dst=",".join(map(str, dst)), bytes=nbytes, paths=paths,
+              ici={"chunk_bytes": chunk})  # fmt: skip
+    real = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, kw))
+    size = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, {**kw, "payload": "size"}))
+    assert real["correct"] is True and real["time_s"] == size["time_s"]
+    topo = cfg.load(P2pParams, kw).slice()
+    shortest = len(topo.route(tuple(src), tuple(dst))) - 1
+    assert real["hops"] == shortest  # every path used is minimal
+    assert 0 < real["first_byte_s"] <= real["time_s"]
