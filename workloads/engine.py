@@ -1,0 +1,390 @@
+"""The parallel engine: sweep and validation points run on a Dask cluster.
+
+Every point is an independent simulation, so the engine is a plain task farm on Dask's
+``distributed`` scheduler: one task per point, run by a worker process with one thread (a
+simulation is pure Python and holds the GIL), results streamed back as they finish. Locally that
+is a :class:`distributed.LocalCluster` of one worker process per core, started and stopped with
+the command; ``--scheduler ADDRESS`` runs on a cluster already up (one started by
+``dask-jobqueue`` on SLURM, say: see docs/sweeps.md). Nothing here schedules or pools processes
+itself.
+
+A task carries the kind's *name* and the point's parameter dataclass (plain, picklable values);
+the worker calls :func:`registry.load_all` and looks the kind up, so a worker needs wafersim
+importable, nothing else. What the engine adds to Dask:
+
+- a point's outcome is data, not an exception: :func:`run_point` catches a point's failure and
+  returns its status and error text (see :data:`workloads.sweep.STATUSES`), with its wall time
+  and the worker's peak resident memory while it ran;
+- a per-point time limit, checked by the kernel between batches of events (the progress hook of
+  :meth:`simcore.sim.Simulation.run`); the build is not interrupted;
+- retries of points that failed, timed out or crashed their worker (Dask's own rerun of a task
+  whose worker died is turned off on the local cluster so that ``--retries`` alone decides);
+- the journal and the result table (:mod:`workloads.sweep`), and a progress bar (tqdm);
+- :class:`DaskRunner`, the :class:`registry.Runner` that ``validate --workers`` hands its cases.
+
+Order: points are submitted with a priority that starts the *last* point of a sweep first. Sweeps
+and validation cases list sizes in ascending order, and starting the largest point first keeps
+one long point from being the tail of the whole run (``validate summa`` ends 4 s sooner on two
+workers). Results never depend on it: the table is assembled in sweep order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import resource
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import dask
+from distributed import Client, Future, LocalCluster, as_completed
+from tqdm import tqdm
+
+from simcore.errors import SimulationStalled, WafersimError
+from simcore.sim import Progress, Simulation
+from simcore.tracing import TraceLevel
+from workloads import registry, scenario, sweep
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def connect(workers: int | None = None, scheduler: str | None = None) -> Iterator[Client]:
+    """A Dask client: on the cluster at ``scheduler``, else on a local cluster of ``workers``
+    worker processes (default: one per core), closed on exit."""
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except OSError as exc:
+            raise WafersimError(
+                f"cannot reach a Dask scheduler at '{scheduler}' ({exc}); start one "
+                "(`dask scheduler`, or a dask-jobqueue cluster: docs/sweeps.md) or drop "
+                "--scheduler to run on a local cluster"
+            ) from None
+        with client:
+            yield client
+        return
+    settings = {
+        # a worker takes a new point only when it is free, so none waits behind a long one
+        "distributed.scheduler.worker-saturation": 1.0,
+        # a point that kills its worker is reported (status crashed), not rerun on the next
+        # worker it could kill too; --retries decides
+        "distributed.scheduler.allowed-failures": 0,
+    }
+    with dask.config.set(settings):
+        cluster = LocalCluster(
+            n_workers=workers or default_workers(),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        )
+    with cluster, Client(cluster) as client:
+        yield client
+
+
+# -- in the worker ---------------------------------------------------------------------------------
+class PointTimeout(Exception):
+    """Internal: a point ran past its time limit."""
+
+
+class _Deadline(Progress):
+    """The kernel's progress hook, used as a clock: past ``deadline`` the run is ended."""
+
+    def __init__(self, deadline: float, limit_s: float) -> None:
+        super().__init__(after_s=0.0, every_s=0.0)
+        self.deadline = deadline
+        self.limit_s = limit_s
+
+    def update(self, sim: Simulation, wall: float, events: int, limit: int | None) -> None:
+        if time.perf_counter() > self.deadline:
+            raise PointTimeout(f"still running after the time limit of {self.limit_s:g} s")
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak of this process's resident memory (Linux: /proc/self/clear_refs)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _peak_rss_bytes() -> int:
+    """The process's peak resident memory since :func:`_reset_peak_rss` (since the start of
+    the process where that cannot be reset)."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def run_point(
+    kind: str,
+    params: registry.ScenarioParams,
+    *,
+    scenario_name: str,
+    trace_path: str | None = None,
+    trace_level: str = "ops",
+    time_limit_s: float | None = None,
+    livelock_cycles: int = 1_000_000,
+) -> dict[str, Any]:
+    """Run one point (in a worker) and return its outcome: status, error text, metrics, wall
+    time, peak memory and trace path. A point's failure is an outcome, never an exception."""
+    registry.load_all()
+    _reset_peak_rss()
+    t0 = time.perf_counter()
+    deadline = _Deadline(t0 + time_limit_s, time_limit_s) if time_limit_s else None
+    scen = scenario.Scenario(scenario_name, "<sweep>", registry.KINDS[kind], "", {})
+    status, error, metrics, trace = "completed", None, {}, None
+    try:
+        out = scenario.run_scenario(
+            scen, params, trace_path=trace_path, trace_level=TraceLevel[trace_level.upper()],
+            progress=deadline, livelock_cycles=livelock_cycles,
+        )  # fmt: skip
+        metrics, trace = out.metrics, out.trace_path
+    except PointTimeout as exc:
+        status, error = "timeout", str(exc)
+    except SimulationStalled as exc:
+        status, error = ("livelock" if "livelocked at cycle" in str(exc) else "stalled"), str(exc)
+    except WafersimError as exc:
+        status, error = "invalid", str(exc)
+    except Exception as exc:
+        status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
+    if trace_path and status != "completed" and os.path.exists(trace_path):
+        trace = trace_path  # the trace so far, ended by a run/end event naming the failure
+    return {
+        "status": status,
+        "error": error,
+        "metrics": sweep.plain(metrics),
+        "wall_s": time.perf_counter() - t0,
+        "peak_rss_bytes": _peak_rss_bytes(),
+        "trace": trace,
+    }
+
+
+def run_metrics(kind: str, params: registry.ScenarioParams) -> registry.Metrics:
+    """Run one validation point (in a worker): its metrics, or the user error as a plain
+    :class:`WafersimError` (whose message survives pickling whatever its subclass takes)."""
+    registry.load_all()
+    try:
+        return scenario.run_kind(kind, params)
+    except WafersimError as exc:
+        raise WafersimError(str(exc)) from None
+
+
+class DaskRunner:
+    """A :class:`registry.Runner` on a Dask client: all the points of a call at once."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def __call__(
+        self, kind: str, points: Sequence[registry.ScenarioParams]
+    ) -> list[registry.Metrics]:
+        futures = [
+            self.client.submit(run_metrics, kind, params, key=_key(kind), priority=i, pure=False)
+            for i, params in enumerate(points)
+        ]
+        return self.client.gather(futures)
+
+
+def _key(label: str) -> str:
+    return f"wafersim-{label}-{uuid.uuid4().hex[:10]}"
+
+
+# -- in the client ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Outcome:
+    """What a sweep did: counts by status, points skipped as done before, wall time."""
+
+    output: str
+    points: int
+    ran: int
+    skipped: int
+    counts: dict[str, int]
+    wall_s: float
+    workers: int
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts.items())
+        return (
+            f"wrote {self.output}: {self.points} points ({counts}); ran {self.ran}, "
+            f"{self.skipped} done before; {self.wall_s:.1f} s on {self.workers} workers"
+        )
+
+
+class _Bar:
+    """The progress bar: points done (of all), failed, running, and tqdm's rate and ETA."""
+
+    def __init__(self, client: Client, total: int, done: int, failed: int, quiet: bool):
+        self.client = client
+        self.failed = failed
+        self.bar = tqdm(
+            total=total, initial=done, desc="sweep", unit="pt", file=sys.stderr,
+            disable=True if quiet else None, dynamic_ncols=True,
+        )  # fmt: skip
+        self.threads = 1
+        self._polled = -1e9
+
+    def update(self, *, finished: int, failed: bool, pending: int) -> None:
+        now = time.monotonic()
+        if now - self._polled > 2.0:  # workers come and go on an adaptive cluster
+            self.threads = max(1, sum(self.client.nthreads().values()))
+            self._polled = now
+        self.failed += failed
+        running = min(pending, self.threads)
+        self.bar.set_postfix_str(f"failed {self.failed}, running {running}", refresh=False)
+        self.bar.update(finished)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_sweep(
+    client: Client,
+    sw: sweep.Sweep,
+    output: str,
+    *,
+    retries: int = 0,
+    time_limit_s: float | None = None,
+    traces: str | None = None,
+    trace_level: str = "ops",
+    resume: bool = True,
+    quiet: bool = True,
+) -> Outcome:
+    """Run sweep ``sw`` on ``client`` and write its table to ``output``. See the module
+    docstring; points already done in ``output`` or its journal are skipped when ``resume``."""
+    t0 = time.perf_counter()
+    points = sw.points()
+    journal = sweep.Journal(output)
+    if not resume:
+        journal.close(remove=True)
+    previous = sweep.previous_results(output) if resume else {}
+    results: dict[str, dict[str, Any]] = {}
+    todo: list[sweep.Point] = []
+    seen: set[str] = set()
+    for p in points:
+        if p.config_hash in seen:  # the same configuration twice: run once
+            continue
+        seen.add(p.config_hash)
+        old = previous.get(p.config_hash)
+        if old is not None and old["status"] in sweep.FINAL:
+            results[p.config_hash] = old
+        elif p.params is None:
+            results[p.config_hash] = sweep.normalise(
+                {"config_hash": p.config_hash, "status": "invalid", "error": p.error,
+                 "metrics": {}, "wall_s": None, "peak_rss_bytes": None, "attempts": 0,
+                 "trace": None}
+            )  # fmt: skip
+        else:
+            todo.append(p)
+    skipped = sum(1 for p in points if p.config_hash in results and p.config_hash in previous)
+    if traces:
+        os.makedirs(traces, exist_ok=True)
+
+    def submit(p: sweep.Point) -> Future:
+        return client.submit(
+            run_point, sw.scen.kind.name, p.params, scenario_name=sw.scen.name,
+            trace_path=os.path.join(traces, sweep.trace_name(p)) if traces else None,
+            trace_level=trace_level, time_limit_s=time_limit_s,
+            livelock_cycles=sw.livelock_cycles,
+            key=_key(p.config_hash[:12]), priority=p.index, pure=False,
+        )  # fmt: skip
+
+    done_before = sum(1 for p in points if p.config_hash in results)
+    failed_before = sum(
+        1 for p in points if p.config_hash in results
+        and results[p.config_hash]["status"] != "completed"
+    )  # fmt: skip
+    bar = _Bar(client, len(points), done_before, failed_before, quiet)
+    in_flight: dict[str, tuple[sweep.Point, int]] = {}
+    try:
+        futures = []
+        for p in todo:
+            fut = submit(p)
+            in_flight[fut.key] = (p, 1)
+            futures.append(fut)
+        stream = as_completed(futures)
+        for fut in stream:
+            p, attempt = in_flight.pop(fut.key)
+            if fut.status == "finished":
+                result = fut.result()
+            else:
+                exc = fut.exception()
+                result = {
+                    "status": "crashed", "error": f"{type(exc).__name__}: {exc}", "metrics": {},
+                    "wall_s": None, "peak_rss_bytes": None, "trace": None,
+                }  # fmt: skip
+            fut.release()
+            if result["status"] not in sweep.FINAL and attempt <= retries:
+                again = submit(p)
+                in_flight[again.key] = (p, attempt + 1)
+                stream.add(again)
+                continue
+            result = sweep.normalise({"config_hash": p.config_hash, **result, "attempts": attempt})
+            results[p.config_hash] = result
+            journal.append(result)
+            same = sum(1 for q in points if q.config_hash == p.config_hash)
+            bar.update(
+                finished=same, failed=result["status"] != "completed", pending=len(in_flight)
+            )
+    except KeyboardInterrupt:
+        print(
+            f"\nwafersim: sweep interrupted; {len(journal.read())} results kept in "
+            f"{journal.path}: run the same command again to resume",
+            file=sys.stderr,
+        )
+        raise
+    finally:
+        bar.close()
+        journal.close()
+    table = sweep.build_table(sw, points, results, traces=bool(traces))
+    sweep.write_table(table, output)
+    journal.close(remove=True)
+    return Outcome(
+        output=output,
+        points=len(points),
+        ran=len(todo),
+        skipped=skipped,
+        counts=sweep.summarise(table.column("status").to_pylist()),
+        wall_s=time.perf_counter() - t0,
+        workers=len(client.nthreads()),
+    )
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    """``wafersim sweep``: see :func:`workloads.sweep.add_arguments`."""
+    sweep.check_arguments(args)
+    sw = sweep.load(
+        args.scenario, grid=args.grid, zip_=args.zip_, overrides=args.overrides,
+        livelock_cycles=args.livelock_cycles,
+    )  # fmt: skip
+    output = args.output or sw.output or os.path.join("out", f"{sw.scen.name}-sweep.parquet")
+    if not output.endswith(".parquet"):
+        raise WafersimError(f"sweep output '{output}' must end in .parquet")
+    sw.points()  # a key the scenario does not have is reported before a cluster starts
+    with connect(args.workers, args.scheduler) as client:
+        outcome = run_sweep(
+            client, sw, output, retries=args.retries, time_limit_s=args.time_limit,
+            traces=args.traces, trace_level=args.trace_level, resume=not args.no_resume,
+            quiet=args.quiet,
+        )  # fmt: skip
+    print(json.dumps(outcome.as_json()) if args.json else outcome.describe())
+    return 0
