@@ -63,9 +63,12 @@ def default_workers() -> int:
 
 
 @contextlib.contextmanager
-def connect(workers: int | None = None, scheduler: str | None = None) -> Iterator[Client]:
+def connect(
+    workers: int | None = None, scheduler: str | None = None, *, processes: bool = True
+) -> Iterator[Client]:
     """A Dask client: on the cluster at ``scheduler``, else on a local cluster of ``workers``
-    worker processes (default: one per core), closed on exit."""
+    worker processes (default: one per core; threads of this process with ``processes=False``,
+    which starts faster but runs one simulation at a time), closed on exit."""
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
@@ -89,7 +92,7 @@ def connect(workers: int | None = None, scheduler: str | None = None) -> Iterato
         cluster = LocalCluster(
             n_workers=workers or default_workers(),
             threads_per_worker=1,
-            processes=True,
+            processes=processes,
             dashboard_address=":0",
             silence_logs=logging.ERROR,
         )

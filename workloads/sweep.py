@@ -371,8 +371,9 @@ def build_table(
 ) -> pa.Table:
     """One row per point, in sweep order: ``point``, the swept keys, ``status``, ``error``,
     every metric (null where a point has none), ``wall_s``, ``peak_rss_bytes``, ``attempts``,
-    ``config_hash``, ``config`` (the full effective configuration, JSON) and, with traces,
-    ``trace``. A metric named like a swept key is ``metrics.NAME``."""
+    ``config_hash``, ``config`` (the full effective configuration, JSON) and, with traces
+    (asked for now, or kept from an earlier run), ``trace``. A metric named like a swept key
+    is ``metrics.NAME``."""
     keys = sweep.keys
     rows = [results[p.config_hash] for p in points]
     names: list[str] = []
@@ -393,7 +394,7 @@ def build_table(
     columns["attempts"] = pa.array([r.get("attempts", 1) for r in rows], pa.int64())
     columns["config_hash"] = pa.array([p.config_hash for p in points], pa.string())
     columns["config"] = pa.array([p.config or None for p in points], pa.string())
-    if traces:
+    if traces or any(r.get("trace") for r in rows):
         columns["trace"] = pa.array([r.get("trace") for r in rows], pa.string())
     meta = {
         "wafersim_version": __version__,
