@@ -31,12 +31,14 @@ workers). Results never depend on it: the table is assembled in sweep order.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import json
 import logging
 import os
 import resource
+import statistics
 import sys
 import time
 import traceback
@@ -45,7 +47,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import dask
-from distributed import Client, Future, LocalCluster, as_completed
+from distributed import Client, LocalCluster, as_completed
 from tqdm import tqdm
 
 from simcore.errors import SimulationStalled, WafersimError
@@ -82,8 +84,6 @@ def connect(
             yield client
         return
     settings = {
-        # a worker takes a new point only when it is free, so none waits behind a long one
-        "distributed.scheduler.worker-saturation": 1.0,
         # a point that kills its worker is reported (status crashed), not rerun on the next
         # worker it could kill too; --retries decides
         "distributed.scheduler.allowed-failures": 0,
@@ -94,7 +94,7 @@ def connect(
             threads_per_worker=1,
             processes=processes,
             dashboard_address=":0",
-            silence_logs=logging.ERROR,
+            silence_logs=logging.CRITICAL,
         )
     with cluster, Client(cluster) as client:
         yield client
@@ -189,6 +189,14 @@ def run_metrics(kind: str, params: registry.ScenarioParams) -> registry.Metrics:
         raise WafersimError(str(exc)) from None
 
 
+def run_chunk(
+    kind: str, items: Sequence[tuple[registry.ScenarioParams, str | None]], **options: Any
+) -> list[dict[str, Any]]:
+    """Run several points one after another (in a worker): :func:`run_point` for each
+    ``(params, trace_path)``."""
+    return [run_point(kind, params, trace_path=trace, **options) for params, trace in items]
+
+
 class DaskRunner:
     """A :class:`registry.Runner` on a Dask client: all the points of a call at once."""
 
@@ -246,11 +254,15 @@ class _Bar:
         self.threads = 1
         self._polled = -1e9
 
-    def update(self, *, finished: int, failed: bool, pending: int) -> None:
+    def poll(self) -> None:
+        """Count the cluster's threads again, every 2 s at most (workers come and go on an
+        adaptive cluster)."""
         now = time.monotonic()
-        if now - self._polled > 2.0:  # workers come and go on an adaptive cluster
+        if now - self._polled > 2.0:
             self.threads = max(1, sum(self.client.nthreads().values()))
             self._polled = now
+
+    def update(self, *, finished: int, failed: bool, pending: int) -> None:
         self.failed += failed
         running = min(pending, self.threads)
         self.bar.set_postfix_str(f"failed {self.failed}, running {running}", refresh=False)
@@ -258,6 +270,62 @@ class _Bar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+#: A task of several points aims at this much work, so that Dask's cost per task (a few
+#: milliseconds) is a small part of it; long points go one per task.
+CHUNK_S = 0.2
+MAX_CHUNK = 100
+
+
+class _Queue:
+    """The points still to run, the last of the sweep first (see the module docstring), taken
+    in chunks whose size follows the points' measured wall times."""
+
+    def __init__(self, todo: list[sweep.Point]) -> None:
+        self.todo = collections.deque(reversed(todo))
+        self.attempts = dict.fromkeys((p.config_hash for p in todo), 1)
+        self.walls: list[float] = []  # the own wall times of the points finished so far
+        self.solo: set[str] = set()  # points in a chunk that crashed: one at a time
+
+    def __bool__(self) -> bool:
+        return bool(self.todo)
+
+    def size(self) -> int:
+        """1 until a point has finished; then CHUNK_S over the median wall time of the recent
+        points (at most MAX_CHUNK)."""
+        if not self.walls:
+            return 1
+        median = statistics.median(self.walls[-64:])
+        return max(1, min(MAX_CHUNK, int(CHUNK_S / max(median, 1e-6))))
+
+    def take(self) -> list[sweep.Point]:
+        chunk = [self.todo.popleft()]
+        if chunk[0].config_hash in self.solo:
+            return chunk
+        size = self.size()
+        while self.todo and len(chunk) < size and self.todo[0].config_hash not in self.solo:
+            chunk.append(self.todo.popleft())
+        return chunk
+
+    def again(self, p: sweep.Point) -> None:
+        """Run ``p`` once more, next."""
+        self.attempts[p.config_hash] += 1
+        self.solo.add(p.config_hash)
+        self.todo.appendleft(p)
+
+    def alone(self, chunk: list[sweep.Point]) -> None:
+        """Run each point of a chunk whose worker died in a task of its own, next."""
+        self.solo.update(p.config_hash for p in chunk)
+        self.todo.extendleft(reversed(chunk))
+
+
+def _crashed(exc: BaseException) -> dict[str, Any]:
+    """The outcome of a point whose worker died (Dask's KilledWorker) or was lost."""
+    return {
+        "status": "crashed", "error": f"{type(exc).__name__}: {exc}", "metrics": {},
+        "wall_s": None, "peak_rss_bytes": None, "trace": None,
+    }  # fmt: skip
 
 
 def run_sweep(
@@ -301,15 +369,14 @@ def run_sweep(
     skipped = sum(1 for p in points if p.config_hash in results and p.config_hash in previous)
     if traces:
         os.makedirs(traces, exist_ok=True)
+    kind = sw.scen.kind.name
+    options = {
+        "scenario_name": sw.scen.name, "trace_level": trace_level, "time_limit_s": time_limit_s,
+        "livelock_cycles": sw.livelock_cycles,
+    }  # fmt: skip
 
-    def submit(p: sweep.Point) -> Future:
-        return client.submit(
-            run_point, sw.scen.kind.name, p.params, scenario_name=sw.scen.name,
-            trace_path=os.path.join(traces, sweep.trace_name(p)) if traces else None,
-            trace_level=trace_level, time_limit_s=time_limit_s,
-            livelock_cycles=sw.livelock_cycles,
-            key=_key(p.config_hash[:12]), priority=p.index, pure=False,
-        )  # fmt: skip
+    def trace_path(p: sweep.Point) -> str | None:
+        return os.path.join(traces, sweep.trace_name(p)) if traces else None
 
     done_before = sum(1 for p in points if p.config_hash in results)
     failed_before = sum(
@@ -317,37 +384,53 @@ def run_sweep(
         and results[p.config_hash]["status"] != "completed"
     )  # fmt: skip
     bar = _Bar(client, len(points), done_before, failed_before, quiet)
-    in_flight: dict[str, tuple[sweep.Point, int]] = {}
+    copies = collections.Counter(p.config_hash for p in points)
+    queue = _Queue(todo)
+    in_flight: dict[str, list[sweep.Point]] = {}
+    stream = as_completed(with_results=True, raise_errors=False)
+
+    def fill() -> None:
+        while queue and len(in_flight) < 2 * bar.threads:
+            chunk = queue.take()
+            items = [(p.params, trace_path(p)) for p in chunk]
+            fut = client.submit(run_chunk, kind, items, **options, key=_key(kind), pure=False)
+            in_flight[fut.key] = chunk
+            stream.add(fut)
+
     try:
-        futures = []
-        for p in todo:
-            fut = submit(p)
-            in_flight[fut.key] = (p, 1)
-            futures.append(fut)
-        stream = as_completed(futures)
-        for fut in stream:
-            p, attempt = in_flight.pop(fut.key)
-            if fut.status == "finished":
-                result = fut.result()
-            else:
-                exc = fut.exception()
-                result = {
-                    "status": "crashed", "error": f"{type(exc).__name__}: {exc}", "metrics": {},
-                    "wall_s": None, "peak_rss_bytes": None, "trace": None,
-                }  # fmt: skip
-            fut.release()
-            if result["status"] not in sweep.FINAL and attempt <= retries:
-                again = submit(p)
-                in_flight[again.key] = (p, attempt + 1)
-                stream.add(again)
-                continue
-            result = sweep.normalise({"config_hash": p.config_hash, **result, "attempts": attempt})
-            results[p.config_hash] = result
-            journal.append(result)
-            same = sum(1 for q in points if q.config_hash == p.config_hash)
-            bar.update(
-                finished=same, failed=result["status"] != "completed", pending=len(in_flight)
-            )
+        bar.poll()
+        fill()
+        # results come back in batches: one round trip for all the tasks that finished
+        # together, not one per task
+        for batch in stream.batches():
+            for fut, value in batch:
+                chunk = in_flight.pop(fut.key)
+                crashed = fut.status != "finished"
+                fut.release()
+                if crashed and len(chunk) > 1:
+                    queue.alone(chunk)  # find which point kills its worker: one at a time
+                    continue
+                if crashed:  # the value is Dask's (type, exception, traceback)
+                    value = [_crashed(value[1] if isinstance(value, tuple) else value)]
+                for p, result in zip(chunk, value, strict=True):
+                    attempt = queue.attempts[p.config_hash]
+                    if result["status"] not in sweep.FINAL and attempt <= retries:
+                        queue.again(p)
+                        continue
+                    if result["wall_s"] is not None:
+                        queue.walls.append(result["wall_s"])
+                    result = sweep.normalise(
+                        {"config_hash": p.config_hash, **result, "attempts": attempt}
+                    )
+                    results[p.config_hash] = result
+                    journal.append(result)
+                    bar.update(
+                        finished=copies[p.config_hash],
+                        failed=result["status"] != "completed",
+                        pending=len(in_flight),
+                    )
+            bar.poll()
+            fill()
     except KeyboardInterrupt:
         print(
             f"\nwafersim: sweep interrupted; {len(journal.read())} results kept in "
