@@ -20,7 +20,7 @@ import pytest
 from kernel_harness import Dst, Src
 
 from simcore import Component, Simulation
-from simcore.errors import ConfigError, ScenarioError, WafersimError
+from simcore.errors import BuildError, ConfigError, ScenarioError, WafersimError
 from workloads import engine, registry, scenario, sweep
 from workloads.cli import main
 from workloads.kernel.linkchain import LinkChainParams
@@ -297,6 +297,17 @@ def test_resume_after_the_sweep_is_killed(client2, tmp_path):
 def test_validate_with_workers_gives_the_serial_rows(client2):
     (case,) = registry.find_cases(["wse-bcast"])
     assert case.run(engine.DaskRunner(client2)) == case.run(scenario.run_points)
+
+
+def test_a_validation_point_that_fails_raises_its_error_in_the_client(client1, monkeypatch):
+    def build(sim, p):
+        raise BuildError("the wafer is too small for this program")
+
+    kind = registry.WorkloadKind("test", "", registry.ScenarioParams, build, lambda *a: {})
+    monkeypatch.setitem(registry.KINDS, "test", kind)  # client1's worker is a thread of ours
+    with pytest.raises(WafersimError) as err:
+        engine.DaskRunner(client1)("test", [registry.ScenarioParams(seed=s) for s in range(3)])
+    assert str(err.value) == "the wafer is too small for this program"
 
 
 # -- the command line ------------------------------------------------------------------------------

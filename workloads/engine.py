@@ -43,8 +43,8 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 import dask
 from distributed import Client, LocalCluster, as_completed
@@ -54,6 +54,8 @@ from simcore.errors import SimulationStalled, WafersimError
 from simcore.sim import Progress, Simulation
 from simcore.tracing import TraceLevel
 from workloads import registry, scenario, sweep
+
+T = TypeVar("T")
 
 
 def default_workers() -> int:
@@ -197,8 +199,22 @@ def run_chunk(
     return [run_point(kind, params, trace_path=trace, **options) for params, trace in items]
 
 
+def run_metrics_chunk(
+    kind: str, points: Sequence[registry.ScenarioParams]
+) -> list[tuple[registry.Metrics, float]]:
+    """:func:`run_metrics` for several points one after another (in a worker), each with its
+    wall time."""
+    out = []
+    for params in points:
+        t0 = time.perf_counter()
+        out.append((sweep.plain(run_metrics(kind, params)), time.perf_counter() - t0))
+    return out
+
+
 class DaskRunner:
-    """A :class:`registry.Runner` on a Dask client: all the points of a call at once."""
+    """A :class:`registry.Runner` on a Dask client: the points of a call farmed out as the
+    sweep engine does (the last first, tiny ones several to a task); the first point that
+    fails raises its error here, as the serial runner would."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -206,11 +222,34 @@ class DaskRunner:
     def __call__(
         self, kind: str, points: Sequence[registry.ScenarioParams]
     ) -> list[registry.Metrics]:
-        futures = [
-            self.client.submit(run_metrics, kind, params, key=_key(kind), priority=i, pure=False)
-            for i, params in enumerate(points)
-        ]
-        return self.client.gather(futures)
+        queue = _Queue(list(enumerate(points)), key=lambda item: item[0])
+        threads = max(1, sum(self.client.nthreads().values()))
+        out: list[registry.Metrics] = [{} for _ in points]
+        in_flight: dict[str, list[tuple[int, registry.ScenarioParams]]] = {}
+        stream = as_completed(with_results=True, raise_errors=False)
+
+        def fill() -> None:
+            while queue and len(in_flight) < 2 * threads:
+                chunk = queue.take()
+                fut = self.client.submit(
+                    run_metrics_chunk, kind, [params for _, params in chunk], key=_key(kind),
+                    pure=False,
+                )  # fmt: skip
+                in_flight[fut.key] = chunk
+                stream.add(fut)
+
+        fill()
+        for batch in stream.batches():
+            for fut, value in batch:
+                chunk = in_flight.pop(fut.key)
+                if fut.status != "finished":  # the client's exit cancels the others
+                    raise value[1] if isinstance(value, tuple) else value
+                for (i, _), (metrics, wall) in zip(chunk, value, strict=True):
+                    out[i] = metrics
+                    queue.walls.append(wall)
+                fut.release()
+            fill()
+        return out
 
 
 def _key(label: str) -> str:
@@ -278,45 +317,47 @@ CHUNK_S = 0.2
 MAX_CHUNK = 100
 
 
-class _Queue:
-    """The points still to run, the last of the sweep first (see the module docstring), taken
-    in chunks whose size follows the points' measured wall times."""
+class _Queue(Generic[T]):
+    """Items still to run, the last first (see the module docstring), taken in chunks whose
+    size follows the measured wall times of the items finished so far. ``key`` names an item
+    (a point's config hash, a validation point's index)."""
 
-    def __init__(self, todo: list[sweep.Point]) -> None:
-        self.todo = collections.deque(reversed(todo))
-        self.attempts = dict.fromkeys((p.config_hash for p in todo), 1)
-        self.walls: list[float] = []  # the own wall times of the points finished so far
-        self.solo: set[str] = set()  # points in a chunk that crashed: one at a time
+    def __init__(self, items: Sequence[T], key: Callable[[T], Hashable]) -> None:
+        self.todo = collections.deque(reversed(items))
+        self.key = key
+        self.attempts = dict.fromkeys((key(item) for item in items), 1)
+        self.walls: list[float] = []  # the own wall times of the items finished so far
+        self.solo: set[Hashable] = set()  # items to run one per task
 
     def __bool__(self) -> bool:
         return bool(self.todo)
 
     def size(self) -> int:
-        """1 until a point has finished; then CHUNK_S over the median wall time of the recent
-        points (at most MAX_CHUNK)."""
+        """1 until an item has finished; then CHUNK_S over the median wall time of the recent
+        items (at most MAX_CHUNK)."""
         if not self.walls:
             return 1
         median = statistics.median(self.walls[-64:])
         return max(1, min(MAX_CHUNK, int(CHUNK_S / max(median, 1e-6))))
 
-    def take(self) -> list[sweep.Point]:
+    def take(self) -> list[T]:
         chunk = [self.todo.popleft()]
-        if chunk[0].config_hash in self.solo:
+        if self.key(chunk[0]) in self.solo:
             return chunk
         size = self.size()
-        while self.todo and len(chunk) < size and self.todo[0].config_hash not in self.solo:
+        while self.todo and len(chunk) < size and self.key(self.todo[0]) not in self.solo:
             chunk.append(self.todo.popleft())
         return chunk
 
-    def again(self, p: sweep.Point) -> None:
-        """Run ``p`` once more, next."""
-        self.attempts[p.config_hash] += 1
-        self.solo.add(p.config_hash)
-        self.todo.appendleft(p)
+    def again(self, item: T) -> None:
+        """Run ``item`` once more, next, in a task of its own."""
+        self.attempts[self.key(item)] += 1
+        self.solo.add(self.key(item))
+        self.todo.appendleft(item)
 
-    def alone(self, chunk: list[sweep.Point]) -> None:
-        """Run each point of a chunk whose worker died in a task of its own, next."""
-        self.solo.update(p.config_hash for p in chunk)
+    def alone(self, chunk: list[T]) -> None:
+        """Run each item of a chunk whose worker died in a task of its own, next."""
+        self.solo.update(self.key(item) for item in chunk)
         self.todo.extendleft(reversed(chunk))
 
 
@@ -385,7 +426,7 @@ def run_sweep(
     )  # fmt: skip
     bar = _Bar(client, len(points), done_before, failed_before, quiet)
     copies = collections.Counter(p.config_hash for p in points)
-    queue = _Queue(todo)
+    queue = _Queue(todo, key=lambda p: p.config_hash)
     in_flight: dict[str, list[sweep.Point]] = {}
     stream = as_completed(with_results=True, raise_errors=False)
 
