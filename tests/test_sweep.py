@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -347,3 +348,36 @@ def test_a_sweep_table_that_is_not_one_is_a_clear_error(tmp_path):
     assert str(err.value) == (
         f"sweep table '{tmp_path / 'none.parquet'}' does not exist (write one with wafersim sweep)"
     )
+
+
+# -- docs/sweeps.md ------------------------------------------------------------------------------
+DOC = ROOT / "docs" / "sweeps.md"
+
+
+def doc_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_docs_sweep_file_is_a_sweep(tmp_path):
+    (text,) = doc_blocks("toml")
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    sw = sweep.load(str(path))
+    assert sw.output == "out/summa-grid.parquet" and sw.fixed == (("wafer.fidelity", "fast"),)
+    assert sw.keys == ["p", "mt", "seed", "wafer.fabric.hop_latency_cycles", "wafer.clock_hz"]
+    points = sw.points()
+    assert len(points) == 3 * 3 * 2 and all(p.params is not None for p in points)
+    assert (points[-1].params.p, points[-1].params.mt, points[-1].params.seed) == (16, 4, 3)
+    assert points[-1].params.wafer.clock_hz == 1_100_000_000
+
+
+def test_the_docs_reading_examples_run(client1, tmp_path, monkeypatch, capsys):
+    blocks = doc_blocks("python")
+    text = "\n".join(blocks)
+    assert "import duckdb" in text and "import polars" in text and "pyarrow.parquet" in text
+    monkeypatch.chdir(tmp_path)
+    sw = sweep.load("summa", grid=["p=2,4", "mt=1,4,64"])
+    engine.run_sweep(client1, sw, "out/sweep.parquet")
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{DOC}:python block {i}", "exec"), {})
+        assert capsys.readouterr().out.strip()

@@ -1,12 +1,11 @@
 """The parallel engine: sweep and validation points run on a Dask cluster.
 
 Every point is an independent simulation, so the engine is a plain task farm on Dask's
-``distributed`` scheduler: one task per point, run by a worker process with one thread (a
-simulation is pure Python and holds the GIL), results streamed back as they finish. Locally that
-is a :class:`distributed.LocalCluster` of one worker process per core, started and stopped with
-the command; ``--scheduler ADDRESS`` runs on a cluster already up (one started by
-``dask-jobqueue`` on SLURM, say: see docs/sweeps.md). Nothing here schedules or pools processes
-itself.
+``distributed`` scheduler: tasks run by worker processes of one thread each (a simulation is
+pure Python and holds the GIL), results streamed back as they finish. Locally that is a
+:class:`distributed.LocalCluster` of one worker process per core, started and stopped with the
+command; ``--scheduler ADDRESS`` runs on a cluster already up (one started by ``dask-jobqueue``
+on SLURM, say: see docs/sweeps.md). Nothing here pools processes or places tasks on workers.
 
 A task carries the kind's *name* and the point's parameter dataclass (plain, picklable values);
 the worker calls :func:`registry.load_all` and looks the kind up, so a worker needs wafersim
@@ -22,10 +21,14 @@ importable, nothing else. What the engine adds to Dask:
 - the journal and the result table (:mod:`workloads.sweep`), and a progress bar (tqdm);
 - :class:`DaskRunner`, the :class:`registry.Runner` that ``validate --workers`` hands its cases.
 
-Order: points are submitted with a priority that starts the *last* point of a sweep first. Sweeps
-and validation cases list sizes in ascending order, and starting the largest point first keeps
-one long point from being the tail of the whole run (``validate summa`` ends 4 s sooner on two
-workers). Results never depend on it: the table is assembled in sweep order.
+Feeding the cluster (:class:`_Queue`): the client keeps two tasks per worker thread in flight.
+A task is one point, or several consecutive tiny ones: once points have finished, a task takes
+as many as fill :data:`CHUNK_S` at the median wall time of the recent points, so that Dask's cost
+per task (a few milliseconds: a round trip through the scheduler) stays small beside the work;
+points longer than that go one per task. Points are handed out from the *last* of the sweep to
+the first: sweeps and validation cases list sizes in ascending order, and starting the largest
+point first keeps one long point from being the tail of the whole run. Results never depend on
+any of this: the table is assembled in sweep order.
 """
 
 from __future__ import annotations

@@ -315,6 +315,7 @@ class Journal:
 
     def append(self, result: dict[str, Any]) -> None:
         if self._file is None:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
             self._file = open(self.path, "a")  # noqa: SIM115 - kept open for the whole sweep
         self._file.write(json.dumps(result) + "\n")
         self._file.flush()
