@@ -26,7 +26,7 @@ matplotlib.use("Agg")  # before pyplot: render to files only
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from simcore.errors import TraceError, WafersimError
 from traces.layout import natural_key
@@ -217,7 +217,11 @@ def plot_series(
                 )
         ax.plot([p[0] for p in pairs], [p[1] for p in pairs], "o-", label=label or None)
     if logx:
-        ax.set_xscale("log", base=2 if _powers_of_two(series) else 10)
+        if _powers_of_two(series):  # sizes: 2, 4, 8 on the axis, not 2^1, 2^2, 2^3
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        else:
+            ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

@@ -41,8 +41,10 @@ import json
 import logging
 import os
 import resource
+import signal
 import statistics
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -93,7 +95,7 @@ def connect(
         # worker it could kill too; --retries decides
         "distributed.scheduler.allowed-failures": 0,
     }
-    with dask.config.set(settings):
+    with dask.config.set(settings), _workers_ignore_ctrl_c():
         cluster = LocalCluster(
             n_workers=workers or default_workers(),
             threads_per_worker=1,
@@ -103,6 +105,22 @@ def connect(
         )
     with cluster, Client(cluster) as client:
         yield client
+
+
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Ctrl-C in a terminal reaches every process of the foreground group: the client ends the
+    sweep (and the cluster) cleanly, so the workers it starts here must not take it too (each
+    would print a traceback). An ignored SIGINT is inherited by the processes started meanwhile
+    and kept by Python; this process's own handler comes back at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- in the worker ---------------------------------------------------------------------------------
@@ -295,6 +313,7 @@ class _Bar:
         )  # fmt: skip
         self.threads = 1
         self._polled = -1e9
+        self.bar.set_postfix_str(f"failed {failed}, running 0", refresh=False)
 
     def poll(self) -> None:
         """Count the cluster's threads again, every 2 s at most (workers come and go on an
@@ -476,8 +495,9 @@ def run_sweep(
             bar.poll()
             fill()
     except KeyboardInterrupt:
+        bar.close()
         print(
-            f"\nwafersim: sweep interrupted; {len(journal.read())} results kept in "
+            f"wafersim: sweep interrupted; {len(journal.read())} results kept in "
             f"{journal.path}: run the same command again to resume",
             file=sys.stderr,
         )
