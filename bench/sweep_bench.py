@@ -11,7 +11,10 @@ per point on 1,000 tiny points.
    what submitting, scheduling, shipping the result back, journalling and the table cost.
 
 The machine's load (``/proc/loadavg``) and its busiest other processes are printed before and
-after, since the figures mean little on a machine shared with other work.
+after, and each ``validate`` run's CPU seconds (its own and its workers') beside its wall time:
+CPU / wall is how many cores the run actually got. On a machine shared with other work (and
+Linux's autogroup scheduling, which shares the CPU between sessions, not processes), two workers
+cannot be faster than the cores the session is given.
 
 Run: ``python bench/sweep_bench.py [--skip-validate] [--skip-overhead] [--repeats N]``.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -50,10 +54,14 @@ def machine() -> str:
     )
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds of ``cmd``, and the CPU seconds it and its worker processes used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=ENV, check=False, capture_output=True)
-    return time.perf_counter() - t0
+    subprocess.run(cmd, env=ENV, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def validate_summa(repeats: int) -> None:
@@ -73,16 +81,20 @@ def validate_summa(repeats: int) -> None:
         f"  sum {total:.2f} s, longest {longest:.2f} s: at most {total / longest:.2f}x on any "
         "number of workers (the longest point runs on one)"
     )
-    runs: dict[str, list[float]] = {"serial": [], "1": [], "2": []}
+    runs: dict[str, list[tuple[float, float]]] = {"serial": [], "1": [], "2": []}
     runs["serial"].append(timed([*CLI, "validate", "summa"]))
     for _ in range(repeats):
         for n in ("1", "2"):
             runs[n].append(timed([*CLI, "validate", "summa", "--workers", n]))
     for name, times in runs.items():
         label = "in-process" if name == "serial" else f"--workers {name}"
-        print(f"validate summa {label:<12} " + ", ".join(f"{t:.2f} s" for t in times))
-    one, two = min(runs["1"]), min(runs["2"])
-    print(f"  speed-up 2 workers vs 1 (best of each): {one / two:.2f}x")
+        print(
+            f"validate summa {label:<12} "
+            + ", ".join(f"{w:.2f} s (CPU {c:.1f} s, {c / w:.2f} cores)" for w, c in times),
+            flush=True,
+        )
+    one, two = min(w for w, _ in runs["1"]), min(w for w, _ in runs["2"])
+    print(f"  speed-up 2 workers vs 1 (best wall of each): {one / two:.2f}x")
 
 
 def overhead(points: int) -> None:
