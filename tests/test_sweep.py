@@ -240,6 +240,17 @@ def test_failed_points_are_recorded_retried_and_the_sweep_goes_on(client2, tmp_p
     assert (outcome.ran, outcome.skipped) == (1, 2)
 
 
+def test_the_same_configuration_twice_runs_once(client1, tmp_path):
+    sw = sweep.load("link-chain", grid=["items=5,5,6"], overrides=["seed=0"])
+    outcome = engine.run_sweep(client1, sw, str(tmp_path / "d.parquet"))
+    assert (outcome.points, outcome.ran) == (3, 2)
+    rows = pq.read_table(str(tmp_path / "d.parquet")).to_pylist()
+    assert [r["point"] for r in rows] == [0, 1, 2]
+    assert {k: v for k, v in rows[0].items() if k != "point"} == {
+        k: v for k, v in rows[1].items() if k != "point"
+    }
+
+
 def test_a_point_that_kills_its_worker_is_found_and_recorded(client1, tmp_path, monkeypatch):
     """A task that ends in an error (as when its worker dies: KilledWorker) is a crash. Tiny
     points travel several to a task; the points of a crashed task run again one per task, so
