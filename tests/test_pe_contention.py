@@ -14,11 +14,14 @@ import pytest
 from pe.program import Layout
 from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
+from simcore.tracing import TraceLevel
 
 COLOUR = 1
 
 
-def run(priority: str, words: int, fmac_elements: int, fidelity: str = "reference") -> dict:
+def run(
+    priority: str, words: int, fmac_elements: int, fidelity: str = "reference", slices=None
+) -> dict:
     """PE (0,0) sends ``words`` east; PE (1,0) starts receiving them at ``priority``, then runs
     a task of one ``fmacs`` over ``fmac_elements``. Returns the receiver's per-cycle log."""
     data = np.arange(1, words + 1, dtype=np.float32)
@@ -80,6 +83,11 @@ def run(priority: str, words: int, fmac_elements: int, fidelity: str = "referenc
             log["tasks"][task.id][1] = ce.env._now // ce.sched.period
 
     ce._advance, ce._dispatch, ce._task_end = logged_advance, logged_dispatch, logged_end
+    if slices is not None:  # record the CE's trace slices
+        sim.trace_level = TraceLevel.OPS
+        ce.emit_slice = lambda path, cat, name, start, dur, args: slices.append(
+            (cat, name, start, dur)
+        )
     result = sim.run()
     assert result.status == "completed", result.report
     log["data"] = log["buf"].read(ce.sram)
@@ -139,3 +147,10 @@ def test_both_fidelities_agree(priority):
     assert ref["pops"] == fast["pops"]
     assert ref["tasks"] == fast["tasks"]
     assert ref["received"] == fast["received"]
+
+
+def test_trace_slice_of_a_task_includes_the_stolen_cycles():
+    slices: list = []
+    run("medium", words=12, fmac_elements=40, slices=slices)
+    work = [s for s in slices if s[0] == "task" and s[1] == "work"]
+    assert work == [("task", "work", 8, 113 - 8)]  # dispatched at 8, ended at 113 (12 stolen)
