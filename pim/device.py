@@ -190,6 +190,7 @@ class PseudoChannel:
         self.row_abmr, self.row_sbmr, self.row_conf = org.rows - 1, org.rows - 2, org.rows - 3
         self.data_rows = org.rows - 3
         self.open = [-1] * org.banks
+        self.open_before = [-1] * org.banks  # the row a bank had open before its last PRE
         self.mode = "SB"
         self.rows: dict[int, np.ndarray] = {}
         self.units = PimUnits(org.banks // 2, decode_once=decode_once)
@@ -236,6 +237,7 @@ class PseudoChannel:
             return None
         if cmd in ("PRE", "PREA"):
             for b in banks:
+                self.open_before[b] = self.open[b]
                 self.open[b] = -1
             return None
         if cmd == "REF":

@@ -414,7 +414,10 @@ def compile_jitq(
                   lambda k, n=n: phase_scales_words(k, n)]
         )  # fmt: skip
         builders.append(lambda k, n=n: phase_significands(k, n, fmt, counter))
-        for build in builders:
+        names = ["exponents", "scales", "significands"]
+        if lay.lane_blocks:
+            names = ["exponents+scales", "significands"]
+        for name, build in zip(names, builders, strict=True):
             k = Consts()
             items = build(k)
             program = [*flatten(items), Instr("EXIT")]
@@ -424,7 +427,7 @@ def compile_jitq(
             goto(0, conf_row)
             stream.append(Command("WR", 0, conf_row, COL_OP_MODE, np.zeros(16, np.uint16)))
             for i, (col, data) in enumerate(crf_payload(program)):
-                note = [ins.role for ins in program] if i == 0 else None
+                note = ([ins.role for ins in program], name) if i == 0 else None
                 stream.append(Command("WR", 0, conf_row, col, data, note))
             stream.append(Command("WR", 0, conf_row, COL_SRF, k.payload()))
             mode = np.zeros(16, np.uint16)

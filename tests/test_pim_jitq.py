@@ -13,7 +13,9 @@ from pim import jitq, mx
 from pim.stack import HbmConfig, HbmStack
 from simcore import Simulation
 from simcore.errors import ConfigError
-from workloads import cli
+from simcore.tracing import TraceLevel
+from traces.reader import read_trace
+from workloads import cli, scenario
 from workloads.pim.jitq import JitqParams, model
 from workloads.scenario import run_kind
 
@@ -182,3 +184,15 @@ def test_make_layout_errors_name_the_key():
     assert str(err.value) == (
         "config key 'direction' = 'diagonal': unknown direction; allowed: row, col"
     )
+
+
+def test_traces_have_bank_tracks_bus_counters_and_pim_programs(tmp_path):
+    scen = scenario.find("jitq")
+    params = scenario.resolve_params(scen, ["rows=32", "cols=32"])
+    path = tmp_path / "jitq.arrows"
+    scenario.run_scenario(scen, params, trace_path=str(path), trace_level=TraceLevel.DETAIL)
+    events = read_trace(path).table
+    comps = set(events.column("component").to_pylist())
+    assert {"hbm/pch[0]/bank[0]", "hbm/pch[0]/bank[15]", "hbm/pch[0]/pim"} <= comps
+    names = set(events.column("name").to_pylist())
+    assert {"bus_utilisation", "pim_triggers", "exponents+scales", "significands"} <= names
