@@ -1,6 +1,7 @@
 """``jitq``: just-in-time MX quantization of a BF16 weight matrix by the HBM's PIM units.
 
-The master matrix (seeded random BF16 values with a spread of exponents, zeros among them) is
+The master matrix (seeded random BF16 or FP32 values with a spread of exponents, zeros among
+them; FP32 as two 16-bit planes, high and low halves side by side in each row) is
 resident in the even banks in the chosen placement (:mod:`pim.jitq`); the command stream the
 host sends each pseudo-channel runs the quantization kernel, and the units leave the MX copy in
 the odd banks. Time is what the controllers take to issue the stream under the standard's
@@ -44,7 +45,7 @@ class JitqParams(registry.ScenarioParams):
     )
     rows: int = param(256, "rows of the weight matrix (a multiple of 16)", min=16, max=1 << 20)
     cols: int = param(256, "columns of the weight matrix (a multiple of 16)", min=16, max=1 << 20)
-    master: str = param("bf16", "precision of the master weights", choices=("bf16",))
+    master: str = param("bf16", "precision of the master weights", choices=("bf16", "fp32"))
     fidelity: str = param(
         "pch", "simulate one pseudo-channel and scale (pch) or every one (stack)",
         choices=("pch", "stack"),
@@ -55,20 +56,34 @@ class JitqParams(registry.ScenarioParams):
     zero_fraction: float = param(0.05, "share of exact zeros in the random matrix", min=0, max=1)
     hbm: HbmConfig = section(HbmConfig, "the HBM stacks")
 
+    @property
+    def planes(self) -> int:
+        return 2 if self.master == "fp32" else 1
+
     def check(self) -> None:
         std = self.hbm.standard()
         kernel.make_layout(
             self.rows, self.cols, self.placement, self.direction, std.org,
-            std.org.pchs * self.hbm.stacks,
+            std.org.pchs * self.hbm.stacks, self.planes,
         )  # fmt: skip
 
 
 def matrix(p: JitqParams) -> np.ndarray:
-    """The seeded BF16 master matrix: normal values scaled by 2^[-8, 8), some exact zeros."""
+    """The seeded master matrix's bits (BF16: uint16, FP32: uint32): normal values scaled by
+    2^[-8, 8), some exact zeros."""
     rng = np.random.default_rng([p.seed, 12])
     vals = rng.standard_normal((p.rows, p.cols)) * np.exp2(rng.integers(-8, 8, (p.rows, p.cols)))
     vals[rng.random((p.rows, p.cols)) < p.zero_fraction] = 0.0
+    if p.master == "fp32":
+        return mx.to_fp32_bits(vals.astype(np.float32))
     return mx.to_bf16_bits(vals.astype(np.float32))
+
+
+def planes_of(bits: np.ndarray) -> list[np.ndarray]:
+    """The 16-bit planes of a master matrix: itself (BF16), or high and low halves (FP32)."""
+    if bits.dtype == np.uint32:
+        return [(bits >> 16).astype(np.uint16), (bits & 0xFFFF).astype(np.uint16)]
+    return [bits]
 
 
 @dataclasses.dataclass
@@ -77,12 +92,14 @@ class JitqRun:
     layout: kernel.Layout
     plan: kernel.Plan
     bits: np.ndarray
-    words: np.ndarray
+    words: list[np.ndarray]
 
 
 def plan_for(p: JitqParams, stack: HbmStack) -> tuple[kernel.Layout, kernel.Plan]:
     org = stack.std.org
-    lay = kernel.make_layout(p.rows, p.cols, p.placement, p.direction, org, org.pchs * p.hbm.stacks)
+    lay = kernel.make_layout(
+        p.rows, p.cols, p.placement, p.direction, org, org.pchs * p.hbm.stacks, p.planes
+    )
     pch = stack.pchs[0]
     plan = kernel.compile_jitq(
         lay, p.format, batch_groups=p.batch_groups, conf_row=pch.row_conf,
@@ -98,10 +115,10 @@ def build(sim: Simulation, p: JitqParams) -> JitqRun:
     stack = HbmStack(sim, p.hbm, pchs=1 if p.fidelity == "pch" else total)
     lay, plan = plan_for(p, stack)
     bits = matrix(p)
-    words = lay.scatter(bits)
+    words = [lay.scatter(plane) for plane in planes_of(bits)]
     upc = std.org.banks // 2
     for k, (pch, ctl) in enumerate(zip(stack.pchs, stack.controllers, strict=True)):
-        kernel.load(pch, words[k * upc : (k + 1) * upc])
+        kernel.load(pch, lay, [w[k * upc : (k + 1) * upc] for w in words])
         ctl.submit_stream(plan.stream)
     return JitqRun(stack, lay, plan, bits, words)
 
