@@ -78,8 +78,8 @@ def test_scenario_file_by_path(capsys, tmp_path):
         (
             ["run", "link-chian"],
             "unknown scenario 'link-chian'; did you mean 'link-chain'? built-in scenarios: "
-            "jitq, jitq-study, link-chain, link-chain-backpressure, summa, ws-matmul, wse-bcast, "
-            "wse-fmac "
+            "hbm-read, jitq, jitq-study, link-chain, link-chain-backpressure, summa, ws-matmul, "
+            "wse-bcast, wse-fmac "
             "(or give a path to a .toml file)",
         ),
         (
@@ -106,7 +106,7 @@ def test_scenario_file_by_path(capsys, tmp_path):
         ),
         (
             ["validate", "nope"],
-            "unknown validation case(s): nope; known cases: link-chain, pim, summa, "
+            "unknown validation case(s): nope; known cases: hbm-read, link-chain, pim, summa, "
             "summa-strong, summa-weak, ws-matmul, wse-bcast, wse-fmac",
         ),
         (
@@ -146,8 +146,8 @@ def test_bad_scenario_files(capsys, tmp_path):
     assert code == 2
     assert err == (
         f"wafersim: error: scenario '{unknown}': kind = 'warp-drive' is not a known workload "
-        "kind; known kinds: jitq, jitq-study, link-chain, summa, ws-matmul, wse-bcast, "
-        "wse-fmac\n"
+        "kind; known kinds: hbm-read, jitq, jitq-study, link-chain, summa, ws-matmul, "
+        "wse-bcast, wse-fmac\n"
     )
 
 

@@ -48,6 +48,7 @@ def test_every_family_is_a_package_that_registers_its_own():
         "ws-matmul": "wafer",
         "jitq": "pim",
         "jitq-study": "pim",
+        "hbm-read": "pim",
     }
     assert {c.origin for c in registry.CASES.values()} == {
         "workloads.kernel.linkchain",
@@ -55,6 +56,7 @@ def test_every_family_is_a_package_that_registers_its_own():
         "workloads.wafer.summa",
         "workloads.wafer.wsmatmul",
         "workloads.pim.jitq",
+        "workloads.pim.hbmread",
     }
 
 
@@ -78,6 +80,7 @@ def test_built_in_scenarios_live_in_their_family_folders():
         "wse-fmac": "wafer",
         "jitq": "pim",
         "jitq-study": "pim",
+        "hbm-read": "pim",
     }
     assert scenario.builtin_dirs() == [
         ROOT / "workloads" / "kernel" / "scenarios",
@@ -144,7 +147,7 @@ def test_importing_workloads_registers_nothing():
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["7", "8"]
+    assert out.split() == ["8", "9"]
 
 
 def test_unknown_cases_are_named():
