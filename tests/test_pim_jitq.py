@@ -223,3 +223,15 @@ def test_traces_have_bank_tracks_bus_counters_and_pim_programs(tmp_path):
     assert {"hbm/pch[0]/bank[0]", "hbm/pch[0]/bank[15]", "hbm/pch[0]/pim"} <= comps
     names = set(events.column("name").to_pylist())
     assert {"bus_utilisation", "pim_triggers", "exponents+scales", "significands"} <= names
+
+
+def test_same_seed_same_trace_bytes(tmp_path):
+    paths = []
+    for i in range(2):
+        scen = scenario.find("jitq")
+        params = scenario.resolve_params(scen, ["rows=32", "cols=32", "direction=col"])
+        path = tmp_path / f"run{i}.arrows"
+        scenario.run_scenario(scen, params, trace_path=str(path), trace_level=TraceLevel.DETAIL)
+        paths.append(path)
+    a, b = (read_trace(p).table for p in paths)
+    assert a.equals(b) and a.num_rows > 1000
