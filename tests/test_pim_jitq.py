@@ -166,7 +166,7 @@ def test_placement_costs_follow_their_mechanisms():
 def test_model_is_close_to_the_simulation():
     for placement, direction in (("tiled", "row"), ("strided", "col"), ("opt", "row")):
         m = run_kind("jitq", JitqParams(rows=64, cols=64, placement=placement, direction=direction))
-        assert abs(m["model_error_pct"]) < 8, (placement, direction, m["model_error_pct"])
+        assert abs(m["model_error_pct"]) < 2, (placement, direction, m["model_error_pct"])
 
 
 def test_the_issue_command_prints_the_fixed_keys(capsys):
