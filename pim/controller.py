@@ -74,8 +74,26 @@ class Issued(NamedTuple):
     col: int
 
 
+#: Cycles per window of the bus-utilisation and PIM-trigger counters in traces.
+TRACE_WINDOW_CYCLES = 256
+
+
+class Bank(Component):
+    """A trace track per bank: row-open slices (OPS) and the commands it receives (DETAIL)."""
+
+
+class PimTrack(Component):
+    """A trace track for the pseudo-channel's PIM units: one slice per CRF program run."""
+
+
 class Controller(Component):
-    """Schedules and issues the commands of one pseudo-channel (see the module docstring)."""
+    """Schedules and issues the commands of one pseudo-channel (see the module docstring).
+
+    Traces (when a run records them): per bank, a slice per row visit (OPS) and a slice per
+    command (DETAIL); per pseudo-channel, counters of data-bus utilisation and PIM triggers per
+    window of ``TRACE_WINDOW_CYCLES`` (OPS); per PIM program, a slice on the ``pim`` track
+    from its first trigger to its EXIT (OPS).
+    """
 
     def __init__(
         self,
@@ -109,6 +127,14 @@ class Controller(Component):
         self.end_cycle = 0
         self.next_refresh = self.std.timing.nREFI
         self._next_free = 0  # the command bus takes one command per cycle
+        self.banks = [Bank(self, f"bank[{b}]") for b in range(self.std.org.banks)]
+        self.pim_track = PimTrack(self, "pim")
+        self._opened = [-1] * self.std.org.banks  # cycle each bank's row was opened
+        self._window = 0  # trace counters: current window, its busy cycles and triggers
+        self._win_busy = 0
+        self._win_trig = 0
+        self._program_start = -1
+        self._program_name = ""
 
     # -- feeding ---------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
@@ -153,10 +179,59 @@ class Controller(Component):
         self._next_free = cycle + 1
         if self.record:
             self.trace_log.append(Issued(cycle, cmd, banks, row, col))
-        if self.sim.trace_level >= TraceLevel.DETAIL:
-            p = self.domain.period_ticks
-            self.trace("dram", cmd, cycle * p, p, bank=bank, row=row, col=col, mode=self.pch.mode)
+        if self.sim.trace_level >= TraceLevel.OPS:
+            self._trace(cmd, banks, row, col, cycle, trig)
         return out
+
+    def _trace(
+        self, cmd: str, banks: tuple[int, ...], row: int, col: int, cycle: int, trig: bool
+    ) -> None:
+        p = self.domain.period_ticks
+        detail = self.sim.trace_level >= TraceLevel.DETAIL
+        if detail:
+            for b in banks:
+                self.banks[b].trace("dram", cmd, cycle * p, p, row=row, col=col)
+        if cmd == "ACT":
+            for b in banks:
+                self._opened[b] = cycle
+        elif cmd in ("PRE", "PREA"):
+            for b in banks:
+                t0 = self._opened[b]
+                if t0 >= 0:
+                    self.banks[b].trace(
+                        "row", f"row {self.pch.open_before[b]}", t0 * p, (cycle - t0) * p
+                    )
+                    self._opened[b] = -1
+        # windowed counters
+        w = cycle // TRACE_WINDOW_CYCLES
+        if w != self._window:
+            self._flush_window(p)
+            self._window = w
+        if cmd in ("RD", "WR"):
+            self._win_busy += self.std.timing.nBL
+            self._win_trig += trig
+        units = self.pch.units
+        if trig:
+            if self._program_start < 0:
+                self._program_start = cycle
+            if units.done:
+                self.pim_track.trace(
+                    "pim", self._program_name or "program", self._program_start * p,
+                    (cycle + 1 - self._program_start) * p, triggers=units.triggers,
+                )  # fmt: skip
+                self._program_start = -1
+
+    def _flush_window(self, p: int) -> None:
+        t = self._window * TRACE_WINDOW_CYCLES * p
+        self.trace("bus", "bus_utilisation", t, phase="counter",
+                   value=self._win_busy / TRACE_WINDOW_CYCLES)  # fmt: skip
+        self.trace("pim", "pim_triggers", t, phase="counter", value=float(self._win_trig))
+        self._win_busy = self._win_trig = 0
+
+    def finish_trace(self) -> None:
+        """Close the last counter window (called when the run ends)."""
+        if self.sim.trace_level >= TraceLevel.OPS:
+            self._flush_window(self.domain.period_ticks)
 
     def _refresh_due(self, now: int) -> bool:
         return self.refresh == "all-bank" and now >= self.next_refresh
@@ -183,6 +258,10 @@ class Controller(Component):
         return reopen
 
     def _run_stream(self) -> Any:
+        yield from self._stream()
+        self.finish_trace()
+
+    def _stream(self) -> Any:
         pch, checker = self.pch, self.checker
         for c in self.stream:
             now = max(self._next_free, self.env.now // self.domain.period_ticks)
@@ -193,7 +272,8 @@ class Controller(Component):
                     yield self._wait_until(t)
                     self._issue("ACT", bank, row, 0, None, t)
             if c.note is not None:
-                pch.units.roles = list(c.note) + [""] * (32 - len(c.note))
+                roles, self._program_name = c.note
+                pch.units.roles = list(roles) + [""] * (32 - len(roles))
             t = max(self._next_free, checker.earliest(c.cmd, pch.targets(c.cmd, c.bank)))
             yield self._wait_until(t)
             self._issue(c.cmd, c.bank, c.row, c.col, c.data, t)
@@ -206,6 +286,10 @@ class Controller(Component):
         return "PRE" if open_row >= 0 else "ACT"
 
     def _run_requests(self) -> Any:
+        yield from self._requests()
+        self.finish_trace()
+
+    def _requests(self) -> Any:
         pch, checker, t_ = self.pch, self.checker, self.std.timing
         pending = sorted(self.requests, key=lambda r: r.arrival)  # stable: keeps given order
         head = 0

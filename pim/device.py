@@ -190,6 +190,8 @@ class PseudoChannel:
         self.row_abmr, self.row_sbmr, self.row_conf = org.rows - 1, org.rows - 2, org.rows - 3
         self.data_rows = org.rows - 3
         self.open = [-1] * org.banks
+        self.open_before = [-1] * org.banks  # the row a bank had open before its last PRE
+        self._parity_rows: tuple[int, int] | None = None  # open row per parity (cache)
         self.mode = "SB"
         self.rows: dict[int, np.ndarray] = {}
         self.units = PimUnits(org.banks // 2, decode_once=decode_once)
@@ -229,6 +231,7 @@ class PseudoChannel:
                 raise ProtocolError(f"{self.name}: ACT to row {row}, beyond the bank's rows")
             for b in banks:
                 self.open[b] = row
+            self._parity_rows = None
             if row == self.row_abmr and self.mode == "SB":
                 self.mode = "AB"
             elif row == self.row_sbmr and self.mode == "AB":
@@ -236,7 +239,9 @@ class PseudoChannel:
             return None
         if cmd in ("PRE", "PREA"):
             for b in banks:
+                self.open_before[b] = self.open[b]
                 self.open[b] = -1
+            self._parity_rows = None
             return None
         if cmd == "REF":
             opened = [b for b in banks if self.open[b] >= 0]
@@ -271,7 +276,9 @@ class PseudoChannel:
         return rows.pop()
 
     def _trigger(self, is_write: bool, col: int) -> None:
-        re, ro = self._open_row_of(0), self._open_row_of(1)
+        if self._parity_rows is None:
+            self._parity_rows = (self._open_row_of(0), self._open_row_of(1))
+        re, ro = self._parity_rows
         even = self.row(re)[0::2, col] if re >= 0 else None
         odd = self.row(ro)[1::2, col] if ro >= 0 else None
         out = self.units.trigger(is_write, even, odd)

@@ -200,12 +200,12 @@ def _evaluate(
 ) -> tuple[np.ndarray, np.ndarray]:
     op = i.op
     if op == "ADD":
-        if i.integer:
-            return (src0.astype(np.uint32) + src1).astype(np.uint16), counter
+        if i.integer:  # uint16 arrays wrap modulo 2^16
+            return src0 + src1, counter
         return (_f16(src0) + _f16(src1)).view(np.uint16), counter
     if op == "MUL":
         if i.integer:
-            return (src0.astype(np.uint32) * src1).astype(np.uint16), counter
+            return src0 * src1, counter
         return (_f16(src0) * _f16(src1)).view(np.uint16), counter
     if op == "MAC":
         return (_f16(dst) + _f16(src0) * _f16(src1)).view(np.uint16), counter

@@ -202,10 +202,8 @@ def phase_exponents_lanes(k: Consts, groups: int) -> list:
     return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
 
 
-def phase_significands(k: Consts, groups: int, fmt: str, counter: bool) -> list:
-    """Phase 3: code = sign | saturate(RNE((significand << 7 >> k) / 2^(15 - m)))."""
-    m = MANTISSA_BITS[fmt]
-    sh = 15 - m
+def _shifted_significand(k: Consts, counter: bool) -> list:
+    """R = (significand << 7) >> k in A4 (k from the word's slot; 8 steps at most)."""
     word = [
         _op("MOV", A[0], EVEN, tag="x"),
         _op("MUL", A[4], A[0], k(512), integer=True),
@@ -228,7 +226,16 @@ def phase_significands(k: Consts, groups: int, fmt: str, counter: bool) -> list:
                 _op("ADD", A[5], A[5], A[6], integer=True, role="shift:ADD"),
             ], 8)
         )  # fmt: skip
-    word += [
+    return word
+
+
+def _rounded_code(k: Consts, fmt: str, sticky: bool) -> list:
+    """code = sign | saturate(RNE(A4 / 2^(15 - m))) written to the slot. ``sticky``: the low
+    halves of FP32 inputs lie below the rounding bit, so they only break ties: the quotient's
+    LSB is replaced by max(LSB, low half != 0)."""
+    m = MANTISSA_BITS[fmt]
+    sh = 15 - m
+    word = [
         _op("MOV", A[3], A[4]),
         Loop([_op("BSHIFT", A[3], A[3], right=True, role="shift:BSHIFT")], sh),
         _op("MUL", A[6], A[3], k(-(1 << sh)), integer=True),
@@ -237,6 +244,18 @@ def phase_significands(k: Consts, groups: int, fmt: str, counter: bool) -> list:
         _op("BSHIFT", A[7], A[7], right=True, role="shift:BSHIFT"),
         _op("MUL", A[7], A[7], k(-2), integer=True),
         _op("ADD", A[7], A[3], A[7], integer=True),
+    ]
+    if sticky:
+        word += [
+            _op("MOV", A[1], EVEN, tag="xlo"),
+            _op("CMP", A[2], A[1], k(0)),
+            _op("CMP", A[1], k(0), A[1]),
+            _op("ADD", A[1], A[1], A[2], integer=True),
+            _op("MUL", A[1], A[1], k(-1), integer=True),
+            _op("MAX", A[7], A[7], A[1]),
+            _op("MOV", A[0], EVEN, tag="x"),
+        ]
+    word += [
         _op("ADD", A[6], A[6], A[7], integer=True),
         _op("CMP", A[6], A[6], k(1 << (sh - 1))),
         _op("MUL", A[6], A[6], k(-1), integer=True),
@@ -248,6 +267,24 @@ def phase_significands(k: Consts, groups: int, fmt: str, counter: bool) -> list:
         _op("ADD", A[3], A[3], A[6], integer=True),
         _op("MOV", ODD, A[3], tag="slot"),
     ]
+    return word
+
+
+def phase_significands(k: Consts, groups: int, fmt: str, counter: bool) -> list:
+    """Phase 3 (BF16): code = sign | saturate(RNE((significand << 7 >> k) / 2^(15 - m)))."""
+    word = _shifted_significand(k, counter) + _rounded_code(k, fmt, sticky=False)
+    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
+
+
+def phase_shifts(k: Consts, groups: int, counter: bool) -> list:
+    """Phase 3 (FP32): R = (high half's significand << 7) >> k, written over k."""
+    word = [*_shifted_significand(k, counter), _op("MOV", ODD, A[4], tag="slot")]
+    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
+
+
+def phase_rounding(k: Consts, groups: int, fmt: str) -> list:
+    """Phase 4 (FP32): the code from R, the low half as sticky bit, the sign."""
+    word = [_op("MOV", A[4], ODD, tag="slot"), *_rounded_code(k, fmt, sticky=True)]
     return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
 
 
@@ -263,6 +300,7 @@ class Layout:
     units: int  # unit slots over every pseudo-channel of every stack
     per_unit: int  # tiles (tiled) or super-tiles (strided, opt) per unit
     columns: int  # words per DRAM row
+    planes: int = 1  # 16-bit planes per element: 1 (BF16), 2 (FP32: high and low halves)
 
     @property
     def lane_blocks(self) -> bool:
@@ -287,8 +325,14 @@ class Layout:
             return p * 256 + i * 16 + w
         return p * 256 + i + 16 * w
 
-    def word_address(self, off: int) -> tuple[int, int]:
-        return divmod(int(off), self.columns)
+    def word_address(self, off: int, plane: int = 0) -> tuple[int, int]:
+        """(row, column) of logical word ``off`` of a plane. With two planes a row holds 16
+        words of each: the high halves in columns 0-15, the low halves beside them."""
+        if self.planes == 1:
+            return divmod(int(off), self.columns)
+        per = self.columns // 2
+        row, col = divmod(int(off), per)
+        return row, col + plane * per
 
     def scatter(self, mat: np.ndarray) -> np.ndarray:
         """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded."""
@@ -324,7 +368,13 @@ class Layout:
 
 
 def make_layout(
-    rows: int, cols: int, placement: str, direction: str, org: Organisation, pchs: int
+    rows: int,
+    cols: int,
+    placement: str,
+    direction: str,
+    org: Organisation,
+    pchs: int,
+    planes: int = 1,
 ) -> Layout:
     """Check shapes and capacity; ``pchs`` is every pseudo-channel of every stack."""
     if placement not in PLACEMENTS:
@@ -344,9 +394,9 @@ def make_layout(
     units = pchs * org.banks // 2
     tiles = (rows // BLOCK) * (cols // BLOCK)
     per_unit = -(-tiles // units) if placement == "tiled" else -(-tiles // (16 * units))
-    lay = Layout(rows, cols, placement, direction, units, per_unit, org.columns)
+    lay = Layout(rows, cols, placement, direction, units, per_unit, org.columns, planes)
     data_rows = org.rows - 3
-    need = max(-(-lay.input_words // org.columns), lay.groups)
+    need = max(-(-lay.input_words * lay.planes // org.columns), lay.groups)
     if need > data_rows:
         cap = units * data_rows * WORDS_PER_GROUP * BLOCK
         raise ConfigError(
@@ -373,9 +423,9 @@ def _resolve(tag: str | None, env: dict[str, int], lay: Layout) -> tuple[int, in
     if tag is None:
         return None
     g = env["g"]
-    if tag in ("x", "x0", "x1"):
-        w = env["w"] % WORDS_PER_GROUP if tag == "x" else 2 * env["j"] + int(tag[1])
-        r, c = lay.word_address(lay.group_words(g)[w])
+    if tag in ("x", "x0", "x1", "xlo"):
+        w = env["w"] % WORDS_PER_GROUP if tag in ("x", "xlo") else 2 * env["j"] + int(tag[1])
+        r, c = lay.word_address(lay.group_words(g)[w], plane=int(tag == "xlo"))
         return 0, r, c
     if tag in ("slot", "slot0", "slot1"):
         w = env["w"] % WORDS_PER_GROUP if tag == "slot" else 2 * env["j"] + int(tag[-1])
@@ -413,8 +463,15 @@ def compile_jitq(
             else [lambda k, n=n: phase_exponents_words(k, n),
                   lambda k, n=n: phase_scales_words(k, n)]
         )  # fmt: skip
-        builders.append(lambda k, n=n: phase_significands(k, n, fmt, counter))
-        for build in builders:
+        names = ["exponents+scales"] if lay.lane_blocks else ["exponents", "scales"]
+        if lay.planes == 1:
+            builders.append(lambda k, n=n: phase_significands(k, n, fmt, counter))
+            names.append("significands")
+        else:
+            builders.append(lambda k, n=n: phase_shifts(k, n, counter))
+            builders.append(lambda k, n=n: phase_rounding(k, n, fmt))
+            names += ["shifts", "rounding"]
+        for name, build in zip(names, builders, strict=True):
             k = Consts()
             items = build(k)
             program = [*flatten(items), Instr("EXIT")]
@@ -424,7 +481,7 @@ def compile_jitq(
             goto(0, conf_row)
             stream.append(Command("WR", 0, conf_row, COL_OP_MODE, np.zeros(16, np.uint16)))
             for i, (col, data) in enumerate(crf_payload(program)):
-                note = [ins.role for ins in program] if i == 0 else None
+                note = ([ins.role for ins in program], name) if i == 0 else None
                 stream.append(Command("WR", 0, conf_row, col, data, note))
             stream.append(Command("WR", 0, conf_row, COL_SRF, k.payload()))
             mode = np.zeros(16, np.uint16)
@@ -453,14 +510,16 @@ def compile_jitq(
     return Plan(lay, fmt, stream, phases_seen, batch_groups)
 
 
-def load(pch: PseudoChannel, words: np.ndarray) -> None:
-    """Put one pseudo-channel's units' input words (units, input_words, 16) in its even banks
-    (the master copy is resident before JIT-Q runs: not a timed transfer)."""
-    cols = pch.ncols
-    n = words.shape[1]
-    for r in range(-(-n // cols)):
-        chunk = words[:, r * cols : (r + 1) * cols]
-        pch.row(r)[0::2, : chunk.shape[1]] = chunk
+def load(pch: PseudoChannel, lay: Layout, planes: list[np.ndarray]) -> None:
+    """Put one pseudo-channel's units' input words, per plane (units, input_words, 16), in its
+    even banks (the master copy is resident before JIT-Q runs: not a timed transfer)."""
+    per = pch.ncols // lay.planes
+    for plane, words in enumerate(planes):
+        n = words.shape[1]
+        for r in range(-(-n // per)):
+            chunk = words[:, r * per : (r + 1) * per]
+            col = plane * per
+            pch.row(r)[0::2, col : col + chunk.shape[1]] = chunk
 
 
 def read_back(pch: PseudoChannel, lay: Layout) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 
 Shared-microexponent formats: a block of 16 elements has one 8-bit shared exponent, one 1-bit
 microexponent per pair of elements, and per element a sign and ``m`` magnitude bits (m = 7, 4, 2:
-9, 6 and 4 bits per element). From BF16 inputs, per block::
+9, 6 and 4 bits per element). From BF16 (or FP32) inputs, per block::
 
     E_i   = biased exponent field of x_i (0 for zeros and subnormals, which are flushed to zero)
     E_max = max_i E_i                                      the shared exponent (8 bits, biased)
@@ -19,7 +19,7 @@ kernel's integer shifts, so comparing them tests the kernel.
 Policies (the same in the PIM kernel, :mod:`pim.jitq`):
 
 - **zeros** quantize to magnitude 0 and keep their sign bit (-0 stays -0);
-- **subnormal** BF16 inputs are flushed to (signed) zero before anything else;
+- **subnormal** BF16 and FP32 inputs are flushed to (signed) zero before anything else;
 - **saturation**: a magnitude that rounds to 2^m (only possible at the top of the block's
   range) is clamped to 2^m - 1;
 - **the sign** of a code is always the input's sign bit, also when the magnitude rounds to 0;
@@ -52,6 +52,11 @@ def to_bf16_bits(values: np.ndarray) -> np.ndarray:
     return rounded.astype(np.uint16)
 
 
+def to_fp32_bits(values: np.ndarray) -> np.ndarray:
+    """FP32 values -> their bit patterns (uint32)."""
+    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+
+
 def bf16_to_float(bits: np.ndarray) -> np.ndarray:
     """BF16 bit patterns -> float32 values (exact)."""
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
@@ -75,15 +80,19 @@ class MxBlocks:
 
 
 def quantize_blocks(bits: np.ndarray, fmt: str) -> MxBlocks:
-    """Quantize BF16 bit patterns shaped (n, 16), one block per row."""
+    """Quantize bit patterns shaped (n, 16), one block per row: BF16 (uint16) or FP32
+    (uint32) master weights."""
     m = MANTISSA_BITS[fmt]
-    bits = np.asarray(bits, dtype=np.uint16).reshape(-1, BLOCK)
-    exp = ((bits >> 7) & 0xFF).astype(np.int64)
+    bits = np.asarray(bits)
+    fp32 = bits.dtype == np.uint32
+    bits = bits.reshape(-1, BLOCK) if fp32 else bits.astype(np.uint16).reshape(-1, BLOCK)
+    exp = ((bits >> (23 if fp32 else 7)) & 0xFF).astype(np.int64)
     if np.any(exp == 0xFF):
         raise ValueError("MX has no encoding for NaN or Inf: the input holds one")
-    sign = (bits >> 15).astype(np.int64)
+    sign = (bits >> (31 if fp32 else 15)).astype(np.int64)
     normal = exp > 0
-    values = np.where(normal, bf16_to_float(bits).astype(np.float64), 0.0)
+    as_float = bits.view(np.float32) if fp32 else bf16_to_float(bits)
+    values = np.where(normal, as_float.astype(np.float64), 0.0)
     e = np.where(normal, exp, 0)
     e_max = e.max(axis=1)
     pair_max = e.reshape(-1, BLOCK // PAIR, PAIR).max(axis=2)
@@ -118,8 +127,8 @@ def _from_blocks(blocks: np.ndarray, shape: tuple[int, int], direction: str) -> 
 
 
 def quantize_matrix(bits: np.ndarray, fmt: str, direction: str) -> MxBlocks:
-    """Quantize a BF16 matrix along its rows or down its columns (16-element blocks)."""
-    return quantize_blocks(_blocks_of(np.asarray(bits, np.uint16), direction), fmt)
+    """Quantize a BF16 (uint16) or FP32 (uint32) matrix along its rows or down its columns."""
+    return quantize_blocks(_blocks_of(np.asarray(bits), direction), fmt)
 
 
 def lanes(blocks: MxBlocks, shape: tuple[int, int], direction: str) -> tuple[np.ndarray, ...]:

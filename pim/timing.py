@@ -46,6 +46,7 @@ class TimingChecker:
             c: {lvl: [] for lvl in ("pch", "bankgroup", "bank")} for c in COMMANDS
         }
         self.faw = 0
+        self._memo: tuple | None = None  # the last bound computed, until the next record
         for row in std.table:
             if row.window > 1:
                 self.faw = row.cycles
@@ -55,7 +56,15 @@ class TimingChecker:
             )
 
     def _bound(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
-        """(earliest cycle, the rule that sets it)."""
+        """(earliest cycle, the rule that sets it); nothing changes it until :meth:`record`."""
+        memo = self._memo
+        if memo is not None and memo[0] == cmd and memo[1] == banks:
+            return memo[2]
+        out = self._compute(cmd, banks)
+        self._memo = (cmd, banks, out)
+        return out
+
+    def _compute(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
         rules = self.rules[cmd]
         best, why = NEVER, "no constraint"
         for prev, cyc, _w, pname in rules["pch"]:
@@ -95,6 +104,7 @@ class TimingChecker:
 
     def record(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
         """Note that ``cmd`` went to ``banks`` at ``cycle``."""
+        self._memo = None
         i = _INDEX[cmd]
         self.last_pch[i] = cycle
         seen = set()

@@ -89,6 +89,20 @@ def test_link_chain_run_in_perfetto_ui(tmp_path, open_in_ui):
     record("link_chain_2000", load_s=round(ui.load_s, 3), **got)
 
 
+def test_jitq_run_in_perfetto_ui(tmp_path, open_in_ui):
+    """Per-bank command tracks, per-pCH bus and trigger counters, PIM program slices."""
+    sc = scenario.find("jitq")
+    params = scenario.resolve_params(sc, ["rows=32", "cols=32", "placement=strided"])
+    src = tmp_path / "jitq.arrows"
+    scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
+    stats = export_perfetto(src, tmp_path / "jitq.pftrace")
+    ui = open_in_ui(tmp_path / "jitq.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    names = {r["name"] for r in ui.query("select distinct name from slice")}
+    assert {"exponents", "scales", "significands", "ACT", "RD", "WR"} <= names
+    record("jitq_strided_32x32_detail", load_s=round(ui.load_s, 3), **got)
+
+
 def test_chrome_json_in_perfetto_ui(tmp_path, open_in_ui):
     src = tmp_path / "wafer.arrows"
     write_wafer_trace(src, w=3, h=2, steps=4)

@@ -2,6 +2,8 @@
 
 - ``jitq`` (:mod:`.jitq`): just-in-time MX quantization of a weight matrix by the PIM units,
   command by command, with the bits read back checked against the reference quantizer;
+- ``hbm-read`` (:mod:`.hbmread`): host reads, streaming or random, through a controller: the
+  DRAM model's bandwidth and row-miss checks;
 - ``jitq-study`` (:mod:`.study`): the JIT-Q study per LLM: GPU roofline of a transformer
   layer against the simulated PIM quantization rate (slack, capacity, throughput loss).
 
@@ -10,10 +12,11 @@ Built-in scenarios are in ``scenarios/`` beside this file.
 
 from __future__ import annotations
 
-from workloads.pim import jitq, study
+from workloads.pim import hbmread, jitq, study
 
 
 def register() -> None:
     """Register the family's kinds and validation cases."""
+    hbmread.register()
     jitq.register()
     study.register()

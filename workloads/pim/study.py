@@ -35,8 +35,10 @@ from typing import Any
 
 from pim import jitq as kernel
 from pim import mx
+from simcore.component import Component
 from simcore.config import param, section
 from simcore.sim import RunResult, Simulation
+from simcore.tracing import TraceLevel
 from workloads import registry
 from workloads.pim.jitq import JitqParams
 from workloads.scenario import run_kind
@@ -180,12 +182,52 @@ def study(name: str, p: StudyParams) -> dict[str, Any]:
     }
 
 
-def build(sim: Simulation, p: StudyParams) -> None:
-    """Nothing to build: the study's simulations are the calibration runs of :func:`pim_rate`."""
-    sim.domain("study", 1)
+class Timeline(Component):
+    """The study's execution plan walked in time, for traces: the GPU's GEMMs of layer i (one
+    slice each, on the ``gpu`` track) beside the PIM quantization of layer i + 1 (``pim``),
+    forward then backward, for two layers. Nothing is measured from it."""
+
+    def __init__(self, sim: Simulation, p: StudyParams) -> None:
+        super().__init__(sim, "study", domain=sim.domain("study", 1_000_000_000))
+        self.p = p
+        self.gpu = Component(self, "gpu")
+        self.pim = Component(self, "pim")
+
+    def start(self) -> None:
+        if self.p.model != "all" and self.sim.trace_level >= TraceLevel.OPS:
+            self.process(self._walk(), "plan")
+
+    def _walk(self) -> Any:
+        m, p = MODELS[self.p.model], self.p
+        names = ["qkv", "attention", "proj", "fc1", "fc2"]
+        for layer in range(2):
+            for phase, direction in (("fwd", "row"), ("bwd", "col")):
+                t0 = self.env.now
+                rate = pim_rate(p.format, p.placement, direction, p.calibration_rows)
+                pim_ns = round(12 * m.hidden**2 / m.tp / (rate * p.gpu.hbm_stacks) * 1e9)
+                self.pim.trace("pim", f"quantize layer {layer + 1} ({direction})", t0, pim_ns)
+                for name, g in zip(names, _grouped(m, phase), strict=True):
+                    ns = round(sum(gemm_time(x, p.format, p.gpu) for x in g) * 1e9)
+                    self.gpu.trace("gemm", f"{phase} {name} layer {layer}", self.env.now, ns)
+                    yield self.env.timeout(ns)
+                yield self.env.timeout(max(0, t0 + pim_ns - self.env.now))
 
 
-def metrics(sim: Simulation, p: StudyParams, handle: None, result: RunResult) -> dict[str, Any]:
+def _grouped(m: Model, phase: str) -> list[list[tuple[int, int, int]]]:
+    """A layer's GEMMs in five groups (QKV, attention, projection, FC1, FC2)."""
+    g = gemms(m, "fwd")
+    attn = len(g) - 4
+    groups = [[g[0]], g[1 : 1 + attn], [g[-3]], [g[-2]], [g[-1]]]
+    return groups if phase == "fwd" else [x + x for x in groups]
+
+
+def build(sim: Simulation, p: StudyParams) -> Timeline:
+    """The study's simulations are the calibration runs of :func:`pim_rate`; the run itself
+    only walks the plan for traces (:class:`Timeline`)."""
+    return Timeline(sim, p)
+
+
+def metrics(sim: Simulation, p: StudyParams, handle: Timeline, result: RunResult) -> dict[str, Any]:
     if p.model != "all":
         return {"model": p.model, "format": p.format, **study(p.model, p)}
     rows = {name: study(name, p) for name in MODELS}
