@@ -354,7 +354,8 @@ class Outcome:
         counts = ", ".join(f"{n} {s}" for s, n in self.counts.items())
         return (
             f"wrote {self.output}: {self.points} points ({counts}); ran {self.ran}, "
-            f"{self.skipped} done before; {self.wall_s:.1f} s on {self.workers} workers"
+            f"{self.skipped} done before; {self.wall_s:.1f} s on {self.workers} worker"
+            + ("s" if self.workers != 1 else "")
         )
 
 
