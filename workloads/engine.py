@@ -96,6 +96,9 @@ def connect(
         # a point that kills its worker is reported (status crashed), not rerun on the next
         # worker it could kill too; --retries decides
         "distributed.scheduler.allowed-failures": 0,
+        # the workers' statistical profiler (a stack sample every 10 ms) costs a simulation
+        # about a quarter more CPU: measured 2.2 s against 1.75 s for summa P=16 Mt=1
+        "distributed.worker.profile.enabled": False,
     }
     with dask.config.set(settings), _workers_ignore_ctrl_c():
         cluster = LocalCluster(
@@ -304,7 +307,7 @@ class DaskRunner:
         threads = max(1, sum(self.client.nthreads().values()))
         out: list[registry.Metrics] = [{} for _ in points]
         in_flight: dict[str, list[tuple[int, registry.ScenarioParams]]] = {}
-        stream = as_completed(with_results=True, raise_errors=False)
+        stream = as_completed(loop=self.client.loop, with_results=True, raise_errors=False)
 
         def fill() -> None:
             while queue and len(in_flight) < 2 * threads:
@@ -508,7 +511,8 @@ def run_sweep(
     copies = collections.Counter(p.config_hash for p in points)
     queue = _Queue(todo, key=lambda p: p.config_hash)
     in_flight: dict[str, list[sweep.Point]] = {}
-    stream = as_completed(with_results=True, raise_errors=False)
+    # on this client's loop: with no futures yet, as_completed would take the default client's
+    stream = as_completed(loop=client.loop, with_results=True, raise_errors=False)
 
     def fill() -> None:
         while queue and len(in_flight) < 2 * bar.threads:
