@@ -176,6 +176,31 @@ def test_a_point_past_its_time_limit_times_out_and_keeps_its_trace(tmp_path):
     assert out["trace"] == str(trace) and trace.exists()
 
 
+def test_a_point_stuck_while_building_is_stopped_at_its_limit(monkeypatch):
+    def build(sim, p):
+        while True:  # pure Python, never reaching the run loop's time checks
+            pass
+
+    kind = registry.WorkloadKind("test", "", registry.ScenarioParams, build, lambda *a: {})
+    monkeypatch.setitem(registry.KINDS, "test", kind)
+    t0 = time.perf_counter()
+    out = engine.run_point(
+        "test", registry.ScenarioParams(), scenario_name="test", time_limit_s=0.05,
+        backstop_grace_s=0.05,
+    )  # fmt: skip
+    assert (out["status"], out["error"]) == (
+        "timeout", "still running after the time limit of 0.05 s"
+    )  # fmt: skip
+    assert 0.1 <= time.perf_counter() - t0 < 5
+    # a point that ends before its limit leaves nothing armed behind it
+    out = engine.run_point(
+        "link-chain", LinkChainParams(items=10), scenario_name="link-chain",
+        time_limit_s=0.2, backstop_grace_s=0.0,
+    )  # fmt: skip
+    assert out["status"] == "completed"
+    time.sleep(0.3)
+
+
 # -- on a cluster ----------------------------------------------------------------------------------
 def test_a_sweep_on_two_workers(client2, tmp_path):
     sw = sweep.load(grid_sweep(tmp_path))
