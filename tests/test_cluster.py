@@ -107,12 +107,15 @@ def test_model_predicts_step_time_and_exposed_latency():
     assert mod["latency_hidden"]
 
 
-def test_sparsity_cuts_streamed_bytes_and_step_time():
-    dense = run(cfg.load(gptws.GptWsParams, dict(model="gpt2-xl", systems=2, batch=4)))[2]
-    sparse = run(cfg.load(gptws.GptWsParams, dict(model="gpt2-xl", systems=2, batch=4,
-                                                   sparsity=0.75)))[2]  # fmt: skip
-    assert sparse["step_time_s"] < 0.6 * dense["step_time_s"]
-    assert sparse["memoryx_stream_bytes_per_step"] < dense["memoryx_stream_bytes_per_step"]
+def test_sparsity_cuts_streamed_bytes_and_step_time_nearly_linearly():
+    def gpt3(sparsity):
+        return run(cfg.load(gptws.GptWsParams, dict(model="gpt3-175b", batch=8, steps=1,
+                                                     sparsity=sparsity)))[2]  # fmt: skip
+
+    dense, sparse = gpt3(0.0), gpt3(0.75)
+    assert 0.25 < sparse["step_time_s"] / dense["step_time_s"] < 0.35
+    # a non-zero costs 4 B (FP16 value, 16-bit index) and 2 B of gradient request
+    assert sparse["memoryx_stream_bytes_per_step"] < 0.65 * dense["memoryx_stream_bytes_per_step"]
 
 
 def test_layer_weights_of_the_next_step_stream_before_the_backward_pass_ends():

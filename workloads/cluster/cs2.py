@@ -27,6 +27,7 @@ had nothing to do because the next chunk had not arrived.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,13 @@ def matmul_cycles(w: Work, tokens: int, c: cal.Cs2ComputeConfig) -> float:
     if w.op == "wgrad":
         return cal.matmul_cycles(cal.WGRAD, c, w.grad_rows, w.grad_width, tokens, w.density)
     return 0.0
+
+
+@functools.lru_cache(maxsize=65536)
+def wafer_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -> float:
+    """A chunk's wafer-level cycles: its streamed product and its other work (the same for
+    every system, so computed once per distinct chunk)."""
+    return matmul_cycles(w, seqs * shape.sequence, c) + side_cycles(w, shape, seqs, c)
 
 
 # -- the function (real data) --------------------------------------------------------------------
@@ -373,10 +381,9 @@ class Cs2(Component):
         grad, pe_cycles = (None, 0)
         if self.function is not None:
             grad, pe_cycles = self.function.run(e, payload)
-        side = side_cycles(w, self.shape, self.seqs, self.cfg.compute)
-        if self.fidelity == "pe" and w.op == "matmul":
-            return pe_cycles + side, grad
-        return matmul_cycles(w, self.tokens, self.cfg.compute) + side, grad
+        if self.fidelity == "pe" and w.op in ("matmul", "dgrad", "wgrad"):
+            return pe_cycles + side_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
+        return wafer_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
 
     def _run(self) -> Any:
         inp, out = self.ports["weights"], self.ports["to_io"]

@@ -8,8 +8,10 @@
 - ``gpt-ws-latency``: the wafers' exposed latency (time waiting for weights in a step) against
   the plan-walk model, across systems and link latencies; each row names the spec's
   latency-hiding terms (first layer's compute, MemoryX round trip).
-- ``gpt-ws-scaling``: step time against N = 1..64 systems at a fixed per-system batch, and the
-  SwarmX tree's node count and depth against their formulas.
+- ``gpt-ws-scaling``: GPT-3's step time against N = 1..64 systems at a fixed per-system batch;
+- ``gpt-ws-tree``: the SwarmX tree's node count (linear in N) and depth (log N) against their
+  formulas;
+- ``gpt-ws-sparsity``: GPT-3's step time against unstructured weight sparsity 0..90 %.
 """
 
 from __future__ import annotations
@@ -92,20 +94,56 @@ def latency_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
 SCALING_SYSTEMS = (1, 2, 4, 8, 16, 32, 64)
 
 
+def scaling_points() -> list[GptWsParams]:
+    """GPT-3 at 8 sequences per system on 1..64 systems."""
+    return [GptWsParams(model="gpt3-175b", systems=n, batch=8) for n in SCALING_SYSTEMS]
+
+
 def scaling_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
-    points = [GptWsParams(model="gpt2-xl", systems=n, batch=8) for n in SCALING_SYSTEMS]
+    points = scaling_points()
+    runs = runner("gpt-ws", points)
+    return [
+        registry.ValidationRow("gpt-ws-scaling", f"gpt3-175b batch 8 N={p.systems} step_time_s",
+                               m["step_time_s"], step_model(p)["step_time_s"])
+        for p, m in zip(points, runs, strict=True)
+    ]  # fmt: skip
+
+
+TREE_SYSTEMS = (1, 2, 4, 5, 16, 17, 64, 256)
+
+
+def tree_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
+    small = dict(model="custom", layers=1, hidden=64, sequence=16, vocab=64, batch=1, steps=1)
+    points = [cfg.load(GptWsParams, {**small, "systems": n}) for n in TREE_SYSTEMS]
     runs = runner("gpt-ws", points)
     rows = []
-    for n, p, m in zip(SCALING_SYSTEMS, points, runs, strict=True):
-        nodes, hops = tree_shape(n, p.swarmx.mode)
-        case = "gpt-ws-scaling"
+    for p, m in zip(points, runs, strict=True):
+        nodes, hops = tree_shape(p.systems, p.swarmx.mode)
         rows += [
-            registry.ValidationRow(case, f"gpt2-xl batch 8 N={n} step_time_s", m["step_time_s"],
-                                   step_model(p)["step_time_s"]),
-            registry.ValidationRow(case, f"N={n} swarmx_nodes", m["swarmx_nodes"], nodes),
-            registry.ValidationRow(case, f"N={n} swarmx_hops", m["swarmx_hops"], hops),
+            registry.ValidationRow("gpt-ws-tree", f"N={p.systems} swarmx_nodes",
+                                   m["swarmx_nodes"], nodes),
+            registry.ValidationRow("gpt-ws-tree", f"N={p.systems} swarmx_hops",
+                                   m["swarmx_hops"], hops),
         ]  # fmt: skip
     return rows
+
+
+SPARSITIES = (0.0, 0.25, 0.5, 0.75, 0.9)
+
+
+def sparsity_points() -> list[GptWsParams]:
+    """GPT-3 on 4 systems, 8 sequences each, at unstructured sparsity 0..90 %."""
+    return [GptWsParams(model="gpt3-175b", systems=4, batch=8, sparsity=s) for s in SPARSITIES]
+
+
+def sparsity_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
+    points = sparsity_points()
+    runs = runner("gpt-ws", points)
+    return [
+        registry.ValidationRow("gpt-ws-sparsity", f"gpt3-175b N=4 sparsity {p.sparsity:.2f} "
+                               "step_time_s", m["step_time_s"], step_model(p)["step_time_s"])
+        for p, m in zip(points, runs, strict=True)
+    ]  # fmt: skip
 
 
 def register() -> None:
@@ -132,8 +170,27 @@ def register() -> None:
     registry.register_case(
         registry.ValidationCase(
             name="gpt-ws-scaling",
-            summary="step time vs N = 1..64 CS-2s; SwarmX nodes (linear) and depth (log N)",
+            summary="GPT-3 step time vs N = 1..64 CS-2s, simulation vs plan-walk model",
             run=scaling_rows,
+            tolerance=2.0,
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="gpt-ws-tree",
+            summary="SwarmX nodes (linear in N) and MemoryX-CS-2 links (log N) vs formula",
+            run=tree_rows,
+            tolerance=0.0,
+            criterion="max_abs",
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="gpt-ws-sparsity",
+            summary="GPT-3 step time vs weight sparsity 0..90 %, simulation vs plan-walk model",
+            run=sparsity_rows,
             tolerance=2.0,
             origin=__name__,
         )
