@@ -1,10 +1,10 @@
 """Validation cases of ``gpt-ws``: the simulation against the analytical models of :mod:`.model`.
 
-- ``gpt-ws-requirements``: for the spec's five models, MemoryX's bytes and the interconnect
-  bandwidth each way, measured on a simulated step (one system, size only) and scaled to a week
-  of training, against the spec's formulas with the table's P; and 6·tokens·P with the
-  structural P against the table's. The differences are the models' structure (untied head,
-  no biases) and the plan's command bytes.
+- ``gpt-ws-requirements``: for the spec's five models, the requirement table from the formulas
+  (in each row's label: training FLOPs, PFLOP/s for a week, MemoryX bytes, the simulated
+  MemoryX's bytes), and the interconnect bandwidth measured on a simulated step (one system,
+  size only; the larger direction, scaled to a week of training) against the formula. The
+  differences are the models' structure (untied head, no biases) and the command bytes.
 - ``gpt-ws-latency``: the wafers' exposed latency (time waiting for weights in a step) against
   the plan-walk model, across systems and link latencies; each row names the spec's
   latency-hiding terms (first layer's compute, MemoryX round trip).
@@ -26,26 +26,22 @@ REQUIREMENT_MODELS = tuple(gpt.MODELS)
 
 
 def requirement_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
+    """One row per model: the spec's requirement table in the label (from the formulas), and
+    the interconnect bandwidth each way measured on a simulated step against the formula."""
     points = [GptWsParams(model=m, systems=1, steps=1) for m in REQUIREMENT_MODELS]
     runs = runner("gpt-ws", points)
     rows = []
     for name, m in zip(REQUIREMENT_MODELS, runs, strict=True):
         t = gpt.MODELS[name]
         req = requirements(name, t["params"], t["tokens"], t["batch_tokens"])
-        scale = 8 * req["iterations"] / 604_800
-        case = "gpt-ws-requirements"
-        rows += [
-            registry.ValidationRow(case, f"{name} memoryx_bytes", m["memoryx_bytes"],
-                                   req["memoryx_bytes"]),
-            registry.ValidationRow(case, f"{name} interconnect_bits_per_s in",
-                                   m["memoryx_stream_bytes_per_step"] * scale,
-                                   req["interconnect_bits_per_s"]),
-            registry.ValidationRow(case, f"{name} interconnect_bits_per_s out",
-                                   m["memoryx_gradient_bytes_per_step"] * scale,
-                                   req["interconnect_bits_per_s"]),
-            registry.ValidationRow(case, f"{name} train_flops", 6 * t["tokens"] * m["params"],
-                                   req["train_flops"]),
-        ]  # fmt: skip
+        label = (
+            f"{name}: train_flops {req['train_flops']:.3g}, PFLOP/s for a week "
+            f"{req['pflops_one_week']:,.1f}, MemoryX {req['memoryx_bytes']:.3g} B (simulated "
+            f"{m['memoryx_bytes']:.4g} B); interconnect bits/s"
+        )
+        rows.append(registry.ValidationRow("gpt-ws-requirements", label,
+                                           m["interconnect_bits_per_s"],
+                                           req["interconnect_bits_per_s"]))  # fmt: skip
     return rows
 
 
@@ -83,11 +79,10 @@ def latency_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
         extra = f" link {lat * 1e3:g} ms"
         label = (
             f"{p.model} N={p.systems}{extra}: hiding {1e3 * mod['first_layer_compute_s']:.1f}"
-            f" ms vs round trip {1e3 * mod['round_trip_s']:.2f} ms: exposed ms"
+            f" ms vs round trip {1e3 * mod['round_trip_s']:.2f} ms: exposed s"
         )
-        rows.append(registry.ValidationRow("gpt-ws-latency", label,
-                                           1e3 * m["exposed_latency_s"],
-                                           1e3 * mod["exposed_latency_s"]))  # fmt: skip
+        rows.append(registry.ValidationRow("gpt-ws-latency", label, m["exposed_latency_s"],
+                                           mod["exposed_latency_s"]))  # fmt: skip
     return rows
 
 
@@ -119,12 +114,8 @@ def tree_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
     rows = []
     for p, m in zip(points, runs, strict=True):
         nodes, hops = tree_shape(p.systems, p.swarmx.mode)
-        rows += [
-            registry.ValidationRow("gpt-ws-tree", f"N={p.systems} swarmx_nodes",
-                                   m["swarmx_nodes"], nodes),
-            registry.ValidationRow("gpt-ws-tree", f"N={p.systems} swarmx_hops",
-                                   m["swarmx_hops"], hops),
-        ]  # fmt: skip
+        label = f"N={p.systems} (links to a CS-2: {m['swarmx_hops']}, formula {hops}) nodes"
+        rows.append(registry.ValidationRow("gpt-ws-tree", label, m["swarmx_nodes"], nodes))
     return rows
 
 
