@@ -10,13 +10,14 @@ sending overlaps the next chunk's compute.
 How long a chunk takes:
 
 - ``fidelity = "wafer"``: the calibrated row model of :mod:`workloads.cluster.calibration` for
-  the streamed products (fwd, bwd, wgrad) over this system's tokens, and its documented costs
+  the streamed products (fwd, dgrad, wgrad) over this system's tokens, and its documented costs
   for attention, softmax, GELU, residual adds and the embedding gather/scatter;
-- ``fidelity = "pe"``: each streamed product of the chunk runs as the cycle-level ``ws-matmul``
+- ``fidelity = "pe"``: the chunk's streamed product (forward; activation gradient, the same
+  program on W^T; or weight gradient on the request mask) runs as the cycle-level ``ws-matmul``
   program (:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`) on a ``pe_px`` x
   ``pe_py`` sub-array with the chunk's real data, in a simulation of its own; the chunk takes the
-  cycles those runs measured (the products run one after another), and the result is what the
-  PEs computed. Work without streamed weights keeps its documented cost.
+  cycles that run measured, and the result is what the PEs computed. Work without streamed
+  weights keeps its documented cost.
 
 With data (functional runs), the wafer keeps its shard's activations for the step (one set per
 layer) and computes with the weights as streamed (FP16 values); its results come from the
