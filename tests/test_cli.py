@@ -105,9 +105,8 @@ def test_scenario_file_by_path(capsys, tmp_path):
         ),
         (
             ["validate", "nope"],
-            "unknown validation case(s): nope; known cases: gpt-ws-latency, gpt-ws-requirements, "
-            "gpt-ws-scaling, gpt-ws-sparsity, gpt-ws-tree, link-chain, summa, summa-strong, "
-            "summa-weak, ws-matmul, wse-bcast, wse-fmac",
+            "unknown validation case(s): nope; known cases: gpt-ws, gpt-ws-sparsity, gpt-ws-tree, "
+            "link-chain, summa, summa-strong, summa-weak, ws-matmul, wse-bcast, wse-fmac",
         ),
         (
             ["trace", "summary", "/nonexistent/t.arrows"],

@@ -1,14 +1,17 @@
 """Validation cases of ``gpt-ws``: the simulation against the analytical models of :mod:`.model`.
 
-- ``gpt-ws-requirements``: for the spec's five models, the requirement table from the formulas
-  (in each row's label: training FLOPs, PFLOP/s for a week, MemoryX bytes, the simulated
-  MemoryX's bytes), and the interconnect bandwidth measured on a simulated step (one system,
-  size only; the larger direction, scaled to a week of training) against the formula. The
-  differences are the models' structure (untied head, no biases) and the command bytes.
-- ``gpt-ws-latency``: the wafers' exposed latency (time waiting for weights in a step) against
-  the plan-walk model, across systems and link latencies; each row names the spec's
-  latency-hiding terms (first layer's compute, MemoryX round trip).
-- ``gpt-ws-scaling``: GPT-3's step time against N = 1..64 systems at a fixed per-system batch;
+- ``gpt-ws`` (what the issue calls ``wafersim validate gpt-ws``), three sections in one table:
+
+  - *requirements*: for the spec's five models, the requirement table from the formulas (in
+    each row's label: training FLOPs, PFLOP/s for a week, MemoryX bytes, the simulated MemoryX's
+    bytes), and the interconnect bandwidth measured on a simulated step (one system, size only;
+    the larger direction, scaled to a week of training) against the formula. The differences
+    are the models' structure (untied head, no biases) and the command bytes;
+  - *latency*: the wafers' exposed latency (time waiting for weights in a step) against the
+    plan-walk model, across systems and link latencies; each row names the spec's
+    latency-hiding terms (the compute that hides the round trip, the MemoryX round trip);
+  - *scaling*: GPT-3's step time against N = 1..64 systems at a fixed per-system batch;
+
 - ``gpt-ws-tree``: the SwarmX tree's node count (linear in N) and depth (log N) against their
   formulas;
 - ``gpt-ws-sparsity``: GPT-3's step time against unstructured weight sparsity 0..90 %.
@@ -23,23 +26,39 @@ from workloads.cluster.gptws import GptWsParams
 from workloads.cluster.model import requirements, step_model, tree_shape
 
 REQUIREMENT_MODELS = tuple(gpt.MODELS)
+CASE = "gpt-ws"
 
 
-def requirement_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
+def gpt_ws_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
+    """``wafersim validate gpt-ws``: the requirement tables, the latency-hiding comparison and
+    step time vs N, all points in one call to the runner."""
+    req, lat, scale = requirement_points(), latency_points(), scaling_points()
+    runs = runner("gpt-ws", [*req, *lat, *scale])
+    a, b = len(req), len(req) + len(lat)
+    return [
+        *requirement_rows(runs[:a]),
+        *latency_rows(lat, runs[a:b]),
+        *scaling_rows(scale, runs[b:]),
+    ]
+
+
+def requirement_points() -> list[GptWsParams]:
+    return [GptWsParams(model=m, systems=1, steps=1) for m in REQUIREMENT_MODELS]
+
+
+def requirement_rows(runs: list[dict]) -> list[registry.ValidationRow]:
     """One row per model: the spec's requirement table in the label (from the formulas), and
     the interconnect bandwidth each way measured on a simulated step against the formula."""
-    points = [GptWsParams(model=m, systems=1, steps=1) for m in REQUIREMENT_MODELS]
-    runs = runner("gpt-ws", points)
     rows = []
     for name, m in zip(REQUIREMENT_MODELS, runs, strict=True):
         t = gpt.MODELS[name]
         req = requirements(name, t["params"], t["tokens"], t["batch_tokens"])
         label = (
-            f"{name}: train_flops {req['train_flops']:.3g}, PFLOP/s for a week "
+            f"requirements {name}: train_flops {req['train_flops']:.3g}, PFLOP/s for a week "
             f"{req['pflops_one_week']:,.1f}, MemoryX {req['memoryx_bytes']:.3g} B (simulated "
             f"{m['memoryx_bytes']:.4g} B); interconnect bits/s"
         )
-        rows.append(registry.ValidationRow("gpt-ws-requirements", label,
+        rows.append(registry.ValidationRow(CASE, label,
                                            m["interconnect_bits_per_s"],
                                            req["interconnect_bits_per_s"]))  # fmt: skip
     return rows
@@ -69,19 +88,22 @@ def _params(point: dict) -> GptWsParams:
     return cfg.load(GptWsParams, point)
 
 
-def latency_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
-    points = [_params(pt) for pt in LATENCY_POINTS]
-    runs = runner("gpt-ws", points)
+def latency_points() -> list[GptWsParams]:
+    return [_params(pt) for pt in LATENCY_POINTS]
+
+
+def latency_rows(points: list[GptWsParams], runs: list[dict]) -> list[registry.ValidationRow]:
     rows = []
     for p, m in zip(points, runs, strict=True):
         mod = step_model(p)
         lat = p.swarmx.link_latency_cycles / p.swarmx.clock_hz
         extra = f" link {lat * 1e3:g} ms"
         label = (
-            f"{p.model} N={p.systems}{extra}: hiding {1e3 * mod['first_layer_compute_s']:.1f}"
-            f" ms vs round trip {1e3 * mod['round_trip_s']:.2f} ms: exposed s"
+            f"latency {p.model} N={p.systems}{extra}: hiding "
+            f"{1e3 * mod['first_layer_compute_s']:.1f} ms vs round trip "
+            f"{1e3 * mod['round_trip_s']:.2f} ms: exposed s"
         )
-        rows.append(registry.ValidationRow("gpt-ws-latency", label, m["exposed_latency_s"],
+        rows.append(registry.ValidationRow(CASE, label, m["exposed_latency_s"],
                                            mod["exposed_latency_s"]))  # fmt: skip
     return rows
 
@@ -94,11 +116,9 @@ def scaling_points() -> list[GptWsParams]:
     return [GptWsParams(model="gpt3-175b", systems=n, batch=8) for n in SCALING_SYSTEMS]
 
 
-def scaling_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
-    points = scaling_points()
-    runs = runner("gpt-ws", points)
+def scaling_rows(points: list[GptWsParams], runs: list[dict]) -> list[registry.ValidationRow]:
     return [
-        registry.ValidationRow("gpt-ws-scaling", f"gpt3-175b batch 8 N={p.systems} step_time_s",
+        registry.ValidationRow(CASE, f"scaling gpt3-175b batch 8 N={p.systems} step_time_s",
                                m["step_time_s"], step_model(p)["step_time_s"])
         for p, m in zip(points, runs, strict=True)
     ]  # fmt: skip
@@ -140,30 +160,12 @@ def sparsity_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
 def register() -> None:
     registry.register_case(
         registry.ValidationCase(
-            name="gpt-ws-requirements",
-            summary="MemoryX bytes and interconnect bandwidth of a simulated step vs the spec's "
-            "requirement formulas, five GPTs",
-            run=requirement_rows,
+            name=CASE,
+            summary="requirement tables of the five GPTs (interconnect measured vs formula), "
+            "exposed latency vs the plan-walk model (latency hiding), GPT-3 step time vs N",
+            run=gpt_ws_rows,
             tolerance=10.0,
-            origin=__name__,
-        )
-    )
-    registry.register_case(
-        registry.ValidationCase(
-            name="gpt-ws-latency",
-            summary="wafers' exposed latency per step vs the plan-walk model (latency hiding)",
-            run=latency_rows,
-            tolerance=25.0,
             criterion="mape",
-            origin=__name__,
-        )
-    )
-    registry.register_case(
-        registry.ValidationCase(
-            name="gpt-ws-scaling",
-            summary="GPT-3 step time vs N = 1..64 CS-2s, simulation vs plan-walk model",
-            run=scaling_rows,
-            tolerance=2.0,
             origin=__name__,
         )
     )
