@@ -66,7 +66,7 @@ def test_regrowth_requests_every_gradient_and_grows_the_mask():
     assert t.dense.mask.mean() > 0.5 and np.array_equal(t.csr.mask, t.dense.mask)
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("optimizer", [pytest.param("sgd", marks=pytest.mark.slow), "adam"])
 def test_pe_fidelity_step_equals_the_reference(optimizer):
     p = params(layers=1, hidden=8, sequence=4, vocab=16, systems=2, fidelity="pe",
                cs2={"pe_px": 2, "pe_py": 2}, memoryx={"optimizer": optimizer})  # fmt: skip
