@@ -365,6 +365,7 @@ class Cs2(Component):
         self.busy_ticks = 0
         self.done = 0
         self.step_end: dict[int, int] = {}
+        self.first_arrival = -1  # tick the first chunk arrived
 
     def start(self) -> None:
         self.process(self._run(), "compute")
@@ -394,6 +395,8 @@ class Cs2(Component):
             chunk = yield inp.get()
             e: Entry = chunk.entry
             now = self.env.now
+            if self.first_arrival < 0:
+                self.first_arrival = now
             self.exposed[e.step] = self.exposed.get(e.step, 0) + now - t0
             cycles, grad = self.cycles_of(e, chunk.payload)
             dur = self.domain.ticks(round(cycles))

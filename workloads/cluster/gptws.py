@@ -383,6 +383,7 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "swarmx_nodes": len(c.nodes),
         "swarmx_boxes": boxes(c.tree, p.swarmx.mode),
         "swarmx_hops": hops(c.tree),
+        "first_chunk_latency_s": float(t(max(s.first_arrival for s in c.systems))),
         "memoryx_stream_bytes_per_step": sum(e.stream_bytes for e in c.plan if e.step == step),
         "memoryx_gradient_bytes_per_step": sum(
             e.grad_bytes for e in c.plan if e.step == step and e.returns_gradient

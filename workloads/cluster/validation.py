@@ -134,7 +134,10 @@ def tree_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
     rows = []
     for p, m in zip(points, runs, strict=True):
         nodes, hops = tree_shape(p.systems, p.swarmx.mode)
-        label = f"N={p.systems} (links to a CS-2: {m['swarmx_hops']}, formula {hops}) nodes"
+        label = (
+            f"N={p.systems} (links to a CS-2: {m['swarmx_hops']}, formula {hops}; first chunk "
+            f"in {1e6 * m['first_chunk_latency_s']:.2f} us) nodes"
+        )
         rows.append(registry.ValidationRow("gpt-ws-tree", label, m["swarmx_nodes"], nodes))
     return rows
 
