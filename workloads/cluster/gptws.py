@@ -106,7 +106,7 @@ class GptWsParams(registry.ScenarioParams):
         per_seq = s.layers * s.sequence * s.hidden * self.cs2.compute.activation_bytes
         fit = max(1, self.cs2.sram_bytes // max(per_seq, 1))
         table = gpt.MODELS.get(self.model, {}).get("batch_tokens")
-        want = math.ceil(table / s.sequence / self.systems) if table else fit
+        want = math.ceil(table / s.sequence / self.systems) if table else 1
         return max(1, min(fit, want))
 
     @property
