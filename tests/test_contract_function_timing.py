@@ -16,14 +16,18 @@ from hypothesis import strategies as st
 
 from tests.contracts.function_timing import (
     Run,
+    assert_same_bits,
     check_cost_ignores_data,
     check_fast_path_is_general_path,
     check_function_is_execution,
+    same_memory,
 )
 from tests.contracts.pe_tensor import PeTensorSubject
+from tests.contracts.pim_unit import PimUnitSubject
+from tests.contracts.tpu_mxu import MxuSubject
 
-#: The units under the contract (the TPU's MXU and the PIM unit join here).
-SUBJECTS = [PeTensorSubject()]
+#: The units under the contract.
+SUBJECTS = [PeTensorSubject(), PimUnitSubject(), MxuSubject()]
 
 EXAMPLES = settings(max_examples=150, deadline=None)
 SEEDS = st.integers(0, 2**32 - 1)
@@ -109,3 +113,13 @@ def test_each_check_catches_its_flaw(broken: str) -> None:
         check(Tripler())  # a sound unit passes every check
     with pytest.raises(AssertionError, match="tripler"):
         CHECKS[broken](Tripler(broken))
+
+
+def test_nan_payloads_are_not_compared_but_every_other_bit_is():
+    quiet, default = np.array([0x7FE00001], np.uint32), np.array([0xFFC00000], np.uint32)
+    assert_same_bits(quiet.view(np.float32), default.view(np.float32), "nan")
+    assert same_memory(quiet.tobytes(), default.tobytes())
+    plus, minus = np.array([0.0], np.float32), np.array([-0.0], np.float32)
+    with pytest.raises(AssertionError, match="1 of 1 elements differ"):
+        assert_same_bits(plus, minus, "zeros")
+    assert not same_memory(plus.tobytes(), minus.tobytes())

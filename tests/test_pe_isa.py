@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import pytest
@@ -282,18 +281,6 @@ def test_cost_rejects_mismatched_lengths() -> None:
     assert str(err.value) == (
         "fadds: src0 DSD at 0x0 (f32, shape (4,), strides (1,)) has 4 elements, the instruction 8"
     )
-
-
-def test_cost_of_long_tensors_is_fast() -> None:
-    sram = Sram(CFG, OWNER)
-    c, a = sram.alloc_array("C", "f16", 10_000), sram.alloc_array("A", "f16", 10_000)
-    strided = MemDsd(0, "f16", (10, 10, 10, 10), (1, 11, 121, 1331))
-    isa.cost_cycles("faddh", 10_000, CFG, dst=c, srcs=(c, a))
-    start = time.perf_counter()
-    for _ in range(20):
-        isa.cost_cycles("faddh", 10_000, CFG, dst=c, srcs=(c, a))
-        isa.cost_cycles("faddh", 10_000, CFG, dst=strided, srcs=(strided, a))
-    assert (time.perf_counter() - start) / 40 < 1e-3
 
 
 # --------------------------------------------------------------------------- calibration

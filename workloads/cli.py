@@ -22,7 +22,7 @@ from simcore.tracing import LEVEL_NAMES, TraceLevel
 from traces.export import export
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import registry, scenario
+from workloads import registry, scenario, sweep
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="compare simulation with analytical models")
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
     p.add_argument("--json", action="store_true")
+    sweep.add_cluster_arguments(p, workers_default="none: one point after another, here")
+
+    p = sub.add_parser("sweep", help="run a scenario over a grid of parameters, in parallel")
+    sweep.add_arguments(p)
 
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
@@ -108,6 +112,14 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("-o", "--output", metavar="OUT", required=True)
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE")
+    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
+    q.add_argument("path", metavar="TABLE.parquet")
+    q.add_argument("--x", required=True, metavar="COLUMN")
+    q.add_argument("--y", required=True, metavar="COLUMN")
+    q.add_argument("--hue", metavar="COLUMN", help="one line per value of COLUMN")
+    q.add_argument("--logx", action="store_true", help="logarithmic x axis")
+    q.add_argument("--logy", action="store_true", help="logarithmic y axis")
     q.add_argument("-o", "--output", metavar="OUT", required=True)
     return ap  # fmt: skip
 
@@ -192,10 +204,20 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    sweep.check_arguments(args)
+    if args.workers or args.scheduler:
+        from workloads import engine  # distributed adds half a second to a command's start
+
+        with engine.connect(args.workers, args.scheduler) as client:
+            return _validate(args, engine.DaskRunner(client))
+    return _validate(args, scenario.run_points)
+
+
+def _validate(args: argparse.Namespace, runner: registry.Runner) -> int:
     results = []
     ok = True
     for case in registry.find_cases(args.cases):
-        rows = case.run(scenario.run_points)
+        rows = case.run(runner)
         mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed
         results.append((case, rows, mape, worst, worst_abs, passed))
@@ -249,16 +271,25 @@ def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
     from traces import plots
-    from workloads.plots import plot_validate
+    from workloads.plots import plot_sweep, plot_validate
 
     if args.plot_command == "mesh":
         plots.plot_mesh(args.path, args.output, metric=args.metric)
     elif args.plot_command == "timeline":
         plots.plot_timeline(args.path, args.output)
+    elif args.plot_command == "sweep":
+        plot_sweep(args.path, args.output, x=args.x, y=args.y, hue=args.hue,
+                   logx=args.logx, logy=args.logy)  # fmt: skip
     else:
         plot_validate(args.case, args.output)
     print(f"wrote {args.output}")
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from workloads import engine  # distributed adds half a second to a command's start
+
+    return engine.sweep_command(args)
 
 
 def _json_default(obj: Any) -> Any:
@@ -275,6 +306,7 @@ COMMANDS = {
     "run": cmd_run,
     "model": cmd_model,
     "validate": cmd_validate,
+    "sweep": cmd_sweep,
     "trace": cmd_trace,
     "plot": cmd_plot,
 }

@@ -89,6 +89,20 @@ def test_link_chain_run_in_perfetto_ui(tmp_path, open_in_ui):
     record("link_chain_2000", load_s=round(ui.load_s, 3), **got)
 
 
+def test_jitq_run_in_perfetto_ui(tmp_path, open_in_ui):
+    """Per-bank command tracks, per-pCH bus and trigger counters, PIM program slices."""
+    sc = scenario.find("jitq")
+    params = scenario.resolve_params(sc, ["rows=32", "cols=32", "placement=strided"])
+    src = tmp_path / "jitq.arrows"
+    scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
+    stats = export_perfetto(src, tmp_path / "jitq.pftrace")
+    ui = open_in_ui(tmp_path / "jitq.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    names = {r["name"] for r in ui.query("select distinct name from slice")}
+    assert {"exponents", "scales", "significands", "ACT", "RD", "WR"} <= names
+    record("jitq_strided_32x32_detail", load_s=round(ui.load_s, 3), **got)
+
+
 def test_chrome_json_in_perfetto_ui(tmp_path, open_in_ui):
     src = tmp_path / "wafer.arrows"
     write_wafer_trace(src, w=3, h=2, steps=4)
@@ -120,6 +134,22 @@ def test_simulated_wafer_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert chain == [{"ce": "ce", "pe": "pe[1,1]", "row": "pe[*,1]", "w": "wafer"}]
     ui.screenshot(OUT / "perfetto-ui-summa.png")
     record("summa_2x2_reference_detail", load_s=round(ui.load_s, 3), **got)
+
+
+def test_tpu_matmul_run_in_perfetto_ui(tmp_path, open_in_ui):
+    """A TPU slice (J-sharded matmul on 2x2 v5e chips, AllReduce overlapped): chips' MXU
+    slices, per-chunk link slices, collective phases linked by flows, all shown."""
+    sc = scenario.find("tpu-matmul")
+    params = scenario.resolve_params(sc, ["topology=2x2", "i=64", "j=256", "k=256", "blocks=2"])
+    src = tmp_path / "tpu.arrows"
+    scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
+    categories = set(read_trace(src).table.column("category").to_pylist())
+    assert {"mxu", "hbm", "ici", "ici_msg", "collective"} <= categories
+    stats = export_perfetto(src, tmp_path / "tpu.pftrace")
+    ui = open_in_ui(tmp_path / "tpu.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    ui.screenshot(OUT / "perfetto-ui-tpu.png")
+    record("tpu_matmul_2x2_detail", load_s=round(ui.load_s, 3), **got)
 
 
 def test_weight_streaming_run_in_perfetto_ui(tmp_path, open_in_ui):

@@ -80,7 +80,11 @@ class Subject(Protocol):
 
 
 def assert_same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
-    """``got`` and ``want`` hold the same bits (NaN payloads and signed zeros included)."""
+    """``got`` and ``want`` hold the same bits (signed zeros and infinities included), except
+    that any NaN matches any NaN: which payload and sign a NaN result carries when two NaNs meet
+    (or an invalid operation meets a NaN) is up to numpy's loops and the host's SIMD units, which
+    pick operands in different orders for in-place and out-of-place calls. The models do not
+    specify NaN payloads (docs/pe-isa.md, "IEEE specials"); every other bit is specified."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
     assert got.itemsize == want.itemsize, (
@@ -88,12 +92,33 @@ def assert_same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
     )
     bits = f"u{got.itemsize}"
     g, w = got.view(bits).reshape(-1), want.view(bits).reshape(-1)
-    diff = np.flatnonzero(g != w)
+    differ = g != w
+    if got.dtype.kind == "f" and want.dtype.kind == "f":
+        differ &= ~(np.isnan(got.reshape(-1)) & np.isnan(want.reshape(-1)))
+    diff = np.flatnonzero(differ)
     assert not diff.size, (
         f"{what}: {diff.size} of {g.size} elements differ; first at {diff[0]}: "
         f"{got.reshape(-1)[diff[0]]!r} (bits {g[diff[0]]:#x}), expected "
         f"{want.reshape(-1)[diff[0]]!r} (bits {w[diff[0]]:#x})"
     )
+
+
+def same_memory(a: bytes, b: bytes) -> bool:
+    """The same bytes, or bytes that differ only in NaNs (float32 or float16 words that are NaN
+    on both sides; see :func:`assert_same_bits`)."""
+    if a == b:
+        return True
+    if len(a) != len(b):
+        return False
+    for dtype in (np.float32, np.float16):
+        size = np.dtype(dtype).itemsize
+        if len(a) % size:
+            continue
+        x, y = np.frombuffer(a, dtype), np.frombuffer(b, dtype)
+        differ = x.view(f"u{size}") != y.view(f"u{size}")
+        if not (differ & ~(np.isnan(x) & np.isnan(y))).any():
+            return True
+    return False
 
 
 def check_function_is_execution(subject: Subject, case: Any, seed: int, specials: bool) -> None:
@@ -129,7 +154,7 @@ def check_fast_path_is_general_path(subject: Subject, case: Any, seed: int, spec
     )
     assert not general.fast, f"{subject.name}: the fast path ran while switched off, {case}"
     assert_same_bits(fast.result, general.result, f"{subject.name}: fast against general, {case}")
-    assert fast.memory == general.memory, f"{subject.name}: memories differ after {case}"
+    assert same_memory(fast.memory, general.memory), f"{subject.name}: memories differ after {case}"
     assert fast.cycles == general.cycles, (
         f"{subject.name}: {fast.cycles} cycles on the fast path, {general.cycles} on the "
         f"general path, {case}"

@@ -149,7 +149,7 @@ def build(
         grows = (pe.zeros("g0", bt), pe.zeros("g1", bt))
         alloc = pe.cache_zeros if in_cache else pe.zeros
         partials = (alloc("p0", f0), alloc("p1", f0))
-        coll = Collectives(pe, y_colours=None, priority="high")
+        coll = Collectives(pe, y_colours=None, priority="high", microthreads=p.ring_priority)
         pe.route(MASK, rx=["N"], tx=["RAMP"] + (["S"] if y < py - 1 else []))
         pe.route(CHAIN[y % 2], rx=["RAMP"], tx=["S"])
         chain_out = pe.fabout(CHAIN[y % 2], f0, Q_CHAIN_OUT)
@@ -193,10 +193,10 @@ def build(
             st.chain_n = n
             out = dataclasses.replace(chain_out, length=n)
             if y == 0:
-                t.mov32(out, buf, async_=True, activate=CHAIN_DONE)
+                t.mov32(out, buf, async_=True, activate=CHAIN_DONE, priority=p.ring_priority)
             else:
                 fin = dataclasses.replace(chain_in, length=n)
-                t.fadds(out, fin, buf, async_=True, activate=CHAIN_DONE)
+                t.fadds(out, fin, buf, async_=True, activate=CHAIN_DONE, priority=p.ring_priority)
 
         def finished(t: Any) -> None:
             st.chains += 1

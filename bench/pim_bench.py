@@ -1,0 +1,60 @@
+"""JIT-Q at the issue's sizes: a BF16 matrix quantized command by command, and the study table.
+
+    .venv/bin/python bench/pim_bench.py [--rows 4096] [--cols 4096] [--format mx6] [--study]
+
+Each placement and direction runs the ``jitq`` kind at one-pseudo-channel fidelity (every
+pseudo-channel gets the same broadcast stream; design.md, "PIM: two fidelities"): the wall time
+of the whole run (building, loading the banks, simulating, reading back and checking every bit
+against the reference), the simulated time, and the commands the simulated controller issued per
+wall second, and the CPU seconds the process used (the one-core figure on a shared machine).
+Targets: under 60 s per run for 4096 x 4096 MX6; the ``jitq-study`` table over all models under
+30 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def main() -> None:
+    from workloads import registry
+    from workloads.pim.jitq import JitqParams
+    from workloads.pim.study import StudyParams
+    from workloads.scenario import run_kind
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=4096)
+    ap.add_argument("--cols", type=int, default=4096)
+    ap.add_argument("--format", default="mx6")
+    ap.add_argument("--study", action="store_true", help="also time the jitq-study table")
+    args = ap.parse_args()
+    registry.load_all()
+    print(f"{'placement':<9} {'dir':<4} {'wall s':>7} {'cpu s':>6} {'sim us':>9} {'commands':>9} "
+          f"{'cmd/cpu s':>9} {'ACT':>6} {'shift':>7} correct")  # fmt: skip
+    for placement in ("tiled", "strided", "opt"):
+        for direction in ("row", "col"):
+            p = JitqParams(rows=args.rows, cols=args.cols, format=args.format,
+                           placement=placement, direction=direction)  # fmt: skip
+            t0, c0 = time.perf_counter(), time.process_time()
+            m = run_kind("jitq", p)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            per = m["commands_per_pch"]
+            n = sum(per[k] for k in ("ACT", "PRE", "PREA", "RD", "WR", "REF"))
+            print(f"{placement:<9} {direction:<4} {wall:7.1f} {cpu:6.1f} {m['time_s'] * 1e6:9.1f} "
+                  f"{n:9,} {n / cpu:9,.0f} {per['ACT']:6,} {per['shift_related']['total']:7,} "
+                  f"{m['correct']}", flush=True)  # fmt: skip
+    if args.study:
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_kind("jitq-study", StudyParams(model="all", format=args.format))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        print(f"jitq-study model=all: {wall:.1f} s wall, {cpu:.1f} s cpu")
+
+
+if __name__ == "__main__":
+    main()

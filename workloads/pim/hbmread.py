@@ -1,0 +1,143 @@
+"""``hbm-read``: host reads through one pseudo-channel's controller, streaming or random.
+
+The DRAM model's own check, the way DRAM simulators are checked: a stream of reads to
+consecutive addresses (bank groups interleaved first, then columns, banks, rows) should reach
+the data bus peak except for refresh; random reads miss their row every time and run at the
+activation rate. Each request carries the bank's real bytes back and ``correct`` compares them
+with what the bank holds.
+
+The analytical model (:func:`model`): a stream moves one burst each tCCD_S cycles; a random
+access costs max(tRRD_S, tFAW / 4, tRC / banks) cycles (the activation rate); both stretched by
+refresh, (tRFC + tRP + tRCD) every tREFI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from pim.controller import Request
+from pim.stack import HbmConfig, HbmStack
+from simcore.config import param, section
+from simcore.sim import RunResult, Simulation
+from workloads import registry
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HbmReadParams(registry.ScenarioParams):
+    pattern: str = param("stream", "address pattern", choices=("stream", "random"))
+    requests: int = param(4096, "32-byte reads the host issues", min=1, max=10_000_000)
+    rows_spanned: int = param(4096, "rows per bank the random pattern draws from", min=1)
+    hbm: HbmConfig = section(HbmConfig, "the HBM stack")
+
+
+def address(org: Any, a: int) -> tuple[int, int, int]:
+    """(bank, row, column) of a 32-byte address: bank group first, then column, bank, row."""
+    g = a % org.bankgroups
+    a //= org.bankgroups
+    col = a % org.columns
+    a //= org.columns
+    b = a % org.banks_per_group
+    a //= org.banks_per_group
+    return g * org.banks_per_group + b, a, col
+
+
+@dataclasses.dataclass
+class ReadRun:
+    stack: HbmStack
+    requests: list[Request]
+    expect: list[np.ndarray]
+
+
+def build(sim: Simulation, p: HbmReadParams) -> ReadRun:
+    stack = HbmStack(sim, p.hbm, pchs=1)
+    org, pch = stack.std.org, stack.pchs[0]
+    rng = np.random.default_rng([p.seed, 13])
+    span = org.bankgroups * org.columns * org.banks_per_group * min(p.rows_spanned, org.rows - 3)
+    addrs = np.arange(p.requests) if p.pattern == "stream" else rng.integers(0, span, p.requests)
+    reqs = []
+    for a in addrs.tolist():
+        bank, row, col = address(org, a % span)
+        reqs.append(Request(False, bank, row, col))
+    touched = sorted({r.row for r in reqs})
+    for row in touched:
+        pch.row(row)[:] = rng.integers(0, 1 << 16, pch.row(row).shape, dtype=np.uint16)
+    expect = [pch.row(r.row)[r.bank, r.col].copy() for r in reqs]
+    stack.controllers[0].submit(reqs)
+    return ReadRun(stack, reqs, expect)
+
+
+def metrics(sim: Simulation, p: HbmReadParams, run: ReadRun, result: RunResult) -> dict:
+    ctl, t = run.stack.controllers[0], run.stack.std.timing
+    cycles = ctl.end_cycle
+    byte = run.stack.std.org.column_bytes
+    peak = byte / t.nBL * t.clock_hz
+    bw = p.requests * byte / (cycles / t.clock_hz)
+    m = model(p)
+    return {
+        "cycles": cycles,
+        "bytes_per_s": bw,
+        "peak_fraction": bw / peak,
+        "row_activations": ctl.counts.get("ACT", 0),
+        "refreshes": ctl.counts.get("REF", 0),
+        "correct": all(
+            r.value is not None and np.array_equal(r.value, e)
+            for r, e in zip(run.requests, run.expect, strict=True)
+        ),
+        "model_cycles": m["cycles"],
+        "model_error_pct": 100.0 * (cycles - m["cycles"]) / m["cycles"],
+    }
+
+
+def model(p: HbmReadParams) -> dict[str, Any]:
+    std = p.hbm.standard()
+    t, org = std.timing, std.org
+    activation_rate = max(t.nRRD_S, t.nFAW / 4, t.nRC / org.banks)
+    per = float(t.nCCD_S) if p.pattern == "stream" else activation_rate
+    cycles = p.requests * per
+    if p.hbm.refresh == "all-bank":
+        cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
+    return {"cycles": cycles, "peak_fraction": t.nBL * p.requests / cycles}
+
+
+POINTS = (("stream", 4096), ("stream", 16384), ("random", 2048), ("random", 8192))
+
+
+def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
+    params = [HbmReadParams(pattern=pat, requests=n) for pat, n in POINTS]
+    rows = []
+    for p, m in zip(params, runner("hbm-read", params), strict=True):
+        if not m["correct"]:
+            raise RuntimeError(f"hbm-read {p.pattern}: reads returned wrong data")
+        rows.append(
+            registry.ValidationRow(
+                "hbm-read", f"{p.pattern} {p.requests}", m["cycles"], m["model_cycles"]
+            )
+        )
+    return rows
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="hbm-read",
+            summary="host reads through an HBM pseudo-channel controller (stream or random)",
+            params=HbmReadParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="hbm-read",
+            summary="HBM read cycles vs the bus-peak (stream) and activation-rate (random) "
+            "models, refresh included",
+            run=_validate,
+            tolerance=8.0,
+            origin=__name__,
+        )
+    )
