@@ -70,13 +70,13 @@ class RowCost:
         return (self.a, self.b, self.c, self.e, self.g, self.f)
 
 
-#: Fitted on POINTS (``bench/cluster_bench.py calibrate``): MAPE 12.6 % over the 19 fwd runs,
-#: worst on sparse rows (-35 %: the model takes a column's mean non-zeros per row, the run
-#: waits for the fullest column). The ring's cost per PE column fits to 0: the rings of
-#: consecutive rows pipeline along the PE row.
-FWD = RowCost(a=2.475, b=16.934, c=3.303, e=0.0, g=40.148, f=41.777)
-#: MAPE 5.1 % over the 19 wgrad runs (worst -17 %).
-WGRAD = RowCost(a=2.094, b=20.098, c=2.594, e=143.992, g=46.867, f=103.594)
+#: Fitted on POINTS (``bench/cluster_bench.py calibrate``, with the PE model's shared datapath):
+#: MAPE 12.1 % over the 19 fwd runs, worst on sparse rows (-33 %: the model takes a column's
+#: mean non-zeros per row, the run waits for the fullest column; +30 % on the widest array).
+#: The ring's cost per PE column fits to 0: the rings of consecutive rows pipeline.
+FWD = RowCost(a=2.435, b=15.355, c=4.257, e=0.0, g=47.602, f=43.295)
+#: MAPE 3.4 % over the 19 wgrad runs (worst -20 %).
+WGRAD = RowCost(a=2.201, b=20.212, c=3.089, e=89.991, g=17.508, f=142.438)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
