@@ -66,7 +66,7 @@ def test_regrowth_requests_every_gradient_and_grows_the_mask():
     assert t.dense.mask.mean() > 0.5 and np.array_equal(t.csr.mask, t.dense.mask)
 
 
-@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("optimizer", [pytest.param("sgd", marks=pytest.mark.slow), "adam"])
 def test_pe_fidelity_step_equals_the_reference(optimizer):
     p = params(layers=1, hidden=8, sequence=4, vocab=16, systems=2, fidelity="pe",
                cs2={"pe_px": 2, "pe_py": 2}, memoryx={"optimizer": optimizer})  # fmt: skip
@@ -107,12 +107,15 @@ def test_model_predicts_step_time_and_exposed_latency():
     assert mod["latency_hidden"]
 
 
-def test_sparsity_cuts_streamed_bytes_and_step_time():
-    dense = run(cfg.load(gptws.GptWsParams, dict(model="gpt2-xl", systems=2, batch=4)))[2]
-    sparse = run(cfg.load(gptws.GptWsParams, dict(model="gpt2-xl", systems=2, batch=4,
-                                                   sparsity=0.75)))[2]  # fmt: skip
-    assert sparse["step_time_s"] < 0.6 * dense["step_time_s"]
-    assert sparse["memoryx_stream_bytes_per_step"] < dense["memoryx_stream_bytes_per_step"]
+def test_sparsity_cuts_streamed_bytes_and_step_time_nearly_linearly():
+    def gpt3(sparsity):
+        return run(cfg.load(gptws.GptWsParams, dict(model="gpt3-175b", batch=8, steps=1,
+                                                     sparsity=sparsity)))[2]  # fmt: skip
+
+    dense, sparse = gpt3(0.0), gpt3(0.75)
+    assert 0.25 < sparse["step_time_s"] / dense["step_time_s"] < 0.35
+    # a non-zero costs 4 B (FP16 value, 16-bit index) and 2 B of gradient request
+    assert sparse["memoryx_stream_bytes_per_step"] < 0.65 * dense["memoryx_stream_bytes_per_step"]
 
 
 def test_layer_weights_of_the_next_step_stream_before_the_backward_pass_ends():
@@ -137,8 +140,21 @@ def check_against_pe(points):
 
 
 def test_wafer_level_model_against_a_fresh_pe_run():
-    """The row model (fitted MAPE 9.5 % fwd, 11.4 % wgrad) on a fresh PE-level run."""
+    """The row model (fitted MAPE 12.1 % fwd, 3.4 % wgrad) on a fresh PE-level run."""
     check_against_pe([cal.POINTS[0]])
+
+
+@pytest.mark.slow
+def test_wafer_fidelity_step_matches_pe_fidelity_on_the_same_array():
+    """A 1-layer tiny GPT on a 4x4 array: the step at PE level (every product a cycle-level
+    ws-matmul run) and at wafer level (the calibrated model on a 4x4 array) agree within 15 %
+    (measured: 107.2 us vs 103.7 us, -3.3 %)."""
+    same = dict(layers=1, batch=2, cs2={"pe_px": 4, "pe_py": 4,
+                                         "compute": {"pe_columns": 4, "pe_rows": 4}})  # fmt: skip
+    pe = run(params(fidelity="pe", **same))[2]
+    wafer = run(params(fidelity="wafer", **same))[2]
+    assert pe["correct"]
+    assert abs(wafer["step_time_s"] - pe["step_time_s"]) / pe["step_time_s"] < 0.15
 
 
 @pytest.mark.slow

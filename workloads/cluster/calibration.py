@@ -6,9 +6,10 @@ model gives. The model follows the structure of the weight-streaming lowering
 matrix: a PE column works ``n`` weights of the row (n = non-zeros of the row in the column's
 features), each an FMAC (or dot product) over the PE's ``bt`` tokens, while the previous row's
 reduction runs along the PE row (ring) or down the column (chain); a row costs whichever is
-slower::
+slower, and the array's width and height add a fill once per streamed block (the rings and
+chains of consecutive rows pipeline, so they cost latency, not throughput)::
 
-    row_cycles = max(n · (a · bt + b),  c · bt + e · px + g · py + f)
+    cycles = rows · max(n · (a · bt + b),  c · bt + f)  +  e · px + g · py
 
 with one set of six constants per product: ``fwd`` (also ``bwd``, the same program on W^T) and
 ``wgrad``. The constants are fitted (:func:`fit`, least squares on the relative error) to
@@ -54,19 +55,28 @@ class RowCost:
     g: float
     f: float
 
-    def row_cycles(self, n: float, bt: float, px: int, py: int) -> float:
-        return max(n * (self.a * bt + self.b), self.c * bt + self.e * px + self.g * py + self.f)
+    def row_cycles(self, n: float, bt: float) -> float:
+        """Cycles per streamed row (steady state)."""
+        return max(n * (self.a * bt + self.b), self.c * bt + self.f)
+
+    def fill_cycles(self, px: int, py: int) -> float:
+        """Cycles a streamed block adds for the array's width and height."""
+        return self.e * px + self.g * py
+
+    def cycles(self, rows: int, n: float, bt: float, px: int, py: int) -> float:
+        return rows * self.row_cycles(n, bt) + self.fill_cycles(px, py)
 
     def as_tuple(self) -> tuple[float, ...]:
         return (self.a, self.b, self.c, self.e, self.g, self.f)
 
 
-#: Fitted on POINTS (``bench/cluster_bench.py calibrate``): MAPE 9.5 % over the 19 fwd runs.
-#: The ring's cost per PE column fits to 0: consecutive rows' rings pipeline along the PE row,
-#: so the width only adds a fill, once per matrix.
-FWD = RowCost(a=2.13, b=18.793, c=3.885, e=0.0, g=2.822, f=36.298)
-#: MAPE 11.4 % over the 19 wgrad runs (worst: sparse rows on wide arrays, -32 %).
-WGRAD = RowCost(a=1.857, b=25.647, c=2.405, e=1.226, g=0.673, f=127.444)
+#: Fitted on POINTS (``bench/cluster_bench.py calibrate``, with the PE model's shared datapath):
+#: MAPE 12.1 % over the 19 fwd runs, worst on sparse rows (-33 %: the model takes a column's
+#: mean non-zeros per row, the run waits for the fullest column; +30 % on the widest array).
+#: The ring's cost per PE column fits to 0: the rings of consecutive rows pipeline.
+FWD = RowCost(a=2.435, b=15.355, c=4.257, e=0.0, g=47.602, f=43.295)
+#: MAPE 3.4 % over the 19 wgrad runs (worst -20 %).
+WGRAD = RowCost(a=2.201, b=20.212, c=3.089, e=89.991, g=17.508, f=142.438)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -91,10 +101,10 @@ class Cs2ComputeConfig:
 
 
 def best_mapping(
-    cost: RowCost, cfg: Cs2ComputeConfig, width: int, tokens: int, density: float
+    cost: RowCost, cfg: Cs2ComputeConfig, rows: int, width: int, tokens: int, density: float
 ) -> tuple[float, int, int]:
-    """(cycles per streamed row, tile width px, tokens per PE bt) minimising a row's time for a
-    row of ``width`` entries at ``density``, over ``tokens`` tokens."""
+    """(cycles, tile width px, tokens per PE bt) minimising the time to stream ``rows`` rows of
+    ``width`` entries at ``density`` over ``tokens`` tokens."""
     best: tuple[float, int, int] | None = None
     for px in TILE_WIDTHS:
         if px > cfg.pe_columns or px > width:
@@ -102,10 +112,9 @@ def best_mapping(
         k = cfg.pe_columns // px
         py = min(cfg.pe_rows, math.ceil(tokens / k))  # no PE row without a token
         bt = math.ceil(tokens / (k * py))
-        n = density * width / px
-        row = cost.row_cycles(n, bt, px, py)
-        if best is None or row < best[0]:
-            best = (row, px, bt)
+        cyc = cost.cycles(rows, density * width / px, bt, px, py)
+        if best is None or cyc < best[0]:
+            best = (cyc, px, bt)
     if best is None:
         raise ValueError("no tile width fits")
     return best
@@ -115,7 +124,7 @@ def matmul_cycles(
     cost: RowCost, cfg: Cs2ComputeConfig, rows: int, width: int, tokens: int, density: float
 ) -> float:
     """Cycles to stream ``rows`` rows of ``width`` entries at ``density`` over ``tokens``."""
-    return rows * best_mapping(cost, cfg, width, tokens, density)[0]
+    return best_mapping(cost, cfg, rows, width, tokens, density)[0]
 
 
 def elementwise_cycles(cfg: Cs2ComputeConfig, elements: float, ops: float) -> float:
@@ -158,7 +167,7 @@ def model_cycles(
     cost: RowCost, rows: int, cols: int, tokens: int, px: int, py: int, nnz: int
 ) -> float:
     """The row model on one px x py array (no tiling): what the fit compares with a run."""
-    return rows * cost.row_cycles(nnz / rows / px, tokens / py, px, py)
+    return cost.cycles(rows, nnz / rows / px, tokens / py, px, py)
 
 
 def fit(

@@ -10,13 +10,14 @@ sending overlaps the next chunk's compute.
 How long a chunk takes:
 
 - ``fidelity = "wafer"``: the calibrated row model of :mod:`workloads.cluster.calibration` for
-  the streamed products (fwd, bwd, wgrad) over this system's tokens, and its documented costs
+  the streamed products (fwd, dgrad, wgrad) over this system's tokens, and its documented costs
   for attention, softmax, GELU, residual adds and the embedding gather/scatter;
-- ``fidelity = "pe"``: each streamed product of the chunk runs as the cycle-level ``ws-matmul``
+- ``fidelity = "pe"``: the chunk's streamed product (forward; activation gradient, the same
+  program on W^T; or weight gradient on the request mask) runs as the cycle-level ``ws-matmul``
   program (:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`) on a ``pe_px`` x
   ``pe_py`` sub-array with the chunk's real data, in a simulation of its own; the chunk takes the
-  cycles those runs measured (the products run one after another), and the result is what the
-  PEs computed. Work without streamed weights keeps its documented cost.
+  cycles that run measured, and the result is what the PEs computed. Work without streamed
+  weights keeps its documented cost.
 
 With data (functional runs), the wafer keeps its shard's activations for the step (one set per
 layer) and computes with the weights as streamed (FP16 values); its results come from the
@@ -27,6 +28,7 @@ had nothing to do because the next chunk had not arrived.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -99,6 +101,13 @@ def matmul_cycles(w: Work, tokens: int, c: cal.Cs2ComputeConfig) -> float:
     if w.op == "wgrad":
         return cal.matmul_cycles(cal.WGRAD, c, w.grad_rows, w.grad_width, tokens, w.density)
     return 0.0
+
+
+@functools.lru_cache(maxsize=65536)
+def wafer_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -> float:
+    """A chunk's wafer-level cycles: its streamed product and its other work (the same for
+    every system, so computed once per distinct chunk)."""
+    return matmul_cycles(w, seqs * shape.sequence, c) + side_cycles(w, shape, seqs, c)
 
 
 # -- the function (real data) --------------------------------------------------------------------
@@ -356,6 +365,7 @@ class Cs2(Component):
         self.busy_ticks = 0
         self.done = 0
         self.step_end: dict[int, int] = {}
+        self.first_arrival = -1  # tick the first chunk arrived
 
     def start(self) -> None:
         self.process(self._run(), "compute")
@@ -373,10 +383,9 @@ class Cs2(Component):
         grad, pe_cycles = (None, 0)
         if self.function is not None:
             grad, pe_cycles = self.function.run(e, payload)
-        side = side_cycles(w, self.shape, self.seqs, self.cfg.compute)
-        if self.fidelity == "pe" and w.op == "matmul":
-            return pe_cycles + side, grad
-        return matmul_cycles(w, self.tokens, self.cfg.compute) + side, grad
+        if self.fidelity == "pe" and w.op in ("matmul", "dgrad", "wgrad"):
+            return pe_cycles + side_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
+        return wafer_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
 
     def _run(self) -> Any:
         inp, out = self.ports["weights"], self.ports["to_io"]
@@ -386,6 +395,8 @@ class Cs2(Component):
             chunk = yield inp.get()
             e: Entry = chunk.entry
             now = self.env.now
+            if self.first_arrival < 0:
+                self.first_arrival = now
             self.exposed[e.step] = self.exposed.get(e.step, 0) + now - t0
             cycles, grad = self.cycles_of(e, chunk.payload)
             dur = self.domain.ticks(round(cycles))

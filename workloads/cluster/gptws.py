@@ -106,7 +106,7 @@ class GptWsParams(registry.ScenarioParams):
         per_seq = s.layers * s.sequence * s.hidden * self.cs2.compute.activation_bytes
         fit = max(1, self.cs2.sram_bytes // max(per_seq, 1))
         table = gpt.MODELS.get(self.model, {}).get("batch_tokens")
-        want = math.ceil(table / s.sequence / self.systems) if table else fit
+        want = math.ceil(table / s.sequence / self.systems) if table else 1
         return max(1, min(fit, want))
 
     @property
@@ -383,10 +383,12 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "swarmx_nodes": len(c.nodes),
         "swarmx_boxes": boxes(c.tree, p.swarmx.mode),
         "swarmx_hops": hops(c.tree),
+        "first_chunk_latency_s": float(t(max(s.first_arrival for s in c.systems))),
         "memoryx_stream_bytes_per_step": sum(e.stream_bytes for e in c.plan if e.step == step),
         "memoryx_gradient_bytes_per_step": sum(
             e.grad_bytes for e in c.plan if e.step == step and e.returns_gradient
         ),
+        "interconnect_bits_per_s": interconnect_bits_per_s(p, c, step),
         "plan_entries": len(c.plan),
         "run_time_s": float(t(end)),
     }
@@ -399,6 +401,18 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
     if p.fidelity == "pe":
         out["pe_runs"] = sum(s.pe.runs for s in c.systems if s.pe is not None)
     return out
+
+
+def interconnect_bits_per_s(p: GptWsParams, c: Cluster, step: int) -> float:
+    """The simulated step's busier direction (weights in, gradients out), in bits per second
+    over a week of training: iterations = the model's tokens / its batch (custom: 3·10^11
+    tokens over this run's global batch)."""
+    table = gpt.MODELS.get(p.model)
+    global_tokens = p.systems * p.seqs() * c.shape.sequence
+    iterations = table["tokens"] / table["batch_tokens"] if table else 3e11 / global_tokens
+    down = sum(e.stream_bytes for e in c.plan if e.step == step)
+    up = sum(e.grad_bytes for e in c.plan if e.step == step and e.returns_gradient)
+    return max(down, up) * 8 * iterations / SECONDS_PER_WEEK
 
 
 def _run_alone(p: GptWsParams) -> float:

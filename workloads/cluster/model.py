@@ -81,7 +81,8 @@ def step_model(p: Any) -> dict[str, float]:
     reaches the wafers h serialisations and h link latencies later (store and forward), no
     sooner than one serialisation after chunk k-1; the wafer starts it when it arrives and
     chunk k-1 is done, for the compute model's time; gradients go up the same way and are
-    applied in order, the wafer's gradient buffer holding ``grad_buffer_chunks`` and the weight
+    applied in order, the wafer's gradient buffer holding ``grad_buffer_chunks`` (and the way up
+    3·h more, so a slow updater holds the wafer back) and the weight
     stream running at most 3·h chunks ahead of the wafer (two per link, one per node and in
     MemoryX's port), each link passing at most ``link_buffer_chunks`` chunks per latency and
     serialisation (its credit loop). Left out: the reader's prefetch buffer and the
@@ -112,6 +113,8 @@ def step_model(p: Any) -> dict[str, float]:
     begun: list[float] = []  # when the wafer started each chunk
     slots = 3 * h
     link_slots = sw.link_buffer_chunks
+    up_slots = p.cs2.grad_buffer_chunks + 3 * h
+    update_starts: list[float] = []
     arrivals: list[float] = []
     grads_in: list[float] = []
     starts: list[float] = []  # when each gradient chunk left the wafer's buffer
@@ -140,6 +143,9 @@ def step_model(p: Any) -> dict[str, float]:
             # The wafer's gradient buffer: chunk k goes in once chunk k - B has left it.
             if len(starts) >= p.cs2.grad_buffer_chunks:
                 finished = max(finished, starts[-p.cs2.grad_buffer_chunks])
+            # ... and the way up holds 3·h more: a slow updater holds the wafer back
+            if len(update_starts) >= up_slots:
+                finished = max(finished, update_starts[-up_slots])
             gser = e.grad_bytes / up_rate
             starts.append(max(grad_sent, finished))
             grad_sent = starts[-1] + gser
@@ -147,7 +153,8 @@ def step_model(p: Any) -> dict[str, float]:
             if len(grads_in) >= link_slots:
                 grad_in = max(grad_in, grads_in[-link_slots] + latency + gser)
             grads_in.append(grad_in)
-            updated = max(updated, grad_in) + update_s(e)
+            update_starts.append(max(updated, grad_in))
+            updated = update_starts[-1] + update_s(e)
             done[(e.step, *e.key)] = updated  # type: ignore[misc]
             step_end[e.step] = updated
     last = p.steps - 1
