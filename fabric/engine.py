@@ -50,6 +50,7 @@ class Router:
 
     __slots__ = (
         "active",
+        "buffered",
         "bufs",
         "ce",
         "credits",
@@ -78,6 +79,7 @@ class Router:
         self.index = index
         self.routes: dict[int, ColourRoute] = {}
         self.bufs: dict[tuple[Dir, int], deque[Wavelet]] = {}
+        self.buffered = 0  # wavelets in all of bufs (a credit wakes the router only if > 0)
         self.pending: dict[tuple[Dir, int], list[Dir]] = {}
         self.credits: dict[tuple[Dir, int], int] = {}
         self.rr: list[int] = [-1] * 5
@@ -186,6 +188,7 @@ class Router:
         if buf is None:
             buf = self.bufs[key] = deque()
         buf.append(w)
+        self.buffered += 1
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {port.name}", len(buf))
         self.active[self.index] = self
@@ -193,6 +196,7 @@ class Router:
     def step(self, t: int) -> bool:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
+        detail = engine.detail
         wanted: dict[Dir, list[tuple[Dir, int]]] = {}
         routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
@@ -204,7 +208,7 @@ class Router:
                 continue
             pend = pending.get(key)
             if pend is None:
-                pend = pending[key] = list(route.current.tx)
+                pend = pending[key] = list(route.positions[route.pos].tx)
                 if not pend:
                     raise RouteError(
                         f"colour {colour}: {self.name} accepts from {key[0].name} but has no tx "
@@ -228,7 +232,7 @@ class Router:
                         keys.append(key)
                 else:
                     self.stall_cycles += 1
-                    if key not in self.stalled:
+                    if detail and key not in self.stalled:  # (read only by detail traces)
                         self.stalled[key] = (t, port)
         if not wanted:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
@@ -241,7 +245,7 @@ class Router:
             rr[port] = colour
             w = bufs[key][0]
             held[(port, colour)] -= 1
-            if engine.detail:
+            if detail:
                 self._trace_send(t, key, port, w)
             if port is RAMP:
                 later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
@@ -251,7 +255,7 @@ class Router:
             pend.remove(port)
             if not pend:
                 self._done(t, key)
-        return any(bufs.values())
+        return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
         """The head of ``key``'s buffer has gone out of every port it had to: free its slot."""
@@ -260,6 +264,7 @@ class Router:
         buf = self.bufs[key]
         del self.pending[key]
         w = buf.popleft()
+        self.buffered -= 1
         self.forwarded += 1
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {key[0].name}", len(buf))
@@ -290,11 +295,13 @@ class Router:
 
     def return_credit(self, port: Dir, colour: int) -> None:
         self.credits[(port, colour)] += 1
-        self.active[self.index] = self
+        if self.buffered:  # (stepped with nothing buffered, a router does nothing)
+            self.active[self.index] = self
 
     def ramp_credit(self, colour: int) -> None:
         self.credits[(RAMP, colour)] += 1
-        self.active[self.index] = self
+        if self.buffered:
+            self.active[self.index] = self
 
     def _apply(self, colour: int, w: Wavelet) -> None:
         route = self.routes[colour]

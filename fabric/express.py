@@ -149,7 +149,7 @@ def _tree(
 
 
 def _router_idle(r: Router, now: int) -> bool:
-    return r.express_until < now and not any(r.bufs.values())
+    return r.express_until < now and not r.buffered
 
 
 def _outstanding(tail: list[int], shift: int, after: int, n_credits: int) -> list[int]:

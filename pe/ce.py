@@ -307,7 +307,10 @@ class ComputeEngine:
             self._advance(best, t)
             if best.done == best.length or not eligible(best):
                 break
-        return any(eligible(op) for op in self.ops)
+        for op in self.ops:  # noqa: SIM110 (any() over a generator costs more: once per issue)
+            if eligible(op):
+                return True
+        return False
 
     def _wake(self) -> None:
         self._wake_at = -1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from fabric_harness import Bench
 
+from fabric.routes import Dir
 from fabric.wavelet import Cmd, Wavelet
 
 ONE = dict(
@@ -189,3 +190,29 @@ def test_a_stream_through_a_line_arrives_one_hop_latency_per_router(latency):
     sent = {e[1]: e[0] for e in rows if e[2] == "E"}
     assert sent == {f"{x},0": 2 + x * latency for x in range(4)}
     assert rows[-1] == (2 + 4 * latency + 1, "4,0", "deliver", 0, 7.0)
+
+
+def test_buffered_count_follows_the_buffers_and_credits_wake_only_a_router_holding_wavelets():
+    # A router keeps a count of the wavelets it buffers (express streams read it as "idle", and
+    # a returning credit wakes the router only while it is non-zero). Checked at every cycle of
+    # the back-pressured line above, released at 20 and again at 30 so it drains completely.
+    b = Bench(3, 1, hold_cycles=None, down_credits=2, **ONE)
+    line(b, 0, 3)
+    b.inject(0, 0, 0, [1, 2, 3, 4, 5, 6, 7, 8])
+    seen = []
+
+    def check() -> None:
+        for r in b.engine.routers:
+            assert r.buffered == sum(len(q) for q in r.bufs.values())
+        seen.append(sum(r.buffered for r in b.engine.routers))
+
+    for cycle in range(1, 60):
+        b.at(cycle, check)
+    for cycle in (20, 30, 40, 50):
+        b.at(cycle, b.ends[(2, 0)].release)
+    b.run()
+    assert max(seen) > 0 and seen[-1] == 0  # it held wavelets, then drained
+    assert not b.engine.routers_group.active
+    r = b.router(1, 0)
+    r.return_credit(Dir.E, 0)  # a credit for an empty router: nothing to send, no step
+    assert r.index not in b.engine.routers_group.active
