@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
@@ -104,6 +105,11 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(key, value, "expected a number", hint=hint)
         value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(
+                key, value, "not a finite number", allowed=_fmt_range(meta) or "a finite number",
+                hint=f"set it with --set {key}=<value>",
+            )  # fmt: skip
     elif tp is str and not isinstance(value, str):
         raise ConfigError(key, value, "expected a string", hint=hint)
     lo, hi = meta.get("min"), meta.get("max")

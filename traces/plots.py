@@ -37,10 +37,15 @@ _PE = re.compile(r"^(?P<prefix>.*?pe)\[(?P<x>\d+),\s*(?P<y>\d+)\]$")
 FORMATS = (".png", ".svg")
 
 
-def check_output(out: str) -> None:
-    """Refuse an output path that is not ``.png`` or ``.svg``; create its folder."""
+def check_format(out: str) -> None:
+    """Refuse an output path that is not ``.png`` or ``.svg``."""
     if os.path.splitext(out)[1].lower() not in FORMATS:
         raise WafersimError(f"plot output '{out}' must end in .png or .svg")
+
+
+def check_output(out: str) -> None:
+    """Refuse an output path that is not ``.png`` or ``.svg``; create its folder."""
+    check_format(out)
     parent = os.path.dirname(out)
     if parent:
         os.makedirs(parent, exist_ok=True)

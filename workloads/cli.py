@@ -1,17 +1,22 @@
 """The ``wafersim`` command line.
 
 Exit status: 0 success; 2 a user error (bad scenario, key, value, file; a stalled run), printed
-as one clear message without a traceback; 1 an internal error (a bug: the traceback is shown) or a
-validation case outside its tolerance; 130 interrupted with Ctrl-C (the trace so far is kept).
+as one clear message without a traceback; 3 a validation case outside its tolerance; 1 an
+internal error (a bug: the traceback is shown); 130 interrupted with Ctrl-C or SIGTERM (the trace
+so far is kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -19,10 +24,14 @@ from simcore import config as cfg
 from simcore.errors import WafersimError
 from simcore.sim import Progress
 from simcore.tracing import LEVEL_NAMES, TraceLevel
-from traces.export import export
+from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import registry, scenario
+from workloads import outputs, registry, scenario
+
+#: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
+#: nor of wafersim's: the simulation and the model disagree more than the case allows).
+EXIT_VALIDATION = 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -144,10 +153,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     sc = scenario.find(args.scenario)
     params = scenario.resolve_params(sc, args.overrides)
     level = TraceLevel[args.trace_level.upper()]
+    trace_label = "--trace"
     if args.perfetto and not args.trace:
         args.trace = os.path.splitext(args.perfetto)[0] + ".arrows"
+        trace_label = "the Arrow trace (--trace, by default next to --perfetto)"
     if args.perfetto and level == TraceLevel.OFF:
         raise WafersimError("--perfetto needs a trace: use --trace-level summary, ops or detail")
+    outputs.check_paths(
+        {"the scenario file": sc.path}, {trace_label: args.trace, "--perfetto": args.perfetto}
+    )
     progress = None if args.quiet else Progress(sys.stderr)
     try:
         out = scenario.run_scenario(
@@ -160,7 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     data = out.as_json()
     if args.perfetto and out.trace_path:
-        export_perfetto(out.trace_path, args.perfetto)
+        with outputs.atomic(args.perfetto, "--perfetto") as tmp:
+            export_perfetto(out.trace_path, tmp)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
@@ -208,7 +223,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                        "reference": r.reference, "error_pct": r.error_pct} for r in rows]}
             for c, rows, mape, worst, worst_abs, passed in results
         ], default=_json_default))  # fmt: skip
-        return 0 if ok else 1
+        return 0 if ok else EXIT_VALIDATION
     width = max((len(r.point) for _, rows, *_ in results for r in rows), default=10)
     cw = max(len(c.name) for c, *_ in results)
     header = (
@@ -229,12 +244,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
             f"(needs {case.describe_tolerance()}): {verdict}"
         )
-    return 0 if ok else 1
+    return 0 if ok else EXIT_VALIDATION
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     if args.trace_command == "export":
-        out, stats = export(args.path, args.to, args.output)
+        out = export_path(args.path, args.to, args.output)
+        outputs.check_paths({"the trace": args.path}, {"the export": out})
+        with outputs.atomic(out, "the export") as tmp:
+            _, stats = export(args.path, args.to, tmp)
+        if stats.note:
+            print(f"wafersim: warning: {stats.note}", file=sys.stderr)
         print(f"wrote {out}: {stats.describe()}")
         return 0
     s = summarize(args.path)
@@ -251,12 +271,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from traces import plots
     from workloads.plots import plot_validate
 
-    if args.plot_command == "mesh":
-        plots.plot_mesh(args.path, args.output, metric=args.metric)
-    elif args.plot_command == "timeline":
-        plots.plot_timeline(args.path, args.output)
-    else:
-        plot_validate(args.case, args.output)
+    plots.check_format(args.output)
+    trace = getattr(args, "path", None)
+    outputs.check_paths({"the trace": trace}, {"the plot (-o)": args.output})
+    with outputs.atomic(args.output, "the plot (-o)") as tmp:
+        if args.plot_command == "mesh":
+            plots.plot_mesh(args.path, tmp, metric=args.metric)
+        elif args.plot_command == "timeline":
+            plots.plot_timeline(args.path, tmp)
+        else:
+            plot_validate(args.case, tmp)
     print(f"wrote {args.output}")
     return 0
 
@@ -280,24 +304,78 @@ COMMANDS = {
 }
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is buffered cannot
+    fail again (and print its own traceback) on the way out."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # `kill`: end the run as Ctrl-C does, keeping what was written
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return COMMANDS[args.command](args)
+        return _dispatch(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a full disk behind stdout shows here, inside the handlers below
+        return code
     except WafersimError as exc:
-        print(f"wafersim: error: {exc}", file=sys.stderr)
+        print(f"wafersim: error: {_printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("wafersim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 0
+    except MemoryError:
+        print(
+            "wafersim: error: out of memory; lower the scenario's sizes (wafersim params "
+            "SCENARIO lists them) or free memory",
+            file=sys.stderr,
+        )
+        return 2
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in _STREAM_ERRNOS:
+            return _internal_error()
+        # Every file output converts its own OSError (workloads/outputs.py): a write error
+        # without a file name is standard output's (`> /dev/full`, a full disk).
+        _silence_stdout()
+        print(f"wafersim: error: cannot write standard output: {exc.strerror}", file=sys.stderr)
+        return 2
     except Exception:
-        traceback.print_exc()
-        print("wafersim: internal error (a bug in wafersim; please report it)", file=sys.stderr)
-        return 1
+        return _internal_error()
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters other than newlines escaped (``\\x1e``), so a value
+    the user typed cannot break or garble the message's line."""
+    return "".join(
+        c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode() for c in text
+    )
+
+
+_STREAM_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG)
+
+
+def _internal_error() -> int:
+    traceback.print_exc()
+    print("wafersim: internal error (a bug in wafersim; please report it)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

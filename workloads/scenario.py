@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from simcore import config as cfg
-from simcore.errors import ScenarioError, SimulationStalled, WafersimError
+from simcore.errors import MISSING, ConfigError, ScenarioError, SimulationStalled, WafersimError
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
 from traces.writer import TraceWriter
-from workloads import __version__, registry
+from workloads import __version__, outputs, registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +72,14 @@ def builtin_names() -> list[str]:
 def find(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a TOML file by path."""
     registry.load_all()
-    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+    if name_or_path.endswith(".toml") or os.sep in name_or_path or os.path.isdir(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():
+        if path.is_dir():
+            raise ScenarioError(
+                f"scenario '{name_or_path}' is a directory; give a scenario file (.toml) or a "
+                "built-in scenario name (wafersim list)"
+            )
+        if not path.exists():
             raise ScenarioError(f"scenario file '{name_or_path}' does not exist")
     else:
         builtins = builtin_scenarios()
@@ -88,12 +93,23 @@ def find(name_or_path: str) -> Scenario:
             )
         path = builtins[name_or_path]
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"scenario file '{path}' is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+            f"offset {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario file '{path}': {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"scenario file '{path}' is not valid TOML: {exc}") from None
     kind_name = data.pop("kind", None)
     description = data.pop("description", "")
-    if kind_name not in registry.KINDS:
+    if not isinstance(description, str):
+        raise ScenarioError(
+            f"scenario '{path}': description = {description!r} must be a string (one line)"
+        )
+    if not isinstance(kind_name, str) or kind_name not in registry.KINDS:
         raise ScenarioError(
             f"scenario '{path}': kind = {kind_name!r} is not a known workload kind; "
             f"known kinds: {', '.join(sorted(registry.KINDS))}"
@@ -103,7 +119,15 @@ def find(name_or_path: str) -> Scenario:
 
 def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
     data = _deepcopy(scenario.data)
+    seen: dict[str, str] = {}
     for text in overrides:
+        key = cfg.parse_override(text)[0]
+        if key in seen:
+            raise ConfigError(
+                key, MISSING, f"set twice (--set {seen[key]} and --set {text.strip()})",
+                hint="give each key once",
+            )  # fmt: skip
+        seen[key] = text.strip()
         cfg.apply_override(data, text)
     return cfg.load(scenario.kind.params, data)
 
@@ -171,15 +195,19 @@ def run_scenario(
     """Build, check, trace and run one scenario. See the module docstring."""
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
     writer: TraceWriter | None = None
+    tmp_trace = ""
     status, message = "failed", ""
     result: RunResult | None = None
     try:
         handle = scenario.kind.build(sim, params)
         sim.check()
         if trace_path and trace_level > TraceLevel.OFF:
+            # Written under a temporary name and renamed into place once closed (outputs.py).
+            tmp_trace = outputs.temp_for(trace_path)
             writer = TraceWriter(
-                trace_path, level=trace_level, header=_header(scenario, params, sim)
-            )
+                tmp_trace, level=trace_level, header=_header(scenario, params, sim),
+                name=trace_path,
+            )  # fmt: skip
             sim.tracer = writer
             sim.trace_level = writer.level
         result = sim.run()
@@ -217,10 +245,26 @@ def run_scenario(
         raise
     finally:
         if writer is not None:
+            _close_trace(writer, sim, status, message, tmp_trace, trace_path or "")
+
+
+def _close_trace(
+    writer: TraceWriter, sim: Simulation, status: str, message: str, tmp: str, path: str
+) -> None:
+    """End the trace with the ``run/end`` event and rename it into place; a trace that could not
+    be written whole (a full disk) is removed and its error raised instead of the run's."""
+    try:
+        if writer.failed is None:
             now = sim.env.now
             p = sim.main_domain.period_ticks
             writer.emit(
                 now, 0, now // p, 0, sim.main_domain.name, "run", "run", "end", "instant",
                 args={"status": status, "message": message[:2000]},
             )  # fmt: skip
-            writer.close()
+        writer.close()
+    except OSError:
+        pass
+    if writer.failed is not None:
+        outputs.discard(tmp, path)
+        raise outputs.write_error("trace", path, writer.failed) from None
+    outputs.commit(tmp, path, "trace")
