@@ -34,6 +34,17 @@ from workloads import outputs, registry, scenario
 EXIT_VALIDATION = 3
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0 (every numeric option of the CLI is one)."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; give a number >= 0")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="wafersim",
@@ -43,8 +54,19 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list built-in scenarios with one-line descriptions")
 
-    p = sub.add_parser("params", help="list a scenario's parameters, defaults and ranges")
+    p = sub.add_parser(
+        "params",
+        help="list a scenario's parameters: the values a run uses, who set them, ranges",
+        description="List every parameter of SCENARIO with the value a run would use, where it "
+        "comes from (scenario: the scenario file sets it; --set: an override given here; "
+        "default: the kind's default), the allowed values and a description.",
+    )
     p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="show the values with this override applied (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print a JSON list of parameters")
 
     p = sub.add_parser("run", help="run a scenario and print its metrics")
     p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
@@ -67,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--livelock-cycles",
-        type=int,
+        type=_count,
         default=1_000_000,
         metavar="N",
         help="end the run as a livelock when nothing is computed or moved for N cycles while "
@@ -141,11 +163,45 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
 def cmd_params(args: argparse.Namespace) -> int:
     sc = scenario.find(args.scenario)
-    print(f"parameters of scenario '{sc.name}' (kind {sc.kind.name}); set with --set KEY=VALUE")
-    for key, default, allowed, doc in cfg.describe(sc.kind.params):
-        print(f"  {key:<32} {default:<14} [{allowed}]  {doc}")
+    values = _flat(cfg.to_dict(scenario.resolve_params(sc, args.overrides)))
+    overridden: dict[str, Any] = {}
+    for text in args.overrides:
+        cfg.apply_override(overridden, text)
+    source = {key: "scenario" for key in _flat(sc.data)}
+    source.update({key: "--set" for key in _flat(overridden)})
+    rows = [
+        {"key": key, "value": values[key], "source": source.get(key, "default"),
+         "default": default, "allowed": allowed, "description": doc}
+        for key, default, allowed, doc in cfg.describe(sc.kind.params)
+    ]  # fmt: skip
+    if args.json:
+        print(json.dumps(rows, default=_json_default))
+        return 0
+    print(
+        f"parameters of scenario '{sc.name}' (kind {sc.kind.name}): the values a run uses; "
+        "set with --set KEY=VALUE"
+    )
+    width = max(len(r["key"]) for r in rows)
+    vw = min(max(len(repr(r["value"])) for r in rows), 16)
+    aw = min(max(len(r["allowed"]) for r in rows), 28)
+    print(f"  {'key':<{width}} {'value':<{vw}} {'set by':<8} {'allowed':<{aw}} description")
+    for r in rows:
+        print(
+            f"  {r['key']:<{width}} {r['value']!r:<{vw}} {r['source']:<8} "
+            f"{r['allowed']:<{aw}} {r['description']}"
+        )
     return 0
 
 

@@ -97,8 +97,9 @@ class BcastParams(registry.ScenarioParams):
     def check(self) -> None:
         if self.root >= self.pes:
             raise ConfigError(
-                "root", self.root, "must be a PE of the row", allowed=f"-1 .. {self.pes - 1}"
-            )
+                "root", self.root, f"must be a PE of the row of pes = {self.pes}",
+                allowed=f"-1 (the middle) .. {self.pes - 1}", hint="lower root or raise pes",
+            )  # fmt: skip
 
     @property
     def root_x(self) -> int:
