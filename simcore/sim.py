@@ -160,6 +160,7 @@ class Simulation:
         self._procs: list[_Proc] = []
         self.phase = "build"
         self._main_domain: ClockDomain | None = None
+        self._eid_reads = 0
 
     # -- build -----------------------------------------------------------------------------------
     def domain(self, name: str, freq_hz: int) -> ClockDomain:
@@ -270,8 +271,12 @@ class Simulation:
         return proc
 
     def events_so_far(self) -> int:
-        """Events scheduled so far (reads SimPy's insertion counter, consuming one id)."""
-        return next(self.env._eid)  # type: ignore[attr-defined]
+        """Events scheduled so far. Reads SimPy's insertion counter, which consumes one id; the
+        ids consumed by earlier reads are subtracted, so the count does not depend on how
+        often it is read (a progress line reads it once per batch)."""
+        reads = self._eid_reads
+        self._eid_reads = reads + 1
+        return next(self.env._eid) - reads  # type: ignore[attr-defined]
 
     def run(self, *, until_ticks: int | None = None) -> RunResult:
         """Run until nothing is left, the limit, a stall or Ctrl-C. See the module docstring."""

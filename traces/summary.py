@@ -285,7 +285,7 @@ def summarize(path: str) -> dict[str, Any]:
         "status": status,
         "truncated": stream.truncated,
         "note": stream.note,
-        "events": n,
+        "records": n,
         "end_ticks": end_ticks,
         "end_ns": end_ticks * 1e9 / tick_hz if tick_hz else None,
         "domains": header.get("domains"),
@@ -331,10 +331,11 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
         lines.append(f"  note: {s['note']}")
     if s["end_ns"] is not None:
         lines.append(
-            f"  {s['events']:,} events over {s['end_ns']:,.1f} ns ({s['end_ticks']:,} ticks)"
+            f"  {s['records']:,} trace records over {s['end_ns']:,.1f} ns "
+            f"({s['end_ticks']:,} ticks)"
         )
     lines.append(
-        "  events by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
+        "  records by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
     )
     leaves = [r for r in s["busy"] if r["leaf"]]
     if leaves:

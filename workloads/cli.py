@@ -240,7 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for key, value in out.metrics.items():
         print(f"  {key:<28} {_fmt(value)}")
     r = out.result
-    print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} events/s)")
+    print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} per s)")
     if out.trace_path:
         print(f"  trace {out.trace_path} (level {args.trace_level})")
     if args.perfetto:

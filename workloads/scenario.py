@@ -153,7 +153,7 @@ class RunOutput:
         }
         out.update(self.metrics)
         out["wall_s"] = round(self.result.wall_s, 6)
-        out["events"] = self.result.events
+        out["kernel_events"] = self.result.events
         out["trace"] = self.trace_path
         return out
 
