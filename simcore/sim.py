@@ -40,7 +40,7 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, TextIO, cast
 
 import simpy
@@ -161,6 +161,8 @@ class Simulation:
         self.phase = "build"
         self._main_domain: ClockDomain | None = None
         self._eid_reads = 0
+        #: Called with the number of components so far as each one is built (build progress).
+        self.on_build: Callable[[int], None] | None = None
 
     # -- build -----------------------------------------------------------------------------------
     def domain(self, name: str, freq_hz: int) -> ClockDomain:
@@ -184,6 +186,8 @@ class Simulation:
         if comp.path in self.components:
             raise BuildError(f"two components are named '{comp.path}'")
         self.components[comp.path] = comp
+        if self.on_build is not None:
+            self.on_build(len(self.components))
 
     def _add_scheduler(self, sched: CycleScheduler) -> None:
         if self.phase != "build":

@@ -22,16 +22,33 @@ from typing import Any
 
 from simcore import config as cfg
 from simcore.errors import WafersimError
-from simcore.sim import Progress
 from simcore.tracing import LEVEL_NAMES, TraceLevel
 from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
 from workloads import outputs, registry, scenario
+from workloads.progress import PointProgress, RunProgress
 
 #: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
 #: nor of wafersim's: the simulation and the model disagree more than the case allows).
 EXIT_VALIDATION = 3
+
+
+#: What validate's columns are (printed above its table and in ``validate --help``).
+VALIDATE_COLUMNS = (
+    "Columns: simulated = the simulator's result (cycles); model = the analytical model's "
+    "prediction, built from the published calibration fits (see each case's docs); reference "
+    "= a published measurement where one exists at that point ('-' where none); error % = "
+    "(simulated - model) / model x 100, relative to the model."
+)
+
+
+def _cases_epilog() -> str:
+    registry.load_all()
+    lines = ["validation cases:"]
+    for name, case in sorted(registry.CASES.items()):
+        lines.append(f"  {name:<14} {case.summary} (needs {case.describe_tolerance()})")
+    return "\n".join(lines)
 
 
 def _count(text: str) -> int:
@@ -107,9 +124,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("validate", help="compare simulation with analytical models")
+    p = sub.add_parser(
+        "validate", help="compare simulation with analytical models",
+        description="Run validation cases: each simulates a sweep of points and compares the "
+        "simulated value with the analytical model's prediction (and a published reference "
+        "where there is one). " + VALIDATE_COLUMNS + " Progress goes to stderr point by "
+        "point; each case's table is printed when the case ends. Exit status 3 if a case is "
+        "outside its tolerance.",
+        epilog=_cases_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON list of cases at the end")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
@@ -218,7 +244,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs.check_paths(
         {"the scenario file": sc.path}, {trace_label: args.trace, "--perfetto": args.perfetto}
     )
-    progress = None if args.quiet else Progress(sys.stderr)
+    progress = None if args.quiet else RunProgress(sys.stderr)
     try:
         out = scenario.run_scenario(
             sc, params, trace_path=args.trace, trace_level=level, progress=progress,
@@ -265,11 +291,17 @@ def cmd_model(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     results = []
     ok = True
+    points = PointProgress(sys.stderr, quiet=args.quiet)
+    runner = scenario.SequentialRunner(on_point=points)
     for case in registry.find_cases(args.cases):
-        rows = case.run(scenario.run_points)
+        points.start_case(case.name)
+        rows = case.run(runner)
+        points.close()
         mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed
         results.append((case, rows, mape, worst, worst_abs, passed))
+        if not args.json:  # each case's table as soon as it is done
+            _print_case(case, rows, mape, worst, worst_abs, passed, header=len(results) == 1)
     if args.json:
         print(json.dumps([
             {"case": c.name, "summary": c.summary, "criterion": c.criterion,
@@ -280,27 +312,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for c, rows, mape, worst, worst_abs, passed in results
         ], default=_json_default))  # fmt: skip
         return 0 if ok else EXIT_VALIDATION
-    width = max((len(r.point) for _, rows, *_ in results for r in rows), default=10)
-    cw = max(len(c.name) for c, *_ in results)
-    header = (
-        f"{'case':<{cw}} {'point':<{width}} {'simulated':>12} {'model':>12} "
+    return 0 if ok else EXIT_VALIDATION
+
+
+def _print_case(
+    case: registry.ValidationCase, rows: list[registry.ValidationRow], mape: float,
+    worst: float, worst_abs: float, passed: bool, *, header: bool,
+) -> None:  # fmt: skip
+    width = max([len(r.point) for r in rows] + [24])
+    if header:
+        print(VALIDATE_COLUMNS)
+    line = (
+        f"{'case':<14} {'point':<{width}} {'simulated':>12} {'model':>12} "
         f"{'reference':>12} {'error %':>8}"
     )
-    print(header)
-    print("-" * len(header))
-    for case, rows, mape, worst, worst_abs, passed in results:
-        for r in rows:
-            ref = _fmt(r.reference) if r.reference is not None else "-"
-            print(
-                f"{r.case:<{cw}} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
-                f"{ref:>12} {r.error_pct:>8.2f}"
-            )
-        verdict = "ok" if passed else "OUT OF TOLERANCE"
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        ref = _fmt(r.reference) if r.reference is not None else "-"
         print(
-            f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
-            f"(needs {case.describe_tolerance()}): {verdict}"
+            f"{r.case:<14} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
+            f"{ref:>12} {r.error_pct:>8.2f}"
         )
-    return 0 if ok else EXIT_VALIDATION
+    verdict = "ok" if passed else "OUT OF TOLERANCE"
+    print(
+        f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
+        f"(needs {case.describe_tolerance()}): {verdict}"
+    )
+    print(flush=True)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

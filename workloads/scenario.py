@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from simcore.errors import MISSING, ConfigError, ScenarioError, SimulationStalle
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
 from traces.writer import TraceWriter
-from workloads import __version__, outputs, registry
+from workloads import __version__, budget, outputs, registry
+from workloads.progress import RunProgress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,9 +168,30 @@ def run_kind(kind: str, params: Any) -> dict[str, Any]:
     return run_scenario(scen, params).metrics
 
 
+class SequentialRunner:
+    """A :class:`registry.Runner` running each point in turn, in this process; ``on_point``
+    (optional) is called with a :class:`registry.PointDone` as each point finishes."""
+
+    def __init__(self, on_point: Callable[[registry.PointDone], None] | None = None) -> None:
+        self.on_point = on_point
+
+    def __call__(
+        self, kind: str, points: Sequence[registry.ScenarioParams]
+    ) -> list[dict[str, Any]]:
+        out = []
+        for i, params in enumerate(points):
+            t0 = time.perf_counter()
+            metrics = run_kind(kind, params)
+            out.append(metrics)
+            if self.on_point is not None:
+                wall = time.perf_counter() - t0
+                self.on_point(registry.PointDone(kind, i, len(points), params, metrics, wall))
+        return out
+
+
 def run_points(kind: str, points: Sequence[registry.ScenarioParams]) -> list[dict[str, Any]]:
     """The sequential :class:`registry.Runner`: each point in turn, in this process."""
-    return [run_kind(kind, params) for params in points]
+    return SequentialRunner()(kind, points)
 
 
 def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
@@ -199,8 +222,13 @@ def run_scenario(
     status, message = "failed", ""
     result: RunResult | None = None
     try:
+        budget.check_fits(scenario.kind, params)  # before building: refuse what cannot fit
+        if isinstance(progress, RunProgress):
+            progress.start_build(sim, scenario.kind, params)
         handle = scenario.kind.build(sim, params)
         sim.check()
+        if isinstance(progress, RunProgress):
+            progress.end_build(sim)
         if trace_path and trace_level > TraceLevel.OFF:
             # Written under a temporary name and renamed into place once closed (outputs.py).
             tmp_trace = outputs.temp_for(trace_path)
@@ -244,6 +272,8 @@ def run_scenario(
         message = f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        if isinstance(progress, RunProgress):
+            progress.close()
         if writer is not None:
             _close_trace(writer, sim, status, message, tmp_trace, trace_path or "")
 

@@ -55,6 +55,7 @@ from simcore.sim import RunResult, Simulation
 from workloads import registry
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
+from workloads.wafer.footprint import wafer as wafer_footprint
 
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
@@ -340,6 +341,13 @@ def model(p: SummaParams) -> dict[str, Any]:
     }
 
 
+def footprint(p: SummaParams) -> registry.Footprint:
+    """P² PEs holding the buffers; the host keeps A and B (FP32) and, to check C, the gathered
+    result, the float64 reference, its error and its bound (M² float64 each)."""
+    data = buffers(p.overlap) * p.mt * p.mt * WORD_BYTES
+    return wafer_footprint(p.p * p.p, data, p.m * p.m * (2 * WORD_BYTES + 4 * 8), "p")
+
+
 # -- registration --------------------------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
@@ -351,6 +359,7 @@ def register() -> None:
             metrics=metrics,
             model=model,
             origin=__name__,
+            footprint=footprint,
         )
     )
     cases = (

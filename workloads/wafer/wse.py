@@ -29,6 +29,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
+from workloads.wafer.footprint import wafer as wafer_footprint
 
 
 # -- wse-fmac ----------------------------------------------------------------------------------
@@ -188,6 +189,7 @@ def register() -> None:
             metrics=metrics_fmac,
             model=lambda p: {"cycles": t_fmac_reference(p.elements)},
             origin=__name__,
+            footprint=lambda p: wafer_footprint(1, 2 * 4 * p.elements, 3 * 4 * p.elements, ""),
         )
     )
     registry.register_kind(
@@ -199,6 +201,7 @@ def register() -> None:
             metrics=metrics_bcast,
             model=lambda p: {"cycles": t_bcast_reference(p.elements)},
             origin=__name__,
+            footprint=lambda p: wafer_footprint(p.pes, 4 * p.elements, 4 * p.elements, "pes"),
         )
     )
     registry.register_case(
