@@ -315,3 +315,45 @@ def test_scenario_path_errors(capsys, tmp_path):
 def test_non_finite_is_nothing_special_for_ints(capsys):
     code, _, err = run(capsys, "run", "wse-fmac", "--set", "elements=inf")
     assert code == 2 and "expected an integer" in err
+
+
+# -- help, version, seed, effective parameters ---------------------------------------------------
+def _commands(parser, words=()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {c.dest: c.help for c in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*words, name), sub, helps.get(name)
+                yield from _commands(sub, (*words, name))
+
+
+def test_every_command_and_argument_is_described():
+    for words, sub, help_text in _commands(cli._parser()):
+        assert help_text, f"wafersim {' '.join(words)} has no one-line help"
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                assert action.help, f"wafersim {' '.join(words)}: {action.dest} has no help"
+
+
+def test_version(capsys):
+    from workloads import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"wafersim {__version__}\n"
+
+
+def test_seed_flag(capsys):
+    code, out, _ = run(capsys, "run", "link-chain", "--seed", "9", "--json", "--quiet")
+    assert code == 0 and json.loads(out)["seed"] == 9
+    code, _, err = run(capsys, "run", "link-chain", "--seed", "9", "--set", "seed=1")
+    assert code == 2 and "set twice" in err
+
+
+@pytest.mark.parametrize("name", scenario.builtin_names())
+def test_run_json_echoes_every_effective_parameter(capsys, name):
+    code, out, _ = run(capsys, "run", name, "--json", "--quiet", "--set", "seed=3")
+    assert code == 0
+    sc = scenario.find(name)
+    effective = cfg.to_dict(scenario.resolve_params(sc, ["seed=3"]))
+    assert json.loads(out)["params"] == json.loads(json.dumps(effective))

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traces.layout import natural_key
 from traces.reader import BatchStream
 
 # Slices that are not work: stalls; run markers; ``async`` (an asynchronous operation's lifetime,
@@ -174,7 +175,9 @@ def _utilisation(acc: _Acc, end_ticks: int) -> list[dict[str, Any]]:
             "nonzero_fraction": nonzero, "capacity": cap,
             "utilisation": mean / cap if cap else None,
         })  # fmt: skip
-    rows.sort(key=lambda r: (-(r["utilisation"] or r["nonzero_fraction"]), r["component"]))
+    rows.sort(
+        key=lambda r: (-(r["utilisation"] or r["nonzero_fraction"]), natural_key(r["component"]))
+    )
     return rows
 
 
@@ -268,8 +271,8 @@ def summarize(path: str) -> dict[str, Any]:
         s = np.concatenate([p[0] for p in pairs])
         e = np.concatenate([p[1] for p in pairs])
         busy.append((comp, union_length(s, e), len(s)))
-    busy.sort(key=lambda r: (-r[1], r[0]))
-    stalls = sorted(acc.stalls.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    busy.sort(key=lambda r: (-r[1], natural_key(r[0])))  # pe[2] before pe[10] on a tie
+    stalls = sorted(acc.stalls.items(), key=lambda kv: (-kv[1][1], natural_key(kv[0])))
     stall_total = sum(v[1] for v in acc.stalls.values())
     by_cause: collections.Counter = collections.Counter()
     for (_, _, cause), (_, ticks) in acc.stalls.items():

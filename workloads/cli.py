@@ -26,7 +26,7 @@ from simcore.tracing import LEVEL_NAMES, TraceLevel
 from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import outputs, registry, scenario
+from workloads import __version__, outputs, registry, scenario
 from workloads.progress import PointProgress, RunProgress
 
 #: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
@@ -66,7 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="wafersim",
         description="Cycle-level discrete-event simulator of machine-learning hardware.",
+        epilog="exit status: 0 success; 2 a user error (one line saying what to change); 3 a "
+        "validation case outside its tolerance; 1 an internal error (a bug); 130 interrupted",
     )
+    ap.add_argument("--version", action="version", version=f"wafersim {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("list", help="list built-in scenarios with one-line descriptions")
@@ -95,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a parameter (repeatable), e.g. --set elements=64",
     )
+    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
     p.add_argument("--trace", metavar="PATH", help="write an Arrow event trace to PATH")
     p.add_argument(
         "--trace-level",
@@ -119,10 +123,20 @@ def _parser() -> argparse.ArgumentParser:
         "(the Arrow trace goes to --trace, or next to OUT)",
     )
 
-    p = sub.add_parser("model", help="evaluate a scenario's analytical model (no simulation)")
-    p.add_argument("scenario", metavar="SCENARIO")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "model", help="evaluate a scenario's analytical model (no simulation)",
+        description="Evaluate the analytical model of SCENARIO's workload kind at the scenario's "
+        "parameters (with any --set), without simulating: instant at any size. The model is "
+        "built from published calibration fits and never feeds the simulator's timing; "
+        "'wafersim validate' compares the two.",
+    )  # fmt: skip
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a parameter (repeatable), e.g. --set p=750",
+    )  # fmt: skip
+    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser(
         "validate", help="compare simulation with analytical models",
@@ -139,11 +153,18 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
-    q = tsub.add_parser("summary", help="summarise a trace file")
-    q.add_argument("path", metavar="PATH")
-    q.add_argument("--json", action="store_true")
+    q = tsub.add_parser(
+        "summary", help="summarise a trace file",
+        description="Summarise an Arrow trace: its header and final status, trace records by "
+        "category, the busiest components (busy = the union of a component's slices and its "
+        "children's, as a share of the run), stalls, link and queue utilisation from counter "
+        "records, and the critical path (walked back from the last slice along send/receive "
+        "flows and each component's preceding slice). A trace cut off is read up to the cut.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace written by run --trace")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
     q = tsub.add_parser("export", help="convert a trace for a timeline viewer")
-    q.add_argument("path", metavar="PATH")
+    q.add_argument("path", metavar="PATH", help="an Arrow trace written by run --trace")
     q.add_argument(
         "--to",
         required=True,
@@ -157,15 +178,20 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
     psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
     q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")
-    q.add_argument("path", metavar="PATH")
-    q.add_argument("--metric", choices=("busy", "link"), default="busy")
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer run")
+    q.add_argument(
+        "--metric", choices=("busy", "link"), default="busy",
+        help="busy: fraction of the run each PE (with its router and ce) is busy; link: mean "
+        "link and queue occupancy of each PE, as a fraction of capacity where the trace gives "
+        "it (default: busy; link needs a detail-level trace)",
+    )  # fmt: skip
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("timeline", help="per-component timeline of a small trace")
-    q.add_argument("path", metavar="PATH")
-    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q.add_argument("path", metavar="PATH", help="an Arrow trace (the first 20,000 slices drawn)")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
-    q.add_argument("case", metavar="CASE")
-    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     return ap  # fmt: skip
 
 
@@ -231,7 +257,14 @@ def cmd_params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed(args: argparse.Namespace) -> None:
+    """``--seed N`` is ``--set seed=N`` (given both, the key is set twice: an error)."""
+    if args.seed is not None:
+        args.overrides.append(f"seed={args.seed}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    _seed(args)
     sc = scenario.find(args.scenario)
     params = scenario.resolve_params(sc, args.overrides)
     level = TraceLevel[args.trace_level.upper()]
@@ -275,6 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    _seed(args)
     sc = scenario.find(args.scenario)
     if sc.kind.model is None:
         raise WafersimError(f"workload kind '{sc.kind.name}' has no analytical model")
