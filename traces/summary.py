@@ -272,7 +272,9 @@ def summarize(path: str) -> dict[str, Any]:
         e = np.concatenate([p[1] for p in pairs])
         busy.append((comp, union_length(s, e), len(s)))
     busy.sort(key=lambda r: (-r[1], natural_key(r[0])))  # pe[2] before pe[10] on a tie
-    stalls = sorted(acc.stalls.items(), key=lambda kv: (-kv[1][1], natural_key(kv[0])))
+    stalls = sorted(
+        acc.stalls.items(), key=lambda kv: (-kv[1][1], tuple(natural_key(k) for k in kv[0]))
+    )
     stall_total = sum(v[1] for v in acc.stalls.values())
     by_cause: collections.Counter = collections.Counter()
     for (_, _, cause), (_, ticks) in acc.stalls.items():
