@@ -37,9 +37,11 @@ EXIT_VALIDATION = 3
 #: What validate's columns are (printed above its table and in ``validate --help``).
 VALIDATE_COLUMNS = (
     "Columns: simulated = the simulator's result (cycles); model = the analytical model's "
-    "prediction, built from the published calibration fits (see each case's docs); reference "
-    "= a published measurement where one exists at that point ('-' where none); error % = "
-    "(simulated - model) / model x 100, relative to the model."
+    "prediction (for wse-fmac and wse-bcast the published fit itself, for summa the published "
+    "time model, for the others wafersim's own models, which never feed the simulation); "
+    "reference = the published figure at that point where one exists ('-' where none); "
+    "error % = (simulated - model) / model x 100, relative to the model. Each case's 'source' "
+    "line cites where its published figures come from."
 )
 
 
@@ -339,7 +341,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([
             {"case": c.name, "summary": c.summary, "criterion": c.criterion,
-             "tolerance": c.tolerance, "mape_pct": mape, "max_error_pct": worst,
+             "tolerance": c.tolerance, "source": c.source, "mape_pct": mape, "max_error_pct": worst,
              "max_abs_error": worst_abs, "passed": passed,
              "rows": [{"point": r.point, "simulated": r.simulated, "model": r.model,
                        "reference": r.reference, "error_pct": r.error_pct} for r in rows]}
@@ -373,6 +375,8 @@ def _print_case(
         f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
         f"(needs {case.describe_tolerance()}): {verdict}"
     )
+    if case.source:
+        print(f"{case.name}: source: {case.source}")
     print(flush=True)
 
 

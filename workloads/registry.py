@@ -136,6 +136,9 @@ class ValidationCase:
     tolerance: float
     criterion: str = "max_pct"
     origin: str = ""
+    #: The published source of the case's reference figures and model constants (a citation),
+    #: printed with the case's table; "" when the model is wafersim's own.
+    source: str = ""
 
     def judge(self, rows: list[ValidationRow]) -> tuple[float, float, float, bool]:
         """(MAPE %, max |error %|, max |error| absolute, passed)."""

@@ -376,6 +376,7 @@ def register() -> None:
                 tolerance=tolerance,
                 criterion="mape",
                 origin=__name__,
+                source=calibration.STUDY,
             )
         )
 

@@ -28,6 +28,7 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
+from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 from workloads.wafer.footprint import wafer as wafer_footprint
 
@@ -212,6 +213,7 @@ def register() -> None:
             tolerance=2.0,
             criterion="max_abs",
             origin=__name__,
+            source=calibration.STUDY,
         )
     )
     registry.register_case(
@@ -222,5 +224,6 @@ def register() -> None:
             tolerance=3.0,
             criterion="mape",
             origin=__name__,
+            source=calibration.STUDY,
         )
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-from workloads.wafer import wsfwd, wsgrad
+from workloads.wafer import calibration, wsfwd, wsgrad
 from workloads.wafer.footprint import wafer as wafer_footprint
 from workloads.wafer.wscommon import FLAVOURS, WsMatmulParams
 
@@ -97,5 +97,6 @@ def register() -> None:
             tolerance=10.0,
             criterion="mape",
             origin=__name__,
+            source=calibration.STUDY,
         )
     )
