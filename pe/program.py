@@ -190,8 +190,8 @@ class PeBuilder:
         if not 0 <= colour < n:
             raise BuildError(
                 f"{self.ce.path}: the program uses colour {colour} but the fabric has colours "
-                f"0..{n - 1} (wafer.fabric.colours = {n}); raise wafer.fabric.colours to at "
-                f"least {colour + 1}"
+                f"0..{n - 1} (wafer.fabric.colours = {n}); raise wafer.fabric.colours (at "
+                f"least {colour + 1}; the WSE-2 has 24)"
             )
 
     # -- routes ----------------------------------------------------------------------------------

@@ -357,3 +357,30 @@ def test_run_json_echoes_every_effective_parameter(capsys, name):
     sc = scenario.find(name)
     effective = cfg.to_dict(scenario.resolve_params(sc, ["seed=3"]))
     assert json.loads(out)["params"] == json.loads(json.dumps(effective))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "wse-bcast", "--quiet", "--set", "wafer.fabric.colours=1"],
+         "wafer/pe[0,0]: the program uses colour 1 but the fabric has colours 0..0 "
+         "(wafer.fabric.colours = 1); raise wafer.fabric.colours (at least 2; the WSE-2 has 24)"),
+        (["run", "ws-matmul", "--quiet", "--set", "cols=100000"],
+         "config key 'cols' = 100000: a PE needs 1,600,640 B for the input and output "
+         "activations and two accumulators (cols / px = 25,000 per PE) but has 47,104 B beside "
+         "the code (wafer.pe.sram_bytes - wafer.pe.code_bytes); lower cols (or the other "
+         "sizes: rows, cols, tokens), or raise px"),
+        (["run", "wse-bcast", "--quiet", "--set", "root=16"],
+         "config key 'root' = 16: must be a PE of the row of pes = 16; allowed: -1 (the "
+         "middle) .. 15; lower root or raise pes"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_key_to_change(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err == f"wafersim: error: {message}\n"
+
+
+def test_a_directory_as_trace_output(capsys, tmp_path):
+    code, _, err = run(capsys, "run", "wse-fmac", "--quiet", "--trace", str(tmp_path))
+    assert code == 2
+    assert err == f"wafersim: error: --trace '{tmp_path}' is a directory; give a file path\n"

@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -23,10 +21,16 @@ def _boxes(artists, renderer):
 
 
 def _overlapping(boxes):
-    return [
-        (a, b) for a, b in itertools.combinations(boxes, 2)
-        if a.x0 < b.x1 - 0.5 and b.x0 < a.x1 - 0.5 and a.y0 < b.y1 - 0.5 and b.y0 < a.y1 - 0.5
-    ]  # fmt: skip
+    """Pairs of boxes that overlap by more than half a pixel (a sweep over x)."""
+    boxes = sorted(boxes, key=lambda b: b.x0)
+    found = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            if b.x0 >= a.x1 - 0.5:
+                break
+            if a.y0 < b.y1 - 0.5 and b.y0 < a.y1 - 0.5:
+                found.append((a, b))
+    return found
 
 
 def _inside(fig, box) -> bool:
