@@ -143,7 +143,7 @@ def test_shown_range_is_the_enforced_range(kind, key, tp, meta):
             cfg.load(cls, nest(key, tp(value)))
         except ConfigError as exc:
             # Refused inside the shown range: only for a limit set by other keys, named.
-            named = set(re.findall(r"[a-z_]+(?:\.[a-z_]+)*", str(exc)))
+            named = set(re.findall(r"[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*", str(exc)))
             assert exc.key != key or named & others, f"{key} = {value}: {exc}"
 
 
