@@ -3,7 +3,8 @@
     PYTHONPATH=. python bench/tpu_bench.py            # the three figures of the TPU guide
     PYTHONPATH=. python bench/tpu_bench.py --profile  # and the top entries of a profile
 
-Each case runs in a fresh process (peak memory is the process's maximum resident set):
+Each case runs in a fresh process (peak memory is the process's maximum resident set; ``cpu_s``
+is the process's CPU time, which other processes sharing the machine do not inflate):
 
 - AllReduce of 1 GiB over a full v5e 16x16 pod (axes xy);
 - AllReduce of 1 GiB over a v5p 8x8x8 slice (axes xyz);
@@ -44,17 +45,19 @@ def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
              payload="size", ici={"chunk_bytes": chunk}),
     )  # fmt: skip
     prof = cProfile.Profile() if profile else None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if prof:
         prof.enable()
     m = scenario.run_kind("tpu-collective", p)
     if prof:
         prof.disable()
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     out = {
         "case": f"allreduce 1 GiB {chip} {topology} {axes}",
         "chunk_bytes": chunk,
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "sim_time_ms": round(m["time_s"] * 1e3, 4),
         "model_time_ms": round(m["model_time_s"] * 1e3, 4),

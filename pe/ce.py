@@ -143,6 +143,8 @@ class ComputeEngine:
         self.running: TaskDef | None = None
         self.busy_until = 0
         self.hold_from = 0  # first cycle the running task holds the issue slot (after its switch)
+        self._task_start = 0  # dispatch cycle of the running task (its trace slice starts there)
+        self._task_flow_in_now: int | None = None  # the flow that caused the running task
         self.stolen_cycles = 0  # all issue cycles microthreads took from tasks
         self._wake_at = -1
         self._dispatch_at = -1
@@ -616,19 +618,24 @@ class ComputeEngine:
         self.busy_cycles += end - start
         self.tasks_run += 1
         self.last_task = task
-        if self.trace_level >= TraceLevel.OPS:
-            self.emit_slice(
-                f"{self.path}/ce", "task", task.name, start, end - start,
-                {"task_id": task.id, "kind": task.kind},
-                flow_out=self._task_flow, flow_in=flow_in,
-            )  # fmt: skip
         self.busy_until = end
+        self._task_start = start
+        self._task_flow_in_now = flow_in
         self.sched.event_at(end, self._task_end)
 
     def _task_end(self, _ev: Any) -> None:
-        if self.busy_until > self.env._now // self.sched.period:
+        now = self.env._now // self.sched.period
+        if self.busy_until > now:
             self.sched.event_at(self.busy_until, self._task_end)  # microthreads took cycles
             return
+        task = self.running
+        if self.trace_level >= TraceLevel.OPS and task is not None:
+            start = self._task_start  # the slice ends when the task does, stolen cycles included
+            self.emit_slice(
+                f"{self.path}/ce", "task", task.name, start, now - start,
+                {"task_id": task.id, "kind": task.kind},
+                flow_out=self._task_flow, flow_in=self._task_flow_in_now,
+            )  # fmt: skip
         self.running = None
         self._schedule_dispatch()
 

@@ -22,9 +22,10 @@ from tests.contracts.function_timing import (
 )
 from tests.contracts.pe_tensor import PeTensorSubject
 from tests.contracts.pim_unit import PimUnitSubject
+from tests.contracts.tpu_mxu import MxuSubject
 
-#: The units under the contract (the TPU's MXU joins here).
-SUBJECTS = [PeTensorSubject(), PimUnitSubject()]
+#: The units under the contract.
+SUBJECTS = [PeTensorSubject(), PimUnitSubject(), MxuSubject()]
 
 EXAMPLES = settings(max_examples=150, deadline=None)
 SEEDS = st.integers(0, 2**32 - 1)

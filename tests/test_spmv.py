@@ -215,3 +215,18 @@ def test_cli_model(capsys):
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert data["cycles"] == pytest.approx(spmv.model(spmv.SpmvParams(iterations=3))["cycles"])
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"matrix": "poisson2d", "n": 64, "px": 2, "py": 2, "iterations": 3},
+        {"matrix": "random", "n": 90, "density": 0.05, "px": 3, "py": 2},
+    ],
+)
+def test_fidelities_agree(kw):
+    ref = sim_y(**kw, wafer={"fidelity": "reference"})
+    fast = sim_y(**kw, wafer={"fidelity": "fast"})
+    assert ref[1]["cycles"] == fast[1]["cycles"]
+    assert ref[1]["iteration_cycles"] == fast[1]["iteration_cycles"]
+    np.testing.assert_array_equal(ref[0], fast[0])

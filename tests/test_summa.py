@@ -64,8 +64,8 @@ def test_split_adds_up_to_the_critical_pe():
 @pytest.mark.parametrize(
     ("p", "mt", "limit_pct"),
     [
-        (2, 8, 7.0),
-        (3, 8, 7.0),
+        (2, 8, 6.0),
+        (3, 8, 6.0),
         (2, 12, 3.0),
         pytest.param(4, 8, 6.0, marks=pytest.mark.slow),
         pytest.param(3, 14, 2.0, marks=pytest.mark.slow),

@@ -152,6 +152,17 @@ BAD = [
      "0..3,0..3"),
     ("tpu-p2p", ["dst=0,0,1"], "config key 'dst' = '0,0,1': not a chip of the 4x4 slice; "
      "allowed: 0..3,0..3"),
+    ("tpu-p2p", ["bytes=20000000000"], "config key 'bytes' = 20000000000: larger than a v5e "
+     "chip's HBM (16,000,000,000 bytes); allowed: 1 .. 16,000,000,000"),
+    ("tpu-matmul", ["j=2050"], "config key 'j' = 2050: does not shard evenly over the 4 chips "
+     "of axes 'x'; allowed: a multiple of 4"),
+    ("tpu-matmul", ["blocks=3"], "config key 'blocks' = 3: does not divide the 1024 columns "
+     "that are communicated in blocks; allowed: a divisor of 1024"),
+    ("tpu-matmul", ["i=65536", "j=65536", "k=65536", "payload=size"], "config key 'i' = 65536: "
+     "A, B and C need 34,359,738,368 bytes but a v5e chip has 16,000,000,000 bytes of HBM; "
+     "allowed: smaller i, j, k"),
+    ("tpu-train-step", ["axes=q"], "config key 'axes' = 'q': the 16x1 slice has no axis 'q'; "
+     "allowed: x, y"),
 ]  # fmt: skip
 
 
@@ -183,3 +194,56 @@ def test_validate_tpu_passes(capsys):
     for line in out.splitlines():
         if line.startswith("tpu-explained "):
             assert "[" in line and "]" in line
+
+
+@pytest.mark.parametrize("op", ["allgather", "reducescatter", "allreduce", "alltoall"])
+@pytest.mark.parametrize(("slices", "shape", "axes"), [(2, "2x2", "xys"), (3, "2x1", "sx")])
+def test_collectives_across_slices_over_dcn(op, slices, shape, axes):
+    kw = dict(topology=shape, axes=axes, op=op, slices=slices, bytes=2 * 8 * 3 * 24)
+    real = collective(**kw)
+    assert real["correct"] is True
+    assert real["time_s"] == collective(**kw, payload="size")["time_s"]
+
+
+def test_dcn_allreduce_and_transfer_match_their_models():
+    m = collective(topology="16x16", axes="s", op="allreduce", slices=2, bytes=64 << 20,
+                   payload="size")  # fmt: skip
+    assert m["model_bound"] == "dcn" and abs(m["model_error_pct"]) < 2
+    p = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, dict(
+        slices=2, src="0,0,0", dst="1,3,3", bytes=17_000_000, payload="size")))  # fmt: skip
+    assert p["route"].startswith("0,0,0>1,0,0>") and abs(p["model_error_pct"]) < 2
+
+
+def test_multi_slice_axes_are_named():
+    with pytest.raises(ConfigError) as err:
+        cfg.load(CollectiveParams, {"slices": 2, "axes": "z"})
+    assert str(err.value) == (
+        "config key 'axes' = 'z': 2 slices of 4x4 has no axis 'z'; allowed: s, x, y"
+    )
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    where=st.sampled_from([("v5e", "16x4"), ("v5p", "4x4x4"), ("v5p", "2x3x2"), ("v3", "3x5")]),
+    data=st.data(),
+    nbytes=st.integers(1, 50_000),
+    paths=st.integers(1, 4),
+    chunk=st.sampled_from([4, 4096, 1 << 20]),
+)
+def test_p2p_delivers_the_bytes_by_a_minimal_route(where, data, nbytes, paths, chunk):
+    chip, shape = where
+    dims = [int(a) for a in shape.split("x")]
+    src = [data.draw(st.integers(0, a - 1)) for a in dims]
+    dst = [data.draw(st.integers(0, a - 1)) for a in dims]
+    if src == dst:
+        dst[0] = (dst[0] + 1) % dims[0]
+    kw = dict(chip=chip, topology=shape, src=",".join(map(str, src)),
+              dst=",".join(map(str, dst)), bytes=nbytes, paths=paths,
+              ici={"chunk_bytes": chunk})  # fmt: skip
+    real = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, kw))
+    size = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, {**kw, "payload": "size"}))
+    assert real["correct"] is True and real["time_s"] == size["time_s"]
+    topo = cfg.load(P2pParams, kw).slice()
+    shortest = len(topo.route(tuple(src), tuple(dst))) - 1
+    assert real["hops"] == shortest  # every path used is minimal
+    assert 0 < real["first_byte_s"] <= real["time_s"]

@@ -6,7 +6,9 @@
 - system (:mod:`tpu.collectives`): AllGather, ReduceScatter, AllReduce and AllToAll as phases of
   chunked flows over logical axes (bidirectional or unidirectional rings, lines where an axis
   does not wrap), moving real numpy shards or byte counts only;
-- chips (:mod:`tpu.chips`): each generation's facts as data.
+- chips (:mod:`tpu.chips`, :mod:`tpu.chip`): each generation's facts as data; a chip's HBM,
+  VMEM and MXUs with the HBM -> VMEM -> MXU pipeline that runs its matmuls;
+- between slices, DCN hops through PCIe and host NICs (:class:`tpu.network.DcnHop`).
 
 Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/hardware/tpu.md.
 """

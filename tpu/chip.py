@@ -47,9 +47,41 @@ F32 = 4
 
 
 def mxu_function(a: np.ndarray, b: np.ndarray, acc: np.ndarray | None) -> np.ndarray:
-    """The MXU's result: bf16 values (held in float32) multiplied with float32 accumulation."""
-    out = np.matmul(a, b, dtype=np.float32)
-    return out if acc is None else acc + out
+    """The MXU's result: bf16 values (held in float32) multiplied with float32 accumulation.
+    IEEE specials propagate as the arithmetic says, silently (hardware raises no warnings)."""
+    with np.errstate(all="ignore"):
+        out = np.matmul(a, b, dtype=np.float32)
+        return out if acc is None else acc + out
+
+
+def tile_schedule(chip_tiles: tuple[int, int, int], m: int, k: int, n: int) -> list[tuple]:
+    """The order the chip multiplies tiles in: (i0, rows, j0, width, k0, depth), row block of A
+    outermost, then column block of B, then k (the accumulation order)."""
+    tm, tk, tn = chip_tiles
+    return [
+        (i0, min(tm, m - i0), j0, min(tn, n - j0), k0, min(tk, k - k0))
+        for i0 in range(0, m, tm)
+        for j0 in range(0, n, tn)
+        for k0 in range(0, k, tk)
+    ]
+
+
+def matmul_function(a: np.ndarray, b: np.ndarray, tiles: tuple[int, int, int]) -> np.ndarray:
+    """A matmul's result as the chip forms it: :func:`mxu_function` tile by tile, float32 sums
+    accumulated over k in schedule order (so bit for bit what the pipeline leaves)."""
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n), np.float32)
+    acc: np.ndarray | None = None
+    for i0, rows, j0, width, k0, depth in tile_schedule(tiles, m, k, n):
+        if k0 == 0:
+            acc = None
+        acc = mxu_function(
+            a[i0 : i0 + rows][:, k0 : k0 + depth], b[k0 : k0 + depth, j0 : j0 + width], acc
+        )
+        if k0 + depth >= k:
+            out[i0 : i0 + rows, j0 : j0 + width] = acc
+    return out
 
 
 @dataclasses.dataclass

@@ -136,15 +136,35 @@ class _Part:
 class _Msg:
     """What a collective flow carries: part, phase, kind, keys, and per-hop receive buffers."""
 
-    __slots__ = ("bufs", "counts", "dest", "keys", "part", "phase")
+    __slots__ = ("bufs", "counts", "dest", "gather", "keys", "part", "phase")
 
-    def __init__(self, part: int, phase: int, keys: np.ndarray, hops: int, dest: Coord) -> None:
+    def __init__(
+        self, part: int, phase: int, keys: np.ndarray, hops: int, dest: Coord, gather: bool
+    ) -> None:
+        self.gather = gather  # an AllGather phase (else ReduceScatter)
         self.part = part
         self.phase = phase
         self.keys = keys
         self.dest = dest
         self.counts = [0] * (hops + 1)
         self.bufs: list[np.ndarray | None] = [None] * (hops + 1)
+
+
+class _Outputs(dict):  # type: ignore[type-arg]
+    """Each chip's result, concatenated from its blocks the first time it is asked for."""
+
+    def __init__(self, coll: Collective) -> None:
+        super().__init__()
+        self.coll = coll
+
+    def __missing__(self, c: Coord) -> np.ndarray:
+        if c not in self.coll.state:
+            raise KeyError(c)
+        out = self[c] = np.concatenate(self.coll.result_blocks(c))
+        return out
+
+    def get(self, c: Coord, default: Any = None) -> Any:
+        return self[c] if c in self.coll.state else default
 
 
 class Collective:
@@ -180,7 +200,11 @@ class Collective:
         self.on_done = on_done
         self.groups = groups(self.topo, axes)
         self.n = self.groups[0].n
-        self.parts = 1 if op == "alltoall" else len(axes)
+        # DCN axes (between slices) are not rotated: data crosses DCN at its smallest (last in
+        # a ReduceScatter, first in an AllGather); the ICI axes share the parts
+        self.ici_axes = tuple(a for a in axes if not self.topo.is_dcn(a))
+        self.dcn_axes = tuple(a for a in axes if self.topo.is_dcn(a))
+        self.parts = 1 if op == "alltoall" else max(1, len(self.ici_axes))
         self.elems = nbytes // itemsize
         # shard r = elements [r·shard, (r+1)·shard) of the full array; its part p is
         # [cut[p], cut[p+1]) within it (parts differ by at most one element)
@@ -199,9 +223,10 @@ class Collective:
 
     # -- plan --------------------------------------------------------------------------------
     def _program(self, p: int) -> list[tuple[str, int]]:
-        order = self.axes[p:] + self.axes[:p]
+        ici = self.ici_axes[p:] + self.ici_axes[:p]
+        order = ici + self.dcn_axes  # the order of a ReduceScatter
         if self.op == "allgather":
-            return [("ag", a) for a in order]
+            return [("ag", a) for a in reversed(order)]
         if self.op == "reducescatter":
             return [("rs", a) for a in order]
         if self.op == "allreduce":
@@ -332,7 +357,7 @@ class Collective:
         flow = Flow(
             self.net, path, len(keys) * self.blocks[p] * self.itemsize, data=data,
             itemsize=self.itemsize, visit=self._visit, done=None, name=name,
-            tag=_Msg(p, t, keys, hops, path[-1]),
+            tag=_Msg(p, t, keys, hops, path[-1], name == "allgather"),
         )  # fmt: skip
         self.flows += 1
         flow.start()
@@ -344,10 +369,9 @@ class Collective:
         if st.phase < msg.phase:
             st.held.setdefault(msg.phase, []).append((flow, ch))
             return False
-        kind = self.programs[msg.part][msg.phase][0]
-        lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
-        if kind == "ag":
+        if msg.gather:
             if ch.data is not None:
+                lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
                 buf = msg.bufs[ch.hop]
                 if buf is None:
                     buf = msg.bufs[ch.hop] = np.empty(len(flow.data), flow.data.dtype)
@@ -357,6 +381,7 @@ class Collective:
                 self._ag_received(c, msg, msg.bufs[ch.hop])
             return True
         # reducescatter: add this chip's part of the block, or land at the destination
+        lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
         if ch.hop < flow.hops:
             if ch.data is not None:
                 vals = st.snap[msg.phase]
@@ -414,7 +439,7 @@ class Collective:
         net.sim.tracer.emit(
             st.since, now - st.since, st.since // per, (now - st.since) // per, net.domain.name,
             f"{net.parent.path}/chip[{','.join(map(str, c))}]", "collective",
-            f"{name} {'xyz'[axis]}", flow_in=st.flow_id,
+            f"{name} {self.topo.axis_names[axis]}", flow_in=st.flow_id,
             flow_out=fid if st.phase + 1 < len(self.programs[p]) else None,
             args={"op": self.op, "part": p, "phase": st.phase, "ring": self.ring},
         )  # fmt: skip
@@ -428,15 +453,15 @@ class Collective:
     def _finish(self) -> None:
         self.end_ticks = self.net.env.now
         if self.real:
-            for c, parts in self.state.items():
-                if self.op == "alltoall":
-                    continue
-                keys = parts[0].keys
-                self.outputs[c] = np.concatenate(
-                    [parts[p].vals[k] for k in keys for p in range(self.parts)]  # type: ignore[index]
-                )
+            self.outputs = _Outputs(self)
         if self.on_done is not None:
             self.on_done(self)
+
+    def result_blocks(self, c: Coord) -> list[np.ndarray]:
+        """Chip ``c``'s result as the blocks it holds, in output order (their concatenation is
+        ``outputs[c]``; comparing block by block avoids building it)."""
+        parts = self.state[c]
+        return [parts[p].vals[k] for k in parts[0].keys for p in range(self.parts)]  # type: ignore[index]
 
     # -- AllToAll ------------------------------------------------------------------------------
     def _a2a_route(self, src: Coord, dst: Coord) -> list[Coord]:

@@ -1,4 +1,5 @@
-"""Configuration of the ICI network layer: one frozen, keyword-only dataclass, units in names."""
+"""Configuration of the network layer (ICI links, and DCN between slices): one frozen,
+keyword-only dataclass, units in names."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ class IciConfig:
     link_bytes_per_s: float = param(
         0.0, "one-way bandwidth of each link; 0 = the chip table's value", min=0.0
     )
+    pcie_bytes_per_s: float = param(
+        1.5e10, "multi-slice: each chip's PCIe link to its host, per direction", min=1.0
+    )
+    dcn_bytes_per_s: float = param(
+        2.5e10, "multi-slice: each host's data-centre network bandwidth, per direction", min=1.0
+    )
+    dcn_latency_ns: int = param(
+        10_000, "multi-slice: network latency between hosts (not in the spec: a chosen default)",
+        min=0, max=10**9,
+    )  # fmt: skip
     clock_hz: int = param(
         1_000_000_000, "clock of the link timing (its resolution: 1 GHz = 1 ns)",
         min=1_000_000, max=10**12,

@@ -46,12 +46,21 @@ class IciLink(Component):
     """One direction of one ICI link: a FIFO server with bandwidth and per-hop latency."""
 
     def __init__(
-        self, parent: Component, src: Coord, dst: Coord, *, bytes_per_s: float, cfg: IciConfig
+        self,
+        parent: Component,
+        src: Coord,
+        dst: Coord,
+        *,
+        bytes_per_s: float,
+        cfg: IciConfig,
+        name: str | None = None,
+        latency_ns: int | None = None,
     ) -> None:
-        super().__init__(parent, f"link[{_fmt(src)}>{_fmt(dst)}]")
+        super().__init__(parent, name or f"link[{_fmt(src)}>{_fmt(dst)}]")
         self.src, self.dst = src, dst
         self.bytes_per_s = bytes_per_s
-        self.latency_cycles = cfg.hop_latency_ns * cfg.clock_hz // 1_000_000_000
+        lat = cfg.hop_latency_ns if latency_ns is None else latency_ns
+        self.latency_cycles = lat * cfg.clock_hz // 1_000_000_000
         self.clock_hz = cfg.clock_hz
         self.free_at = 0  # tick at which the link finishes what it has been given
         self.busy_ticks = 0
@@ -87,17 +96,21 @@ class IciLink(Component):
             self._freeze()
         env = self._env
         now = env._now
-        start = self.free_at if self.free_at > now else now
-        ser = self.serialise_ticks(nbytes)
+        free = self.free_at
+        start = free if free > now else now
+        ser = self._ser.get(nbytes)
+        if ser is None:
+            ser = self.serialise_ticks(nbytes)
         end = start + ser
         self.free_at = end
         self.busy_ticks += ser
         self.bytes += nbytes
         self.chunks += 1
         queue = self._queue
-        queue.append((end + self._lat, callback, value))
+        arrive = end + self._lat
+        queue.append((arrive, callback, value))
         if len(queue) == 1:
-            env.timeout(end + self._lat - now).callbacks.append(self._deliver)
+            env.timeout(arrive - now).callbacks.append(self._deliver)
         return start, end
 
     def _deliver(self, _event: Any) -> None:
@@ -114,17 +127,58 @@ class IciLink(Component):
         return self.chunks
 
 
+class DcnHop(Component):
+    """One hop between slices: HBM -> PCIe -> host NIC -> network -> host NIC -> PCIe -> HBM.
+
+    Each stage is a FIFO server (:class:`IciLink`) shared the way the hardware shares it: a
+    chip's PCIe link by every transfer to or from that chip, a host's NIC by the chips of the
+    host (``spec.host`` of them). A chunk crosses the stages store-and-forward; the network's
+    latency (``ici.dcn_latency_ns``) is on the sending NIC. HBM is far faster than PCIe and is
+    not a stage.
+    """
+
+    def __init__(self, parent: IciNetwork, src: Coord, dst: Coord) -> None:
+        super().__init__(parent, f"dcn[{_fmt(src)}>{_fmt(dst)}]")
+        self.src, self.dst = src, dst
+        self.stages = [
+            parent.dcn_server("pcie-out", src),
+            parent.dcn_server("nic-out", parent.topo.host_of(src)),
+            parent.dcn_server("nic-in", parent.topo.host_of(dst)),
+            parent.dcn_server("pcie-in", dst),
+        ]
+        self.chunks = 0
+        self.bytes = 0
+        self.busy_ticks = 0  # not an ICI link: left out of link utilisation
+
+    def send(self, nbytes: int, callback: Callable[[Any], None], value: Any) -> tuple[int, int]:
+        self.chunks += 1
+        self.bytes += nbytes
+        return self._stage(0, nbytes, callback, value)
+
+    def _stage(
+        self, i: int, nbytes: int, callback: Callable[[Any], None], value: Any
+    ) -> tuple[int, int]:
+        if i == len(self.stages) - 1:
+            return self.stages[i].send(nbytes, callback, value)
+        return self.stages[i].send(nbytes, lambda v: self._stage(i + 1, nbytes, callback, v), value)
+
+
 class IciNetwork(Component):
-    """The links of one slice, one :class:`IciLink` per direction, in the ``ici`` domain."""
+    """The links of one slice (or of slices joined over DCN), in the ``ici`` domain: one
+    :class:`IciLink` per ICI link direction, one :class:`DcnHop` per DCN direction."""
 
     def __init__(self, parent: Component, topo: Slice, cfg: IciConfig) -> None:
         super().__init__(parent, "ici")
         self.topo = topo
         self.cfg = cfg
         bw = cfg.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
-        self.links: dict[tuple[Coord, Coord], IciLink] = {}
+        self.links: dict[tuple[Coord, Coord], Any] = {}
+        self.dcn: dict[tuple[str, tuple[int, ...]], IciLink] = {}
         for e in topo.edges():
-            self.links[(e.src, e.dst)] = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
+            if topo.is_dcn(e.axis):
+                self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
+            else:
+                self.links[(e.src, e.dst)] = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
         self.flows_done = 0
         self.flow_ids = 0  # flows made so far: each flow's id (trace flows), per simulation
         self.trace_ids = 1 << 40  # trace flow ids the system layer takes (phase links)
@@ -135,8 +189,23 @@ class IciNetwork(Component):
     def path_links(self, path: Sequence[Coord]) -> list[IciLink]:
         return [self.links[(a, b)] for a, b in itertools.pairwise(path)]
 
+    def dcn_server(self, role: str, where: tuple[int, ...]) -> IciLink:
+        """The shared DCN stage ``role`` of a chip (PCIe) or a host (NIC), made once."""
+        key = (role, where)
+        if key not in self.dcn:
+            cfg = self.cfg
+            nic = role.startswith("nic")
+            rate = cfg.dcn_bytes_per_s if nic else cfg.pcie_bytes_per_s
+            lat = cfg.dcn_latency_ns if role == "nic-out" else 0
+            name = f"{'host' if nic else 'chip'}[{_fmt(where)}]/{role}"
+            self.dcn[key] = IciLink(
+                self, where, where, bytes_per_s=rate, cfg=cfg, name=name, latency_ns=lat
+            )
+        return self.dcn[key]
+
     def used_links(self) -> list[IciLink]:
-        return [lk for lk in self.links.values() if lk.chunks]
+        """The ICI link directions that carried traffic."""
+        return [lk for lk in self.links.values() if isinstance(lk, IciLink) and lk.chunks]
 
     def progress_count(self) -> int:
         return self.flows_done
@@ -183,6 +252,7 @@ class Flow:
 
     __slots__ = (
         "_hop_spans",
+        "_level",
         "arrived",
         "data",
         "done",
@@ -229,7 +299,8 @@ class Flow:
         self.arrived = 0
         self.first_arrival = -1
         self.last_arrival = -1
-        ops = net.sim.trace_level >= TraceLevel.OPS
+        self._level = net.sim.trace_level
+        ops = self._level >= TraceLevel.OPS
         self._hop_spans: list[list[int]] = [[-1, -1] for _ in self.links] if ops else []
 
     @property
@@ -257,7 +328,7 @@ class Flow:
     def _send(self, ch: Chunk) -> None:
         link = self.links[ch.hop]
         start, end = link.send(ch.nbytes, self._arrived, ch)
-        level = link.sim.trace_level
+        level = self._level
         if level >= TraceLevel.OPS:
             span = self._hop_spans[ch.hop]
             if span[0] < 0:

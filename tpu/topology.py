@@ -89,13 +89,24 @@ class Edge:
 
 
 class Slice:
-    """A slice of ``shape`` on generation ``spec``: coordinates, links, wraparound, routes."""
+    """A slice of ``shape`` on generation ``spec``: coordinates, links, wraparound, routes.
 
-    def __init__(self, spec: ChipSpec, shape: Sequence[int], key: str = "topology") -> None:
+    With ``slices = S > 1``, S such slices joined over DCN: a leading axis ``s`` (coordinates
+    ``(s, x, y[, z])``) whose "links" are DCN paths (:class:`DcnPath`), a ring when S > 2
+    (every host reaches every other one over the data-centre network).
+    """
+
+    def __init__(
+        self, spec: ChipSpec, shape: Sequence[int], key: str = "topology", *, slices: int = 1
+    ) -> None:
         check_shape(spec, shape, key)
         self.spec = spec
-        self.shape = tuple(shape)
-        self.wrap = wraps(spec, self.shape)
+        self.slices = slices
+        self.ici_shape = tuple(shape)
+        self.dcn_axis = slices > 1
+        self.axis_names = ("s" if self.dcn_axis else "") + AXES[: len(shape)]
+        self.shape = ((slices,) if self.dcn_axis else ()) + self.ici_shape
+        self.wrap = ((slices > 2,) if self.dcn_axis else ()) + wraps(spec, self.ici_shape)
         self.coords: list[Coord] = list(itertools.product(*(range(a) for a in self.shape)))
         self.index = {c: i for i, c in enumerate(self.coords)}
         self.graph = nx.DiGraph()
@@ -117,7 +128,7 @@ class Slice:
 
     @property
     def name(self) -> str:
-        return "x".join(map(str, self.shape))
+        return "x".join(map(str, self.ici_shape))
 
     def neighbour(self, c: Coord, axis: int, sign: int) -> Coord | None:
         """The chip one hop from ``c`` along ``axis`` in direction ``sign``, or None at an edge."""
@@ -139,13 +150,25 @@ class Slice:
         ]
 
     def axis_index(self, name: str, key: str = "axes") -> int:
-        i = AXES.find(name)
-        if i < 0 or i >= len(self.shape):
+        i = self.axis_names.find(name)
+        if i < 0:
+            what = f"the {self.name} slice"
+            if self.dcn_axis:
+                what = f"{self.slices} slices of {self.name}"
             raise ConfigError(
-                key, name, f"the {self.name} slice has no axis '{name}'",
-                allowed=", ".join(AXES[: len(self.shape)]),
-            )  # fmt: skip
+                key, name, f"{what} has no axis '{name}'", allowed=", ".join(self.axis_names)
+            )
         return i
+
+    def is_dcn(self, axis: int) -> bool:
+        """Whether ``axis`` joins slices over DCN (the leading ``s`` axis)."""
+        return self.dcn_axis and axis == 0
+
+    def host_of(self, c: Coord) -> tuple[int, ...]:
+        """The host a chip hangs off: its slice and its block of ``spec.host`` chips."""
+        ici = c[1:] if self.dcn_axis else c
+        blocks = tuple(v // h for v, h in zip(ici, self.spec.host, strict=True))
+        return ((c[0],) if self.dcn_axis else ()) + blocks
 
     def parse_coord(self, text: str, key: str) -> Coord:
         try:

@@ -34,7 +34,10 @@ class SliceParams(registry.ScenarioParams):
 
     chip: str = param("v5e", "TPU generation: v3, v4p, v5p, v5e, v6e")
     topology: str = param("4x4", "slice shape, X x Y (2-D chips) or X x Y x Z (v4p, v5p)")
-    ici: IciConfig = section(IciConfig, "the ICI links")
+    slices: int = param(
+        1, "slices joined over DCN; above 1 the chips gain a leading axis 's'", min=1, max=64
+    )
+    ici: IciConfig = section(IciConfig, "the ICI links (and DCN between slices)")
 
     @property
     def spec(self) -> ChipSpec:
@@ -45,7 +48,7 @@ class SliceParams(registry.ScenarioParams):
         return parse_shape(self.topology)
 
     def slice(self) -> Slice:
-        return Slice(self.spec, self.shape)
+        return Slice(self.spec, self.shape, slices=self.slices)
 
     def check(self) -> None:
         self.slice()

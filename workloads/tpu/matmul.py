@@ -10,8 +10,9 @@ slice's ICI network; X is the mesh axis (or axes) of ``axes``, N the chips along
   Overlap: C's columns are cut into ``blocks``; the AllReduce of block b (float32 partial sums)
   runs while block b+1 is computed;
 - ``both``: A[I_X, J]·B[J, K_X] -> C[I, K_X] needs all of A: an AllGather of A over X. Overlap:
-  the gather is cut into ``blocks`` collectives started at once, while each chip multiplies its
-  own rows of A; then it multiplies each gathered block as soon as that block is in.
+  the gather is cut into ``blocks`` collectives run one after the other, while each chip
+  multiplies its own rows of A; then it multiplies each gathered block as soon as that block is
+  in.
 
 Results (``payload=real``): small integers in bf16, so float32 sums are exact and ``correct``
 compares with numpy bit for bit. ``time_s`` is when the last chip has its C (and, for
@@ -111,8 +112,8 @@ class Program(Component):
     def start(self) -> None:
         for c in self.run.topo.coords:
             self.process(self._chip(c), f"chip[{','.join(map(str, c))}]")
-        for coll in self.run.gathers:
-            coll.start()
+        if self.run.gathers:
+            self.run.gathers[0].start()  # the next block's gather starts when this one ends
 
     def _chip(self, c: Coord) -> Any:
         r = self.run
@@ -223,15 +224,28 @@ def build(sim: Simulation, p: MatmulParams) -> MatmulRun:
             inputs = None
             if p.payload == "real":
                 inputs = {c: local_a[c][blk * sub : (blk + 1) * sub].ravel() for c in topo.coords}
-            ev = sim.env.event()
-            coll = Collective(
-                net, "allgather", axes, n * sub * p.j * 2, 2, inputs=inputs,
-                on_done=lambda _c, e=ev: e.succeed(),
-            )  # fmt: skip
-            run.gathers.append(coll)
-            run.gather_done.append(ev)
+            run.gathers.append(
+                Collective(net, "allgather", axes, n * sub * p.j * 2, 2, inputs=inputs)
+            )
+            run.gather_done.append(sim.env.event())
+        chain(run.gathers, run.gather_done)
     Program(top, run)
     return run
+
+
+def chain(colls: list[Collective], events: list[Any]) -> None:
+    """Each collective fires its event when done and starts the next one: blocks sent one after
+    the other, so the first lands early (started together, their chunks would share every link
+    first-come first-served and all land at the end, leaving nothing to overlap)."""
+    for i, (coll, ev) in enumerate(zip(colls, events, strict=True)):
+        nxt = colls[i + 1] if i + 1 < len(colls) else None
+
+        def done(_c: Collective, ev: Any = ev, nxt: Collective | None = nxt) -> None:
+            ev.succeed()
+            if nxt is not None:
+                nxt.start()
+
+        coll.on_done = done
 
 
 def result_of(run: MatmulRun, c: Coord) -> np.ndarray | None:

@@ -73,16 +73,26 @@ def collective_time(
 
 def p2p_time(
     nbytes: int, hops: int, paths: int, spec: ChipSpec, *, hop_latency_s: float = 1e-6,
-    chunk_bytes: int = 1 << 20, link_bytes_per_s: float = 0.0,
+    chunk_bytes: int = 1 << 20, link_bytes_per_s: float = 0.0, dcn_hops: int = 0,
+    pcie_bytes_per_s: float = 1.5e10, dcn_bytes_per_s: float = 2.5e10,
+    dcn_latency_s: float = 1e-5,
 ) -> dict[str, float]:  # fmt: skip
     """A transfer split evenly over ``paths`` link-disjoint paths of ``hops`` hops, chunked,
     store-and-forward per chunk: hops·(T_min + chunk/W) for the first chunk, then the rest of
-    the message at W per path."""
+    the message at W per path. Of those hops, ``dcn_hops`` go between slices: four stages each
+    (PCIe out, NIC out, NIC in, PCIe in) and the network latency, and the slowest stage sets
+    the rate of the rest."""
     w_one = link_bytes_per_s or spec.ici_oneway_bytes_per_s
     per_path = nbytes / paths
     chunk = min(chunk_bytes, per_path)
-    first = hops * (hop_latency_s + chunk / w_one)
-    return {"time_s": first + (per_path - chunk) / w_one, "first_byte_s": first}
+    ici = hops - dcn_hops
+    first = ici * (hop_latency_s + chunk / w_one)
+    rate = w_one
+    if dcn_hops:
+        stage = 2 * chunk / pcie_bytes_per_s + 2 * chunk / dcn_bytes_per_s
+        first += dcn_hops * (dcn_latency_s + stage)
+        rate = min(w_one, pcie_bytes_per_s, dcn_bytes_per_s)
+    return {"time_s": first + (per_path - chunk) / rate, "first_byte_s": first}
 
 
 def matmul_roofline(
@@ -111,3 +121,18 @@ def critical_batch(spec: ChipSpec) -> float:
 def dp_critical_batch(spec: ChipSpec, n_axes: int = 1) -> float:
     """Per-chip batch above which data parallelism is compute-bound on ICI: C / W / n_axes."""
     return spec.bf16_flops / spec.ici_bidir_bytes_per_s / n_axes
+
+
+def dcn_time(
+    op: str, nbytes: int, n_ici: int, slices: int, chips_per_host: int, *,
+    pcie_bytes_per_s: float, dcn_bytes_per_s: float, latency_s: float,
+) -> float:  # fmt: skip
+    """The DCN phase of a collective over slices (hierarchical: it moves 1/n_ici of the data
+    per chip): every chip sends and receives (S-1) shards of V/(n_ici·S) through its PCIe link
+    and its host's NIC, which the host's chips share; an AllReduce does it twice."""
+    if slices == 1:
+        return 0.0
+    rate = min(pcie_bytes_per_s, dcn_bytes_per_s / chips_per_host)
+    shard = nbytes / (n_ici * slices)
+    once = (slices - 1) * shard / rate + latency_s * (slices // 2)
+    return 2 * once if op == "allreduce" else once

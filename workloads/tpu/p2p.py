@@ -13,6 +13,7 @@ Metrics: ``time_s`` when the last byte arrives, ``first_byte_s`` when the first 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import numpy as np
@@ -135,8 +136,11 @@ def metrics(sim: Simulation, p: P2pParams, h: Handle, result: RunResult) -> dict
 def model(p: P2pParams) -> dict[str, Any]:
     topo = p.slice()
     paths = chosen_paths(p, topo)
+    dcn = max(sum(a[0] != b[0] for a, b in itertools.pairwise(x)) for x in paths)
     return models.p2p_time(
         p.bytes, max(len(x) - 1 for x in paths), len(paths), topo.spec,
         hop_latency_s=p.ici.hop_latency_ns * 1e-9, chunk_bytes=p.ici.chunk_bytes,
-        link_bytes_per_s=p.ici.link_bytes_per_s,
+        link_bytes_per_s=p.ici.link_bytes_per_s, dcn_hops=dcn if topo.dcn_axis else 0,
+        pcie_bytes_per_s=p.ici.pcie_bytes_per_s, dcn_bytes_per_s=p.ici.dcn_bytes_per_s,
+        dcn_latency_s=p.ici.dcn_latency_ns * 1e-9,
     )  # fmt: skip

@@ -47,6 +47,7 @@ from workloads.tpu.common import (
     seconds,
     small_ints,
 )
+from workloads.tpu.matmul import chain
 
 BF16 = 2
 
@@ -134,8 +135,8 @@ class StepProgram(Component):
     def start(self) -> None:
         for c in self.run.topo.coords:
             self.process(self._chip(c), f"chip[{','.join(map(str, c))}]")
-        for coll in self.run.gathers[0] if self.run.gathers else []:
-            coll.start()  # FSDP: the forward pass's gathers start at once
+        if self.run.gathers:
+            self.run.gathers[0][0].start()  # FSDP: the forward pass's gathers, one by one
 
     def _weights(self, c: Coord, pss: int, blk: int) -> Any:
         """FSDP: wait for pass ``pss``'s gather of block ``blk``; the gathered block (or None)."""
@@ -233,13 +234,13 @@ def build(sim: Simulation, p: TrainStepParams) -> StepRun:
                     inputs = {c: pieces[rank[c]] for c in topo.coords}
                     for c in topo.coords:
                         shards[c][blk] = inputs[c]
-                ev = sim.env.event()
-                coll = Collective(
-                    net, "allgather", axes, d * fb * BF16, BF16, inputs=inputs,
-                    on_done=lambda _c, e=ev: e.succeed(),
-                )  # fmt: skip
-                colls.append(coll)
-                evs.append(ev)
+                colls.append(Collective(net, "allgather", axes, d * fb * BF16, BF16, inputs=inputs))
+                evs.append(sim.env.event())
+            if not run.gathers:
+                chain(colls, evs)  # the forward gathers run one after the other
+            else:
+                for coll, ev in zip(colls, evs, strict=True):
+                    coll.on_done = lambda _c, e=ev: e.succeed()
             run.gathers.append(colls)
             run.gather_done.append(evs)
         run.fsdp_shards = shards

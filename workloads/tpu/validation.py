@@ -1,10 +1,10 @@
 """``wafersim validate tpu``: the simulation against the spec's formulas, regime by regime.
 
 The sweep crosses the bandwidth-bound and latency-bound regimes of the ICI collectives on five
-generations, rings and lines (with and without wraparound), one axis and several, point to point
-transfers, the chip's matmul roofline and critical batch, and the data-parallel training step and
-its critical per-chip batch. The model column is always the formula of
-:mod:`workloads.tpu.models` (never fitted to the simulation).
+generations, rings and lines (with and without wraparound), one axis and several, slices joined
+over DCN, point to point transfers, the chip's matmul roofline and critical batch, and the
+data-parallel training step and its critical per-chip batch. The model column is always the
+formula of :mod:`workloads.tpu.models` (never fitted to the simulation).
 
 Where simulation and formula differ for a modelled reason, the point's label says which, in
 brackets; those rows form the second case, ``tpu-explained``, whose tolerance is loose on
@@ -32,6 +32,8 @@ LATENCY_ADDS = "hop latency adds to serialisation; formula takes the max"
 LATENCY_AT_CROSSOVER = "at the crossover: latency + serialisation = 2x max()"
 FILL = "pipeline fill and drain: first tile in, last tile out"
 HBM_ALL = "X and the f32 output also cross HBM; formula counts W only"
+LAST_BLOCK = "each gathered block waits for the previous gather to end everywhere"
+DCN_SKEW = "hosts' NICs finish chips at different times; the parts then share ICI axes"
 STEP_FILL = "compute-bound: 12 matmuls, each with its own fill and drain"
 CROSSOVER = "near the crossover: blocks overlap partly, the formula's max() + 1/blocks is rough"
 EXPOSED = "the exposed AllReduce includes its last block and hop latencies"
@@ -49,13 +51,18 @@ def _coll(
     chip: str, topo: str, axes: str, op: str, nbytes: int, why: str | None = None, **kw: Any
 ) -> Row:
     note = f" ({kw['ring']})" if "ring" in kw else ""
-    label = f"{chip} {topo} {axes} {op}{note} {_size(nbytes)}"
+    many = f"{kw['slices']} slices of " if "slices" in kw else ""
+    label = f"{many}{chip} {topo} {axes} {op}{note} {_size(nbytes)}"
     return label, dict(chip=chip, topology=topo, axes=axes, op=op, bytes=nbytes, **kw), why
 
 
-def _p2p(chip: str, topo: str, src: str, dst: str, nbytes: int, paths: int = 1) -> Row:
-    label = f"p2p {chip} {topo} {src}->{dst} {_size(nbytes)} {paths} path(s)"
-    return label, dict(chip=chip, topology=topo, src=src, dst=dst, bytes=nbytes, paths=paths), None
+def _p2p(
+    chip: str, topo: str, src: str, dst: str, nbytes: int, paths: int = 1, slices: int = 1
+) -> Row:
+    many = f"{slices} slices of " if slices > 1 else ""
+    label = f"p2p {many}{chip} {topo} {src}->{dst} {_size(nbytes)} {paths} path(s)"
+    kw = dict(chip=chip, topology=topo, src=src, dst=dst, bytes=nbytes, paths=paths)
+    return label, {**kw, "slices": slices}, None
 
 
 V = 256 * MIB
@@ -78,12 +85,15 @@ COLLECTIVES: list[Row] = [
     _coll("v5p", "4x4x4", "x", "allreduce", 4096, LATENCY_ADDS),
     _coll("v5e", "16x16", "x", "allgather", 720_000, LATENCY_AT_CROSSOVER),  # 45 kB per hop
     _coll("v5e", "16x16", "xy", "alltoall", 16 * MIB, LATENCY_ADDS),
+    _coll("v5e", "16x16", "s", "allreduce", 64 * MIB, slices=2),  # over DCN only
+    _coll("v5e", "16x16", "xys", "allreduce", 64 * MIB, DCN_SKEW, slices=2),
 ]
 
 P2P: list[Row] = [
     _p2p("v5e", "4x4", "0,0", "3,3", 17_000_000),
     _p2p("v5e", "4x4", "0,0", "3,3", 17_000_000, paths=2),
     _p2p("v5p", "8x8x8", "0,0,0", "4,4,4", 64 * MIB, paths=3),
+    _p2p("v5e", "4x4", "0,0,0", "1,3,3", 17_000_000, slices=2),
 ]
 
 
@@ -115,11 +125,28 @@ def _matmuls(runner: registry.Runner) -> list[tuple[str, float, float, str | Non
                                     sharding="none", i=b, j=d, k=d, payload="size"))
         for c, d, b in shown + probes
     ]  # fmt: skip
+    sharded = [
+        (dict(chip="v5e", topology="16x1", sharding="contracting", i=1024, j=8192, k=4096,
+              blocks=8), None),
+        (dict(chip="v5p", topology="4x4x4", axes="z", sharding="contracting", i=2048, j=8192,
+              k=8192, blocks=8), None),
+        (dict(chip="v5p", topology="4x4x4", axes="x", sharding="both", i=8192, j=4096, k=8192,
+              blocks=4), None),
+        (dict(chip="v5e", topology="16x1", sharding="both", i=4096, j=4096, k=8192, blocks=4),
+         LAST_BLOCK),
+    ]  # fmt: skip
+    pts += [cfg.load(MatmulParams, {**kw, "payload": "size"}) for kw, _ in sharded]
     runs = runner("tpu-matmul", pts)
     rows: list[tuple[str, float, float, str | None]] = [
         (f"matmul {c} X[{b},{d}]·W[{d},{d}]", m["time_s"], m["model_time_s"], FILL)
         for (c, d, b), m in zip(shown, runs, strict=False)
     ]
+    for (kw, why), m in zip(sharded, runs[len(shown) + len(probes) :], strict=True):
+        label = (
+            f"matmul {kw['chip']} {kw['topology']} {kw.get('axes', 'x')} {kw['sharding']} "
+            f"[{kw['i']},{kw['j']}]·[{kw['j']},{kw['k']}]"
+        )
+        rows.append((label, m["time_s"], m["model_time_s"], why))
     for at, chip in ((len(shown), "v5e"), (len(shown) + 3, "v5p")):
         small, smaller, large = runs[at + 1], runs[at], runs[at + 2]
         per_row = large["mxu_busy_s"] / 4096

@@ -168,6 +168,9 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     if mtp == "auto":
         mtp = "medium" if p.overlap else "low"
 
+    shared_costs: dict[tuple[int, int], int] = {}  # (C, A_k) bank phases -> a step's cycles
+    period = p.wafer.pe.bank_interleave_bytes * p.wafer.pe.sram_banks
+
     def code(pe: PeBuilder) -> None:
         coll = Collectives(pe, microthreads=mtp)
         # Flat column-major blocks; with_length(mt) makes the column descriptor of column 0.
@@ -220,12 +223,18 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             a_k = a_of(step)
             cost = loop_costs.get(a_k.name)
             if cost is None:
-                cols = a_cols[a_k.name]
-                cost = loop_costs[a_k.name] = sum(
-                    unit.cost("fmacs", mt, dst=c_j, srcs=(c_j, a_kk, None))
-                    for a_kk in cols
-                    for c_j in c_cols
-                )
+                # An fmacs's cost depends on its operands' places in the bank pattern only, so
+                # PEs whose buffers start alike there share the sum.
+                key = (c.base % period, a_k.base % period)
+                cost = shared_costs.get(key)
+                if cost is None:
+                    cols = a_cols[a_k.name]
+                    cost = shared_costs[key] = sum(
+                        unit.cost("fmacs", mt, dst=c_j, srcs=(c_j, a_kk, None))
+                        for a_kk in cols
+                        for c_j in c_cols
+                    )
+                loop_costs[a_k.name] = cost
             whole, state.loop_debt = loop_debt(state.loop_debt, p.loop_overhead_cycles, mt * mt)
             t.now += cost + whole
             pe.ce.instructions += mt * mt
