@@ -372,7 +372,7 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "model": p.model,
         "systems": p.systems,
         "batch": seqs,
-        "params": shape.params,
+        "parameters": shape.params,
         "step_time_s": step_s,
         "tokens_per_s": p.systems * tokens / step_s if step_s else 0.0,
         "wafer_utilisation": flops / (step_s * peak) if step_s else 0.0,

@@ -41,7 +41,7 @@ def requirement_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
             registry.ValidationRow(case, f"{name} interconnect_bits_per_s out",
                                    m["memoryx_gradient_bytes_per_step"] * scale,
                                    req["interconnect_bits_per_s"]),
-            registry.ValidationRow(case, f"{name} train_flops", 6 * t["tokens"] * m["params"],
+            registry.ValidationRow(case, f"{name} train_flops", 6 * t["tokens"] * m["parameters"],
                                    req["train_flops"]),
         ]  # fmt: skip
     return rows
