@@ -467,6 +467,29 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=cluster_model.model,
+            footprint=footprint,
             origin=__name__,
         )
     )
+
+
+#: Host memory of one built component (MemoryX's parts, a SwarmX node, a CS-2 and its I/O):
+#: Python objects, queues and its share of the plan (bytes, rounded up).
+COMPONENT_BYTES = 10_000
+#: Host bytes per parameter when data is carried: FP32 weights, gradients and optimizer state,
+#: the sparsity mask and the CSR copy MemoryX keeps (rounded up).
+DATA_BYTES_PER_PARAM = 40
+
+
+def footprint(p: GptWsParams) -> registry.Footprint:
+    """MemoryX (itself, reader, I/O, updater), SwarmX (itself and its tree's nodes), the CS-2
+    top and two components per system (the system, its I/O); real data when carried: the
+    parameters' arrays and each system's stored activations."""
+    tree_nodes, _ = cluster_model.tree_shape(p.systems, p.swarmx.mode)
+    n = 4 + 1 + tree_nodes + 1 + 2 * p.systems
+    data = 0
+    if p.carries_data:
+        s = p.shape()
+        acts = p.systems * p.seqs() * s.layers * s.sequence * s.hidden * 4
+        data = DATA_BYTES_PER_PARAM * s.params + acts
+    return registry.Footprint(n, n * COMPONENT_BYTES + data, "systems")

@@ -240,6 +240,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            footprint=footprint,
             origin=__name__,
         )
     )
@@ -276,3 +277,20 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
         label = f"{p.rows}x{p.cols} {p.format} {p.placement} {p.direction}"
         rows.append(registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"]))
     return rows
+
+
+#: Host memory of one simulated pseudo-channel (its controller, banks' open rows and the
+#: command stream it is given; bytes, rounded up).
+PCH_BYTES = 200_000
+#: Host bytes per matrix element: float64 draws, the BF16 bits, the scattered words and the
+#: quantized copy read back (rounded up).
+BYTES_PER_ELEMENT = 32
+
+
+def footprint(p: JitqParams) -> registry.Footprint:
+    """The stack and its simulated pseudo-channels (one at fidelity pch, all at stack) and the
+    matrix in its host forms."""
+    pchs = 1 if p.fidelity == "pch" else p.hbm.standard().org.pchs * p.hbm.stacks
+    return registry.Footprint(
+        1 + pchs, pchs * PCH_BYTES + BYTES_PER_ELEMENT * p.rows * p.cols, "rows"
+    )

@@ -95,7 +95,7 @@ def _generate(
         side = math.isqrt(n)
         if side * side != n:
             raise ConfigError(
-                "n", n, "poisson2d needs a square grid: n must be a perfect square",
+                "n", n, "matrix = poisson2d needs a square grid: n must be a perfect square",
                 allowed=f"e.g. {side * side} or {(side + 1) ** 2}",
             )  # fmt: skip
         return poisson2d(side)
@@ -126,7 +126,9 @@ def laplacian(n: int, graph: str, degree: int, density: float, seed: int) -> sp.
     else:
         side = math.isqrt(n)
         if side * side != n:
-            raise ConfigError("n", n, "graph = grid needs n to be a perfect square")
+            raise ConfigError(
+                "n", n, "matrix = laplacian with graph = grid needs n to be a perfect square"
+            )
         g = nx.convert_node_labels_to_integers(nx.grid_2d_graph(side, side))
     return sp.csr_matrix(nx.laplacian_matrix(g, nodelist=range(n)), dtype=np.float64)
 

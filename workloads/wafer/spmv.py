@@ -55,6 +55,7 @@ from workloads.wafer.calibration import (
     t_bcast_reference,
     t_fmac_reference,
 )
+from workloads.wafer.footprint import wafer as wafer_footprint
 
 #: Local task ids (the collectives library takes 24..28).
 MAIN, X_DONE, RED_DONE, SUM_DONE, SCALE_DONE, ROW_DONE = 10, 11, 12, 13, 14, 15
@@ -406,6 +407,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            footprint=footprint,
             origin=__name__,
         )
     )
@@ -447,3 +449,13 @@ def _sweep(
             raise RuntimeError(f"spmv {label}: wrong product ({m['max_abs_error']:g})")
         rows.append(registry.ValidationRow("spmv", label, m["cycles"], m["model_cycles"]))
     return rows
+
+
+def footprint(p: SpmvParams) -> registry.Footprint:
+    """px x py PEs, each with its block (the largest PE's data, for all); the host keeps the
+    matrix (CSR: a value and a column index per non-zero, twice: the matrix and its blocks) and
+    the vectors."""
+    a = p.matrix_csr()
+    data = sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape))
+    host = 2 * 12 * a.nnz + 8 * 4 * (a.shape[0] + a.shape[1])
+    return wafer_footprint(p.px * p.py, data, host, "px")
