@@ -39,6 +39,8 @@ OUTPUTS = {
     (("plot", "mesh"), "--output"),
     (("plot", "timeline"), "--output"),
     (("plot", "validate"), "--output"),
+    (("plot", "sweep"), "--output"),
+    (("sweep",), "--output"),
 }
 #: Option names (dests) that are files a command writes.
 OUTPUT_DESTS = {"trace", "perfetto", "output"}
@@ -78,6 +80,8 @@ def _collisions(trace: str, tmp) -> list[list[str]]:
     os.link(trace, link)  # the same file under another name
     png = str(tmp / "trace.png")  # a trace named like a plot
     os.link(trace, png)
+    table = str(tmp / "mine.parquet")  # the scenario named like a sweep table
+    os.link(scen, table)
     return [
         ["run", "wse-fmac", "--trace", trace, "--perfetto", trace],
         ["run", "wse-fmac", "--perfetto", trace],  # the Arrow trace defaults to next to it
@@ -88,6 +92,8 @@ def _collisions(trace: str, tmp) -> list[list[str]]:
         ["trace", "export", trace, "--to", "perfetto", "-o", link],
         ["plot", "mesh", png, "-o", png],
         ["plot", "timeline", trace, "-o", png],
+        ["plot", "sweep", png, "--x", "a", "--y", "b", "-o", png],
+        ["sweep", str(scen), "--grid", "elements=4,8", "-o", table],
     ]  # fmt: skip
 
 
@@ -130,9 +136,14 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
         "mesh": out / "mesh.png",
         "timeline": out / "timeline.png",
         "validate": out / "validate.png",
+        "sweep": out / "s.parquet",
+        "plot sweep": out / "sweep.png",
     }
     for path in targets.values():
         path.write_bytes(SENTINEL)
+    table = tmp_path / "table.parquet"  # a sweep table to plot, written before the limit
+    assert cli.main(["sweep", "link-chain", "--grid", "items=10,20,40", "--workers", "1",
+                     "--quiet", "-o", str(table)]) == 0  # fmt: skip
     # The --perfetto case writes its trace fine (ops level, small) and fails on the export.
     small = str(tmp_path / "small.arrows")
     argvs = [
@@ -145,6 +156,10 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
         ["plot", "mesh", trace, "-o", str(targets["mesh"])],
         ["plot", "timeline", trace, "-o", str(targets["timeline"])],
         ["plot", "validate", "wse-fmac", "-o", str(targets["validate"])],
+        ["sweep", "link-chain", "--grid", "items=10,20", "--workers", "1", "--quiet",
+         "-o", str(targets["sweep"])],
+        ["plot", "sweep", str(table), "--x", "items", "--y", "cycles",
+         "-o", str(targets["plot sweep"])],
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(

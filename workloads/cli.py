@@ -53,15 +53,8 @@ def _cases_epilog() -> str:
     return "\n".join(lines)
 
 
-def _count(text: str) -> int:
-    """An argparse type: a whole number >= 0 (every numeric option of the CLI is one)."""
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; give a number >= 0")
-    return value
+#: An argparse type: a whole number >= 0 (every whole-number option of the CLI is one).
+_count = sweep.count
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -199,9 +192,11 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
-    q.add_argument("path", metavar="TABLE.parquet")
-    q.add_argument("--x", required=True, metavar="COLUMN")
-    q.add_argument("--y", required=True, metavar="COLUMN")
+    q.add_argument("path", metavar="TABLE.parquet", help="a table wafersim sweep wrote")
+    q.add_argument(
+        "--x", required=True, metavar="COLUMN", help="the column along x (a swept parameter)"
+    )
+    q.add_argument("--y", required=True, metavar="COLUMN", help="the column along y (a metric)")
     q.add_argument("--hue", metavar="COLUMN", help="one line per value of COLUMN")
     q.add_argument("--logx", action="store_true", help="logarithmic x axis")
     q.add_argument("--logy", action="store_true", help="logarithmic y axis")

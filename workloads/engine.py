@@ -58,7 +58,7 @@ from tqdm import tqdm
 from simcore.errors import SimulationStalled, WafersimError
 from simcore.sim import Progress, Simulation
 from simcore.tracing import TraceLevel
-from workloads import registry, scenario, sweep
+from workloads import outputs, registry, scenario, sweep
 
 T = TypeVar("T")
 
@@ -537,6 +537,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     output = args.output or sw.output or os.path.join("out", f"{sw.scen.name}-sweep.parquet")
     if not output.endswith(".parquet"):
         raise WafersimError(f"sweep output '{output}' must end in .parquet")
+    scen_file = args.scenario if os.path.isfile(args.scenario) else None
+    outputs.check_paths({"the scenario": scen_file}, {"the table (-o)": output})
     sw.points()  # a key the scenario does not have is reported before a cluster starts
     with connect(args.workers, args.scheduler) as client:
         outcome = run_sweep(
