@@ -40,7 +40,8 @@ class RampEndpoint(Protocol):
       ``down_credits(colour)`` slots until the endpoint returns it with the router's
       ``ramp_credit``);
     - ``up_credit(colour)``: a slot for sending up the ramp came home;
-    - ``teardown_signal(colour)``: the colour entered teardown on this router;
+    - ``teardown_signal(colour, flow)``: the colour entered teardown on this router (``flow``:
+      the trace flow id of the control wavelet that carried the command, or None);
     - ``down_credits(colour)``: how many wavelets the router may have in flight down the ramp
       (raises :class:`fabric.routes.RouteError` if the endpoint does not take the colour);
     - ``step(cycle)``: the endpoint's own work in a cycle (it is a stepper of the ``endpoints``
@@ -54,7 +55,7 @@ class RampEndpoint(Protocol):
 
     def up_credit(self, colour: int) -> None: ...
 
-    def teardown_signal(self, colour: int) -> None: ...
+    def teardown_signal(self, colour: int, flow: int | None = None) -> None: ...
 
     def down_credits(self, colour: int) -> int: ...
 

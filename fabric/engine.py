@@ -312,7 +312,7 @@ class Router:
                 route.reset()
             elif cmd is Cmd.TEARDOWN:
                 route.teardown = True
-                self.engine.later(self.engine.ramp_latency, self.ce.teardown_signal, colour)
+                self.engine.later(self.engine.ramp_latency, self.ce.teardown_signal, colour, w.flow)
 
     def describe(self) -> str:
         held = [

@@ -43,6 +43,15 @@ The main thread shares the datapath (docs/pe-isa.md, "One issue per cycle")
     launches, route writes, marks) keeps the cycle computed then; only its end (and so the next
     task, and the low microthreads waiting for it) moves with the stolen cycles.
 
+
+Trace flows (ops level and above)
+    Slices carry send/receive flows along what causes what, so a trace's critical path can walk
+    across PEs: a task -> the async operations it starts; a send operation -> the operations
+    that receive its stream (its wavelets carry the id; an express stream hands it to its
+    receivers) and the tasks its completion activates or unblocks; a receive -> the tasks it
+    activates or unblocks; a data task <- the wavelet it runs on. A slice has one outgoing id,
+    which any number of slices may receive.
+
 Left out: pre-emption of a running task by a high-priority one (the hardware does not pre-empt
 either); stolen cycles moving the side effects inside the task that suffered them (see above).
 """
@@ -89,6 +98,10 @@ class ComputeEngine:
     (:class:`fabric.express.ExpressEndpoint`), and a stepper of the wafer's ``endpoints`` group.
     """
 
+    #: The flow id of the express stream being committed (set around ``try_express``, which
+    #: commits the receivers synchronously), so the receiving operations can take it.
+    _express_flow: int | None = None
+
     def __init__(
         self, wafer: Any, xy: tuple[int, int], index: int, path: str, sram: Any, pe_cfg: Any
     ) -> None:
@@ -131,6 +144,7 @@ class ComputeEngine:
         self.busy_until = 0
         self.hold_from = 0  # first cycle the running task holds the issue slot (after its switch)
         self._task_start = 0  # dispatch cycle of the running task (its trace slice starts there)
+        self._task_flow_in_now: int | None = None  # the flow that caused the running task
         self.stolen_cycles = 0  # all issue cycles microthreads took from tasks
         self._wake_at = -1
         self._dispatch_at = -1
@@ -145,6 +159,10 @@ class ComputeEngine:
         self.instructions = 0  # synchronous tensor instructions run (livelock watchdog)
         self.ops_finished = 0  # async operations finished (livelock watchdog)
         self.trace_level = 0
+        # Trace flows (see _flow): the running task's outgoing flow id, and per task id the
+        # flow of what last made it runnable.
+        self._task_flow: int | None = None
+        self._task_flow_in: dict[int, int] = {}
 
     # -- build-time binding --------------------------------------------------------------------
     def bind_task(self, task: TaskDef) -> None:
@@ -232,6 +250,8 @@ class ComputeEngine:
         """Act on a control wavelet that reached the head of its queue."""
         if w.task_id is not None:
             self.triggers[w.task_id] += 1
+            if w.flow is not None:
+                self._task_flow_in[w.task_id] = w.flow
             self._schedule_dispatch()
 
     def _drain_control(self, q: int) -> None:
@@ -250,9 +270,11 @@ class ComputeEngine:
         if self.ops:
             self.active[self.index] = self
 
-    def teardown_signal(self, colour: int) -> None:
+    def teardown_signal(self, colour: int, flow: int | None = None) -> None:
         if self.teardown_task is None:
             return
+        if flow is not None:
+            self._task_flow_in[self.teardown_task] = flow
         self.torn_down.append(colour)
         self._activate_now(self.teardown_task)
 
@@ -329,6 +351,8 @@ class ComputeEngine:
             if colour is None:
                 colour = self._colour_of_queue(op.fab_in)  # raises
             engine.later(engine.ramp_credit_latency, self.router.ramp_credit, colour)
+            if w.flow is not None:
+                op.flow_in = w.flow  # the data decides when a receive ends: its sender
             if w.ctrl:
                 self._control(w)  # a control wavelet in the stream: acted on, not an element
                 return
@@ -345,6 +369,8 @@ class ComputeEngine:
         if op.out_colour is not None:
             self.up_credits[op.out_colour] -= 1
             w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
+            if op.flow_out is not None:
+                w_out.flow = op.flow_out
             engine.later(engine.ramp_latency, self.router.receive, RAMP, op.out_colour, w_out)
         else:
             op.out_view[k] = value  # type: ignore[index]
@@ -370,10 +396,15 @@ class ComputeEngine:
         if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
             op.out_mem.write(self.sram, op.out_view)
         if self.trace_level >= TraceLevel.OPS:
+            if op.on_done and op.flow_out is None:
+                op.flow_out = self._flow()
             self.emit_slice(
                 f"{self.path}/mt[{op.microthread}]", "async", op.name, op.started,
                 t + 1 - op.started, {"elements": op.length, "issue_cycles": op.issues},
+                flow_out=op.flow_out, flow_in=op.flow_in,
             )  # fmt: skip
+            for _, task_id in op.on_done:
+                self._task_flow_in[task_id] = op.flow_out  # type: ignore[assignment]
         for action, task_id in op.on_done:
             if action == "activate":
                 self.activated[task_id] = True
@@ -389,8 +420,20 @@ class ComputeEngine:
             op.in_queue = self.in_queues[op.fab_in]
         if op.out_colour is not None:
             self._claim(self.ops_out, "output", op.microthread, op)
+        if self.trace_level >= TraceLevel.OPS:
+            if self.running is not None:  # started by the running task: a flow from it
+                if self._task_flow is None:
+                    self._task_flow = self._flow()
+                op.flow_in = self._task_flow
+            if op.out_colour is not None:
+                op.flow_out = self._flow()  # carried by its wavelets to the receiving ops
         op.begin_at = at_cycle
         self.engine.at(at_cycle, self._begin, op)
+
+    def _flow(self) -> int:
+        """A new trace flow id, unique over the wafer."""
+        self.wafer.flows_issued += 1
+        return self.wafer.flows_issued
 
     def _claim(self, table: dict[int, AsyncOp], kind: str, queue: int, op: AsyncOp) -> None:
         other = table.get(queue)
@@ -431,7 +474,11 @@ class ComputeEngine:
         send = ExpressSend(
             op, colour, op.length, op.width, op.values, (op.priority, op.microthread)
         )
-        return try_express(self.engine, self.router, send, now)
+        ComputeEngine._express_flow = op.flow_out  # read by the receivers' commits, just below
+        try:
+            return try_express(self.engine, self.router, send, now)
+        finally:
+            ComputeEngine._express_flow = None
 
     def express_receive(self, colour: int, length: int, now: int) -> ExpressReceive | None:
         q = self.queue_of_colour.get(colour)
@@ -483,6 +530,8 @@ class ComputeEngine:
         rop.express = True
         rop.started = rop.begin_at
         rop.issues = len(pops)
+        if ComputeEngine._express_flow is not None:
+            rop.flow_in = ComputeEngine._express_flow
         self.engine.at_or_now(last_pop, self.complete_express, rop, values)
 
     def complete_express(self, op: AsyncOp, values: Any) -> None:
@@ -547,7 +596,9 @@ class ComputeEngine:
             # The reference would hold the express stream's microthread while this task runs;
             # the fast fidelity keeps the stream's schedule (counted; see fabric/express.py).
             self.engine.fast_conflicts += 1
+        self._task_flow = None
         arg: list[Any] = []
+        flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
             w = queue.popleft()
@@ -560,6 +611,7 @@ class ComputeEngine:
                 self._schedule_dispatch()
                 return
             arg = [w.data]
+            flow_in = w.flow if w.flow is not None else flow_in
         elif self.triggers[task.id]:
             self.triggers[task.id] -= 1
         else:
@@ -571,6 +623,7 @@ class ComputeEngine:
         self.last_task = task
         self.busy_until = end
         self._task_start = start
+        self._task_flow_in_now = flow_in
         self.sched.event_at(end, self._task_end)
 
     def _task_end(self, _ev: Any) -> None:
@@ -584,18 +637,21 @@ class ComputeEngine:
             self.emit_slice(
                 f"{self.path}/ce", "task", task.name, start, now - start,
                 {"task_id": task.id, "kind": task.kind},
+                flow_out=self._task_flow, flow_in=self._task_flow_in_now,
             )  # fmt: skip
         self.running = None
         self._schedule_dispatch()
 
     def emit_slice(
-        self, path: str, category: str, name: str, start: int, dur: int, args: dict[str, Any]
-    ) -> None:
-        """Trace a slice of ``dur`` cycles from cycle ``start`` (callers check the level)."""
+        self, path: str, category: str, name: str, start: int, dur: int, args: dict[str, Any],
+        *, flow_out: int | None = None, flow_in: int | None = None,
+    ) -> None:  # fmt: skip
+        """Trace a slice of ``dur`` cycles from cycle ``start`` (callers check the level).
+        ``flow_out``/``flow_in`` link it to what it caused and what caused it (module doc)."""
         p = self.sched.period
         self.sim.tracer.emit(
             start * p, dur * p, start, dur, self.sched.domain.name, path, category, name,
-            args=args,
+            flow_out=flow_out, flow_in=flow_in, args=args,
         )  # fmt: skip
 
     # -- diagnosis -------------------------------------------------------------------------------

@@ -25,7 +25,9 @@ DATAPATH_BYTES = 8
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PeConfig:
-    sram_bytes: int = param(49152, "local SRAM per PE, code and data (WSE-2: 48 kB)", min=256)
+    sram_bytes: int = param(
+        49152, "local SRAM per PE, code and data (WSE-2: 48 kB)", min=256, multiple_of=4
+    )
     sram_banks: int = param(8, "single-ported SRAM banks", min=1, max=64)
     bank_bytes: int = param(6144, "bytes per SRAM bank (WSE-2: 6 kB)", min=1)
     bank_interleave_bytes: int = param(
@@ -39,7 +41,9 @@ class PeConfig:
     bank_conflict_penalty_cycles: int = param(
         1, "extra cycles an issue beat takes when its two reads hit the same bank group", min=0
     )
-    cache_bytes: int = param(256, "software-managed cache per PE (used for accumulators)", min=0)
+    cache_bytes: int = param(
+        256, "software-managed cache per PE (used for accumulators)", min=0, multiple_of=4
+    )
     code_bytes: int = param(
         2048, "program size charged against SRAM when the program gives none (assumption)", min=0
     )
@@ -52,16 +56,33 @@ class PeConfig:
     fp32_fmac_cycles_per_element: int = param(
         2, "initiation interval of an FP32 fmacs on the 16-bit FMAC datapath, cycles", min=1
     )
-    fmach_simd_width: int = param(4, "FP16 multiply-add (fmach), elements per cycle", min=1)
-    faddh_simd_width: int = param(4, "FP16 add (faddh), elements per cycle", min=1)
-    fmulh_simd_width: int = param(4, "FP16 multiply (fmulh), elements per cycle", min=1)
-    mov16_simd_width: int = param(4, "16-bit moves (mov16, fmovh), elements per cycle", min=1)
-    fadds_simd_width: int = param(2, "FP32 add and add-like ops, elements per cycle", min=1)
-    fmachs_simd_width: int = param(
-        2, "FP16 multiply with FP32 accumulate (fmachs), elements per cycle", min=1
+    fmach_simd_width: int = param(
+        4, "FP16 multiply-add (fmach), elements per cycle", min=1, max=DATAPATH_BYTES // 2
     )
-    mov32_simd_width: int = param(2, "32-bit moves (mov32), elements per cycle", min=1)
-    fmovs_simd_width: int = param(2, "FP32 moves (fmovs), elements per cycle", min=1)
+    faddh_simd_width: int = param(
+        4, "FP16 add (faddh), elements per cycle", min=1, max=DATAPATH_BYTES // 2
+    )
+    fmulh_simd_width: int = param(
+        4, "FP16 multiply (fmulh), elements per cycle", min=1, max=DATAPATH_BYTES // 2
+    )
+    mov16_simd_width: int = param(
+        4, "16-bit moves (mov16, fmovh), elements per cycle", min=1, max=DATAPATH_BYTES // 2
+    )
+    fadds_simd_width: int = param(
+        2, "FP32 add and add-like ops, elements per cycle", min=1, max=DATAPATH_BYTES // 4
+    )
+    fmachs_simd_width: int = param(
+        2,
+        "FP16 multiply with FP32 accumulate (fmachs), elements per cycle",
+        min=1,
+        max=DATAPATH_BYTES // 4,
+    )
+    mov32_simd_width: int = param(
+        2, "32-bit moves (mov32), elements per cycle", min=1, max=DATAPATH_BYTES // 4
+    )
+    fmovs_simd_width: int = param(
+        2, "FP32 moves (fmovs), elements per cycle", min=1, max=DATAPATH_BYTES // 4
+    )
     fmacs_simd_width: int = param(1, "FP32 multiply-add (fmacs) is not vectorised", min=1, max=1)
     task_switch_cycles: int = param(
         3, "cycles between the end of one task and the start of the next (assumption)", min=0
@@ -92,13 +113,6 @@ class PeConfig:
                 f"exceeds pe.sram_bytes = {self.sram_bytes}",
                 allowed=f"0 .. {self.sram_bytes}",
             )
-        if self.sram_bytes % 4 or self.cache_bytes % 4:
-            key, value = (
-                ("pe.sram_bytes", self.sram_bytes)
-                if self.sram_bytes % 4
-                else ("pe.cache_bytes", self.cache_bytes)
-            )
-            raise ConfigError(key, value, "must be a multiple of 4 bytes (one 32-bit word)")
         for name, elem_bytes in _WIDTH_ELEMENT_BYTES.items():
             width = getattr(self, name)
             if width * elem_bytes > DATAPATH_BYTES:

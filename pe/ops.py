@@ -58,6 +58,8 @@ class AsyncOp:
         "done",
         "express",
         "fab_in",
+        "flow_in",
+        "flow_out",
         "func",
         "in_queue",
         "issues",
@@ -101,6 +103,11 @@ class AsyncOp:
         self.begin_at = 0  # the cycle the operation is registered to begin
         self.express = False  # moved as an express stream (fast fidelity)
         self.width = 1  # elements one issue may move (the op's SIMD width)
+        # Trace flows (ops level and above): the send that caused this op (the task that
+        # started it, or the stream it receives) and the id its own effects carry (its
+        # wavelets, the tasks it activates or unblocks).
+        self.flow_in: int | None = None
+        self.flow_out: int | None = None
 
     def describe(self) -> str:
         src = f"input queue {self.fab_in}" if self.fab_in is not None else "memory"

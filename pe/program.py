@@ -188,7 +188,11 @@ class PeBuilder:
     def _colour(self, colour: int) -> None:
         n = self.ce.wafer.cfg.fabric.colours
         if not 0 <= colour < n:
-            raise BuildError(f"{self.ce.path}: colour {colour} does not exist (0..{n - 1})")
+            raise BuildError(
+                f"{self.ce.path}: the program uses colour {colour} but the fabric has colours "
+                f"0..{n - 1} (wafer.fabric.colours = {n}); raise wafer.fabric.colours (at "
+                f"least {colour + 1}; the WSE-2 has 24)"
+            )
 
     # -- routes ----------------------------------------------------------------------------------
     def route(

@@ -98,7 +98,7 @@ class Channel:
         self.src: Any = None
         self.dst: Any = None
         self.items = 0  # items accepted so far
-        self.blocked_puts = 0  # puts that had to wait
+        self.blocked_puts = 0  # puts that found every slot taken (congestion; not width waits)
         self._period = 0
         self._latency = 0
         self._arrived: deque[Any] = deque()
@@ -138,7 +138,8 @@ class Channel:
         if not self._putters and self._accept(item):
             ev.succeed()
         else:
-            self.blocked_puts += 1
+            if self._full():
+                self.blocked_puts += 1
             self._putters.append(ev)
             self._plan_wake()
         return ev
@@ -166,6 +167,15 @@ class Channel:
             if self._getters and not self._arrival_armed:
                 self._arm_arrival()
         return True
+
+    def _full(self) -> bool:
+        """No slot free for a put now (items in flight or waiting, plus slots freed this cycle
+        that a registered channel cannot reuse yet): the back-pressure ``blocked_puts`` counts.
+        A put that waits only for the next cycle's width is not congestion."""
+        now = self.env._now
+        start = now - now % self._period
+        held = self._freed if self._freed_start == start else 0
+        return self._occupied + held >= self.capacity
 
     def _serve_putters(self, _event: Any = None) -> None:
         if _event is not None:

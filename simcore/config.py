@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import tomllib
 import types
 import typing
@@ -32,11 +34,18 @@ def param(
     min: float | None = None,  # noqa: A002 - reads naturally at call sites
     max: float | None = None,  # noqa: A002
     choices: tuple[Any, ...] | None = None,
+    min_open: bool = False,
+    multiple_of: int | None = None,
 ) -> Any:
-    """A config field: its default, a one-line description and an optional allowed range."""
+    """A config field: its default, a one-line description and an optional allowed range
+    (``min`` .. ``max`` inclusive; ``min_open``: values must be greater than ``min``;
+    ``multiple_of``: integers that are multiples of it). ``wafersim params`` shows exactly
+    what is enforced here; a limit that depends on other keys belongs in ``check()``."""
     return dataclasses.field(
-        default=default, metadata={"doc": doc, "min": min, "max": max, "choices": choices}
-    )
+        default=default,
+        metadata={"doc": doc, "min": min, "max": max, "choices": choices, "min_open": min_open,
+                  "multiple_of": multiple_of},
+    )  # fmt: skip
 
 
 def section(cls: type, doc: str) -> Any:
@@ -56,7 +65,12 @@ def _fmt_range(meta: dict[str, Any]) -> str | None:
     lo, hi = meta.get("min"), meta.get("max")
     if lo is None and hi is None:
         return None
-    return f"{'-inf' if lo is None else lo} .. {'inf' if hi is None else hi}"
+    text = f"{'-inf' if lo is None else lo} .. {'inf' if hi is None else hi}"
+    if meta.get("min_open"):
+        text = f"({text}]"
+    if meta.get("multiple_of"):
+        text += f", a multiple of {meta['multiple_of']}"
+    return text
 
 
 def _type_name(tp: Any) -> str:
@@ -104,12 +118,23 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(key, value, "expected a number", hint=hint)
         value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(
+                key, value, "not a finite number", allowed=_fmt_range(meta) or "a finite number",
+                hint=f"set it with --set {key}=<value>",
+            )  # fmt: skip
     elif tp is str and not isinstance(value, str):
         raise ConfigError(key, value, "expected a string", hint=hint)
     lo, hi = meta.get("min"), meta.get("max")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
+    below = lo is not None and (value <= lo if meta.get("min_open") else value < lo)
+    if below or (hi is not None and value > hi):
         raise ConfigError(
             key, value, "out of range", allowed=_fmt_range(meta), hint=f"change {key}"
+        )
+    step = meta.get("multiple_of")
+    if step and value % step:
+        raise ConfigError(
+            key, value, f"not a multiple of {step}", allowed=_fmt_range(meta), hint=f"change {key}"
         )
     choices = meta.get("choices")
     if choices and value not in choices:
@@ -157,11 +182,15 @@ def load(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
         except ConfigError as err:
             # A block's check names keys from the block's own section ("pe.code_bytes"); under
             # a deeper prefix ("wafer.pe.") give the user the full path they would --set.
+            # The keys its message names ("change pe.bank_bytes") get the same full path.
             outer, _, section = prefix.rstrip(".").rpartition(".")
             if outer and err.key.startswith(section + "."):
+                named = re.compile(rf"(?<![\w.]){re.escape(section)}\.(?=\w)")
+                full = f"{outer}.{section}."
                 raise ConfigError(
-                    f"{outer}.{err.key}", err.value, err.problem, allowed=err.allowed,
-                    hint=err.hint,
+                    f"{outer}.{err.key}", err.value, named.sub(full, err.problem),
+                    allowed=err.allowed and named.sub(full, err.allowed),
+                    hint=err.hint and named.sub(full, err.hint),
                 ) from None  # fmt: skip
             raise
     return obj

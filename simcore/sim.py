@@ -40,7 +40,7 @@ import gc
 import math
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, TextIO, cast
 
 import simpy
@@ -160,6 +160,9 @@ class Simulation:
         self._procs: list[_Proc] = []
         self.phase = "build"
         self._main_domain: ClockDomain | None = None
+        self._eid_reads = 0
+        #: Called with the number of components so far as each one is built (build progress).
+        self.on_build: Callable[[int], None] | None = None
 
     # -- build -----------------------------------------------------------------------------------
     def domain(self, name: str, freq_hz: int) -> ClockDomain:
@@ -183,6 +186,8 @@ class Simulation:
         if comp.path in self.components:
             raise BuildError(f"two components are named '{comp.path}'")
         self.components[comp.path] = comp
+        if self.on_build is not None:
+            self.on_build(len(self.components))
 
     def _add_scheduler(self, sched: CycleScheduler) -> None:
         if self.phase != "build":
@@ -270,8 +275,12 @@ class Simulation:
         return proc
 
     def events_so_far(self) -> int:
-        """Events scheduled so far (reads SimPy's insertion counter, consuming one id)."""
-        return next(self.env._eid)  # type: ignore[attr-defined]
+        """Events scheduled so far. Reads SimPy's insertion counter, which consumes one id; the
+        ids consumed by earlier reads are subtracted, so the count does not depend on how
+        often it is read (a progress line reads it once per batch)."""
+        reads = self._eid_reads
+        self._eid_reads = reads + 1
+        return next(self.env._eid) - reads  # type: ignore[attr-defined]
 
     def run(self, *, until_ticks: int | None = None) -> RunResult:
         """Run until nothing is left, the limit, a stall or Ctrl-C. See the module docstring."""

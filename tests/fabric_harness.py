@@ -58,7 +58,7 @@ class Endpoint:
         if self.outbox:
             self.engine.activate_endpoint(self)
 
-    def teardown_signal(self, colour: int) -> None:
+    def teardown_signal(self, colour: int, flow: int | None = None) -> None:
         self.torn_down.append((self.engine.now_cycle(), colour))
 
     def step(self, cycle: int) -> bool:

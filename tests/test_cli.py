@@ -116,8 +116,9 @@ def test_scenario_file_by_path(capsys, tmp_path):
         ),
         (
             ["run", "wse-fmac", "--set", "wafer.pe.sram_bytes=1000"],
-            "config key 'wafer.pe.sram_bytes' = 1000: must equal pe.sram_banks x pe.bank_bytes "
-            "= 8 x 6144 = 49152; change pe.bank_bytes or pe.sram_banks to match",
+            "config key 'wafer.pe.sram_bytes' = 1000: must equal wafer.pe.sram_banks x "
+            "wafer.pe.bank_bytes = 8 x 6144 = 49152; change wafer.pe.bank_bytes or "
+            "wafer.pe.sram_banks to match",
         ),
         (
             ["run", "/nonexistent/x.toml"],

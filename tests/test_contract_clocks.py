@@ -11,7 +11,7 @@ import pytest
 from simcore import Component, Simulation
 from workloads import scenario
 
-NOISY = {"wall_s", "events", "trace"}
+NOISY = {"wall_s", "kernel_events", "trace"}
 
 
 class Ticker(Component):

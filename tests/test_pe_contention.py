@@ -87,7 +87,7 @@ def run(
     ce._advance, ce._dispatch, ce._task_end = logged_advance, logged_dispatch, logged_end
     if slices is not None:  # record the CE's trace slices
         sim.trace_level = TraceLevel.OPS
-        ce.emit_slice = lambda path, cat, name, start, dur, args: slices.append(
+        ce.emit_slice = lambda path, cat, name, start, dur, args, **flows: slices.append(
             (cat, name, start, dur)
         )
     result = sim.run()

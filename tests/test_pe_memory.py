@@ -45,12 +45,13 @@ def test_every_field_has_a_description() -> None:
         ),
         (
             {"fadds_simd_width": 4},
-            "config key 'pe.fadds_simd_width' = 4: 4 x 4-byte elements exceed the 64-bit "
-            "datapath; allowed: 1 .. 2",
+            "config key 'fadds_simd_width' = 4: out of range; allowed: 1 .. 2; change "
+            "fadds_simd_width",
         ),
         (
             {"cache_bytes": 254},
-            "config key 'pe.cache_bytes' = 254: must be a multiple of 4 bytes (one 32-bit word)",
+            "config key 'cache_bytes' = 254: not a multiple of 4; allowed: 0 .. inf, a multiple "
+            "of 4; change cache_bytes",
         ),
     ],
 )

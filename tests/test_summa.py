@@ -111,7 +111,8 @@ def test_too_large_mt_message():
         cfg.load(summa.SummaParams, {"mt": 49})
     assert str(exc.value) == (
         "config key 'mt' = 49: 5 buffers of 49 x 49 FP32 (48,020 B) plus code (2,048 B) need "
-        "50,068 B but a PE has 49,152 B of SRAM; allowed: 1 .. 48 (the largest Mt that fits)"
+        "50,068 B but a PE has 49,152 B of SRAM (wafer.pe.sram_bytes); allowed: 1 .. 48 "
+        "(the largest Mt that fits); lower mt (raise p to keep M = p·mt)"
     )
 
 
@@ -120,7 +121,8 @@ def test_too_large_mt_with_overlap_message():
         cfg.load(summa.SummaParams, {"mt": 42, "overlap": True})
     assert str(exc.value) == (
         "config key 'mt' = 42: 7 buffers of 42 x 42 FP32 (49,392 B) plus code (2,048 B) need "
-        "51,440 B but a PE has 49,152 B of SRAM; allowed: 1 .. 41 (the largest Mt that fits)"
+        "51,440 B but a PE has 49,152 B of SRAM (wafer.pe.sram_bytes); allowed: 1 .. 41 "
+        "(the largest Mt that fits); lower mt (raise p to keep M = p·mt)"
     )
 
 
@@ -130,8 +132,8 @@ def test_cli_too_large_mt_exits_2(capsys):
     assert code == 2
     assert err == (
         "wafersim: error: config key 'mt' = 49: 5 buffers of 49 x 49 FP32 (48,020 B) plus code "
-        "(2,048 B) need 50,068 B but a PE has 49,152 B of SRAM; allowed: 1 .. 48 (the largest Mt "
-        "that fits)\n"
+        "(2,048 B) need 50,068 B but a PE has 49,152 B of SRAM (wafer.pe.sram_bytes); allowed: "
+        "1 .. 48 (the largest Mt that fits); lower mt (raise p to keep M = p·mt)\n"
     )
 
 

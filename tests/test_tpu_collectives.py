@@ -144,7 +144,8 @@ BAD = [
     ("tpu-collective", ["axes=z"], "config key 'axes' = 'z': the 4x4 slice has no axis 'z'; "
      "allowed: x, y"),
     ("tpu-collective", ["bytes=1002"], "config key 'bytes' = 1002: does not divide into 4 shards "
-     "of whole bf16 elements (8 bytes each step); allowed: a multiple of 8, e.g. 1000 or 1008"),
+     "(the chips of axes 'x') of whole bf16 elements (8 bytes each step); allowed: a multiple of "
+     "8, e.g. 1000 or 1008"),
     ("tpu-collective", ["bytes=17179869184"], "config key 'bytes' = 17179869184: each chip would "
      "hold 17,179,869,184 bytes but a v5e chip has 16,000,000,000 bytes of HBM; allowed: at "
      "most 16,000,000,000 bytes per chip"),
@@ -156,7 +157,7 @@ BAD = [
      "chip's HBM (16,000,000,000 bytes); allowed: 1 .. 16,000,000,000"),
     ("tpu-matmul", ["j=2050"], "config key 'j' = 2050: does not shard evenly over the 4 chips "
      "of axes 'x'; allowed: a multiple of 4"),
-    ("tpu-matmul", ["blocks=3"], "config key 'blocks' = 3: does not divide the 1024 columns "
+    ("tpu-matmul", ["blocks=3"], "config key 'blocks' = 3: does not divide the 1024 columns (k) "
      "that are communicated in blocks; allowed: a divisor of 1024"),
     ("tpu-matmul", ["i=65536", "j=65536", "k=65536", "payload=size"], "config key 'i' = 65536: "
      "A, B and C need 34,359,738,368 bytes but a v5e chip has 16,000,000,000 bytes of HBM; "

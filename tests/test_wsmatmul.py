@@ -156,8 +156,9 @@ def test_bad_flavour_and_bad_split_are_rejected():
         run_ws(flavour="wgrad", rows=64, cols=64, tokens=512, px=1, py=1)
     assert str(err.value) == (
         "config key 'tokens' = 512: a PE needs 266,496 B for X0, dX1, two gradient-row buffers "
-        "and the partials but has 47,104 B beside the code; lower tokens or rows/cols, or raise "
-        "py/px"
+        "and the partials (tokens / py = 512 per PE) but has 47,104 B beside the code "
+        "(wafer.pe.sram_bytes - wafer.pe.code_bytes); lower tokens (or the other sizes: rows, "
+        "cols, tokens), or raise py"
     )
 
 

@@ -30,7 +30,7 @@ def export_chrome_json(
     pre = prepass(trace_path)
     tick_hz = int(header.get("tick_hz") or 1_000_000_000)
     us_per_tick = 1e6 / tick_hz
-    stats = ExportStats(orphan_receives=pre.flows.orphan_receives)
+    stats = ExportStats(orphan_receives=pre.flows.orphan_receives, note=pre.note)
     tops = sorted({c.split("/")[0] for c in pre.components}, key=natural_key)
     pid_of = {top: i + 1 for i, top in enumerate(tops)}
     fh = open_output(out_path, "w")  # closed below

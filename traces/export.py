@@ -10,11 +10,19 @@ from traces.perfetto import ExportStats
 FORMATS = {"perfetto": ".pftrace", "json": ".json"}
 
 
-def export(path: str, to: str, output: str | None = None) -> tuple[str, ExportStats]:
-    """Export the Arrow trace ``path`` to format ``to``; returns the output path and counts."""
+def export_path(path: str, to: str, output: str | None = None) -> str:
+    """The output path of exporting ``path`` to ``to``: ``output``, or ``path`` with the
+    format's extension."""
     if to not in FORMATS:
         raise TraceError(f"unknown export format '{to}'; choose one of: {', '.join(FORMATS)}")
-    out = output or os.path.splitext(path)[0] + FORMATS[to]
+    return output or os.path.splitext(path)[0] + FORMATS[to]
+
+
+def export(path: str, to: str, output: str | None = None) -> tuple[str, ExportStats]:
+    """Export the Arrow trace ``path`` to format ``to``; returns the output path and counts.
+    ``stats.note`` says if the trace was cut off (what was readable is exported); a trace
+    with no readable event is refused."""
+    out = export_path(path, to, output)
     if os.path.abspath(out) == os.path.abspath(path):
         raise TraceError(f"export output '{out}' would overwrite its input; give another -o")
     if to == "perfetto":

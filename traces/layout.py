@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simcore.errors import TraceError
-from traces.reader import iter_batches
+from traces.reader import BatchStream
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]*)\]$")
 _NUM = re.compile(r"(\d+)")
@@ -168,6 +168,7 @@ class Prepass:
     components: list[str]
     flows: FlowPlan
     events: int
+    note: str = ""  # what was lost if the trace is cut off, else ""
 
 
 def _valid(arr: pa.Array) -> np.ndarray:
@@ -180,7 +181,8 @@ def prepass(path: str) -> Prepass:
     outs: list[np.ndarray] = []
     ins: list[np.ndarray] = []
     events = 0
-    for batch in iter_batches(path):
+    stream = BatchStream(path)
+    for batch in stream:
         events += batch.num_rows
         col = batch.column("component")
         used = pc.unique(col.indices).to_numpy(zero_copy_only=False)
@@ -195,7 +197,9 @@ def prepass(path: str) -> Prepass:
     ids, counts = rids[has_send], rcounts[has_send].astype(np.int64)
     bases = np.concatenate(([1], 1 + np.cumsum(counts)[:-1])).astype(np.int64)[: len(ids)]
     plan = FlowPlan(ids, counts, bases, orphan_receives=int(rcounts[~has_send].sum()))
-    return Prepass(sorted(comps, key=natural_key), plan, events)
+    if stream.truncated and not events:
+        raise TraceError(f"{stream.note}: nothing readable to export")
+    return Prepass(sorted(comps, key=natural_key), plan, events, stream.note)
 
 
 def map_rows(arr: pa.Array) -> list[list[tuple[str, object]] | None] | None:

@@ -60,6 +60,7 @@ class ExportStats:
     exact_time: bool = True
     wall_s: float = 0.0
     bytes: int = 0
+    note: str = ""  # the input was cut off: what was lost (the readable part is exported)
 
     def describe(self) -> str:
         """One line for the command line."""
@@ -130,6 +131,7 @@ def export_perfetto(
     unit, exact = clock_unit(int(header.get("tick_hz") or 0))
     stats = ExportStats(unit_multiplier_ns=unit, exact_time=exact)
     stats.orphan_receives = pre.flows.orphan_receives
+    stats.note = pre.note
     fh = open_output(out_path, "wb")  # closed in the finally below
     try:
         out = _Out(fh)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib
@@ -37,10 +38,15 @@ _PE = re.compile(r"^(?P<prefix>.*?pe)\[(?P<x>\d+),\s*(?P<y>\d+)\]$")
 FORMATS = (".png", ".svg")
 
 
-def check_output(out: str) -> None:
-    """Refuse an output path that is not ``.png`` or ``.svg``; create its folder."""
+def check_format(out: str) -> None:
+    """Refuse an output path that is not ``.png`` or ``.svg``."""
     if os.path.splitext(out)[1].lower() not in FORMATS:
         raise WafersimError(f"plot output '{out}' must end in .png or .svg")
+
+
+def check_output(out: str) -> None:
+    """Refuse an output path that is not ``.png`` or ``.svg``; create its folder."""
+    check_format(out)
     parent = os.path.dirname(out)
     if parent:
         os.makedirs(parent, exist_ok=True)
@@ -93,25 +99,67 @@ def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
     """Heatmap of PE busy fraction (``busy``) or link utilisation (``link``)."""
     check_output(out)
     grid = mesh_values(path, metric)
-    h, w = grid.shape
-    fig, ax = plt.subplots(figsize=(min(12, 2 + 0.5 * w), min(10, 1.5 + 0.5 * h)))
-    im = ax.imshow(grid, origin="upper", cmap="viridis", vmin=0.0, interpolation="nearest")
     label = "busy fraction" if metric == "busy" else "link utilisation"
-    fig.colorbar(im, ax=ax, label=label)
+    fig = mesh_figure(grid, label, f"{label} per PE: {os.path.basename(path)}")
+    fig.savefig(out)
+    plt.close(fig)
+
+
+#: Smallest font (points) a cell's value is written in; smaller cells are left unlabelled.
+MIN_CELL_FONT = 5.0
+
+
+def mesh_figure(grid: np.ndarray, label: str, title: str) -> plt.Figure:
+    """The heatmap of ``grid[y, x]``: values written in the cells only where they fit (no
+    overlapping labels, whatever the mesh's shape), a colour bar beside the mesh (below a
+    single row), the title wrapped to the figure's width."""
+    h, w = grid.shape
+    fig_w = max(6.0, min(12.0, 2.5 + 0.5 * w))
+    title_lines = len(_wrap(title, fig_w, 10).splitlines())
+    fig_h = (min(10.0, 2.2 + 0.5 * h) if h > 1 else 2.6) + 0.2 * title_lines
+    fig, ax = plt.subplots(figsize=(fig_w, fig_h))
+    # Square cells, unless the mesh is so long and thin that its rows or columns would be
+    # slivers too small for their tick labels.
+    aspect = "auto" if max(w, h) > 6 * min(w, h) and h > 1 else "equal"
+    im = ax.imshow(grid, origin="upper", cmap="viridis", vmin=0.0, interpolation="nearest",
+                   aspect=aspect)  # fmt: skip
+    if h == 1:
+        fig.colorbar(im, ax=ax, label=label, orientation="horizontal", fraction=0.12,
+                     aspect=60, pad=0.45)  # fmt: skip
+        ax.set_yticks([0])
+    else:
+        fig.colorbar(im, ax=ax, label=label)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("x (column)")
     ax.set_ylabel("y (row)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(f"{label} per PE: {os.path.basename(path)}")
-    if w * h <= 400:
+    _title(fig, ax, title)
+    fig.tight_layout()
+    fig.canvas.draw()
+    # A cell's size in points, once laid out: "0.00" is about 2.6 font sizes wide, 1.2 high.
+    box = im.get_window_extent()
+    scale = 72 / fig.dpi
+    size = min(7.0, box.width / w * scale / 3.0, box.height / h * scale / 1.4)
+    if size >= MIN_CELL_FONT and w * h <= 400:
+        top = float(np.nanmax(grid)) or 1.0
         for y in range(h):
             for x in range(w):
                 if not np.isnan(grid[y, x]):
+                    ink = "black" if grid[y, x] / top > 0.6 else "white"  # viridis: light top
                     ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center",
-                            color="white", fontsize=7)  # fmt: skip
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+                            color=ink, fontsize=size)  # fmt: skip
+    return fig
+
+
+def _title(fig: plt.Figure, ax: plt.Axes, title: str, fontsize: float = 10) -> None:
+    """``title`` wrapped to the figure's width less the axis labels' margin (about 0.62 font
+    sizes per character), so it is never cut at the figure's edges."""
+    ax.set_title(_wrap(title, fig.get_figwidth(), fontsize), fontsize=fontsize)
+
+
+def _wrap(title: str, fig_width_in: float, fontsize: float) -> str:
+    chars = max(20, int((fig_width_in - 1.8) * 72 / (0.62 * fontsize)))
+    return textwrap.fill(title, chars, break_on_hyphens=True)
 
 
 def plot_timeline(path: str, out: str, *, max_slices: int = 20_000) -> None:
@@ -149,7 +197,7 @@ def plot_timeline(path: str, out: str, *, max_slices: int = 20_000) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("time (ticks)")
     note = f" (first {max_slices:,} slices)" if taken >= max_slices else ""
-    ax.set_title(f"timeline: {os.path.basename(path)}{note}")
+    _title(fig, ax, f"timeline: {os.path.basename(path)}{note}")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
@@ -175,21 +223,35 @@ def plot_comparison(
             + (f", {len(reference)} reference" if reference else "")
             + " values"
         )
+    fig = comparison_figure(labels, simulated, model, reference, title)
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def comparison_figure(
+    labels: Sequence[str],
+    simulated: Sequence[float],
+    model: Sequence[float],
+    reference: Sequence[float | None],
+    title: str,
+) -> plt.Figure:
+    """The comparison at categorical points: markers only (the points are separate cases, so
+    no line joins them), the title wrapped to the figure's width."""
     x = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(labels) + 3), 4.5))
-    ax.plot(x, simulated, "o-", label="simulated")
-    ax.plot(x, model, "s--", label="analytical model")
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.6 * len(labels) + 3)), 4.8))
+    ax.plot(x, simulated, "o", linestyle="none", label="simulated")
+    ax.plot(x, model, "s", linestyle="none", mfc="none", markersize=8, label="analytical model")
     refs = [(i, r) for i, r in enumerate(reference) if r is not None]
     if refs:
-        ax.plot(*zip(*refs, strict=True), "^", label="reference", markersize=9)
+        ax.plot(*zip(*refs, strict=True), "^", linestyle="none", label="reference",
+                markersize=9)  # fmt: skip
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("value")
-    ax.set_title(title, fontsize=9)
+    _title(fig, ax, title, fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    return fig
 
 
 def plot_series(
@@ -226,7 +288,7 @@ def plot_series(
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    _title(fig, ax, title, fontsize=9)
     if any(series):
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")

@@ -52,8 +52,23 @@ class Trace:
         return args.get("status", "unknown")
 
 
+#: What reading a damaged stream can raise (a cut, or bytes changed on disk).
+_DAMAGED = (pa.ArrowException, OSError)
+
+
+def _next_batch(reader: ipc.RecordBatchStreamReader) -> pa.RecordBatch:
+    """The next batch, fully validated (offsets and dictionary indices in bounds), so damaged
+    bytes are found here and not as a crash in whatever reads the batch."""
+    batch = reader.read_next_batch()
+    batch.validate(full=True)
+    return batch
+
+
 def _decode_header(schema: pa.Schema, path: str) -> dict[str, Any]:
-    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    try:
+        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    except UnicodeDecodeError:
+        raise TraceError(f"'{path}' has a damaged header (not UTF-8 text)") from None
     if f"{META_PREFIX}schema_version" not in meta:
         raise TraceError(f"'{path}' is an Arrow stream but not a wafersim trace (no header)")
     header: dict[str, Any] = {}
@@ -65,7 +80,12 @@ def _decode_header(schema: pa.Schema, path: str) -> dict[str, Any]:
             header[name] = json.loads(raw)
         except json.JSONDecodeError:
             header[name] = raw
-    version = int(header["schema_version"])
+    try:
+        version = int(header["schema_version"])
+    except (TypeError, ValueError):
+        raise TraceError(
+            f"'{path}' has a damaged header (schema version {header['schema_version']!r})"
+        ) from None
     if version != SCHEMA_VERSION:
         raise TraceError(
             f"'{path}' uses trace schema v{version}; this wafersim reads v{SCHEMA_VERSION} "
@@ -81,7 +101,7 @@ def _open(path: str) -> ipc.RecordBatchStreamReader:
         raise TraceError(f"trace file '{path}' is empty (the run wrote nothing)")
     try:
         return ipc.open_stream(pa.memory_map(path, "r"))
-    except (pa.ArrowInvalid, OSError) as exc:
+    except _DAMAGED as exc:
         raise TraceError(
             f"'{path}' is not a readable wafersim trace (Arrow IPC stream): {exc}"
         ) from None
@@ -92,10 +112,10 @@ def iter_batches(path: str | os.PathLike[str]) -> Iterator[pa.RecordBatch]:
     reader = _open(os.fspath(path))
     while True:
         try:
-            yield reader.read_next_batch()
+            yield _next_batch(reader)
         except StopIteration:
             return
-        except (pa.ArrowInvalid, OSError):
+        except _DAMAGED:
             return
 
 
@@ -115,10 +135,10 @@ class BatchStream:
         batches = 0
         while True:
             try:
-                batch = self._reader.read_next_batch()
+                batch = _next_batch(self._reader)
             except StopIteration:
                 return
-            except (pa.ArrowInvalid, OSError) as exc:
+            except _DAMAGED as exc:
                 self.truncated = True
                 self.note = (
                     f"trace '{self.path}' is truncated after {batches} complete batch(es) "
@@ -145,10 +165,10 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     note = ""
     while True:
         try:
-            batches.append(reader.read_next_batch())
+            batches.append(_next_batch(reader))
         except StopIteration:
             break
-        except (pa.ArrowInvalid, OSError) as exc:
+        except _DAMAGED as exc:
             truncated = True
             note = (
                 f"trace '{path}' is truncated after {len(batches)} complete batch(es) "

@@ -15,8 +15,10 @@ summary of millions of events fits in tens of megabytes. Reported:
   maximum, the fraction of time non-zero and, when the events carry an integer ``capacity``
   argument, mean occupancy / capacity;
 * the **critical path**, where flows make it derivable: from the slice that ends last, step back
-  to the send of its ``flow_in`` if it has one, otherwise to the latest slice on the same
-  component that ended by its start; the chain of events and the share per component.
+  to the send of its ``flow_in`` if it has one that ended before it or began before it,
+  otherwise to the latest slice on the same component that ended by its start; the chain of
+  events and the share per component (each step charged only the time it adds; the rest of
+  the path's length, ``waiting_ticks``, lies between its slices: in flight, or waiting).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from traces.layout import natural_key
 from traces.reader import BatchStream
 
 # Slices that are not work: stalls; run markers; ``async`` (an asynchronous operation's lifetime,
@@ -174,7 +177,9 @@ def _utilisation(acc: _Acc, end_ticks: int) -> list[dict[str, Any]]:
             "nonzero_fraction": nonzero, "capacity": cap,
             "utilisation": mean / cap if cap else None,
         })  # fmt: skip
-    rows.sort(key=lambda r: (-(r["utilisation"] or r["nonzero_fraction"]), r["component"]))
+    rows.sort(
+        key=lambda r: (-(r["utilisation"] or r["nonzero_fraction"]), natural_key(r["component"]))
+    )
     return rows
 
 
@@ -201,8 +206,11 @@ def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
         visited.add(cur)
         steps.append(cur)
         f = int(fi[cur])
-        if f >= 0 and f in sender and sender[f] != cur and end[sender[f]] <= end[cur]:
-            cur = sender[f]
+        # Follow a flow back to its sender if it could have caused this slice: it ended first
+        # (a stream feeding a receive), or began first (a task starting an operation mid-way).
+        s_ = sender.get(f, -1) if f >= 0 else -1
+        if s_ >= 0 and s_ != cur and (end[s_] <= end[cur] or ts[s_] <= ts[cur]):
+            cur = s_
             via_flow += 1
             continue
         chunk = by_comp[int(comp[cur])]
@@ -214,9 +222,16 @@ def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
         cur = int(chunk[k])
     steps.reverse()
     names = acc.cp_names
+    # Each step is charged the time it adds to the path: from the later of its start and the
+    # previous step's end, so overlapping steps (a stream's send and receive) are not counted
+    # twice and the shares add up to the path's length less its gaps (``waiting_ticks``).
     share: collections.Counter = collections.Counter()
+    reached = int(ts[steps[0]])
     for i in steps:
-        share[names[comp[i]]] += int(end[i] - ts[i])
+        added = int(end[i]) - max(int(ts[i]), reached)
+        if added > 0:
+            share[names[comp[i]]] += added
+        reached = max(reached, int(end[i]))
     length = int(end[steps[-1]] - ts[steps[0]])
     return {
         "length_ticks": length,
@@ -225,6 +240,7 @@ def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
         "start_ticks": int(ts[steps[0]]),
         "end_ticks": int(end[steps[-1]]),
         "share": [{"component": c, "ticks": t} for c, t in share.most_common()],
+        "waiting_ticks": length - sum(share.values()),
         "events": [
             {
                 "component": names[comp[i]],
@@ -268,8 +284,10 @@ def summarize(path: str) -> dict[str, Any]:
         s = np.concatenate([p[0] for p in pairs])
         e = np.concatenate([p[1] for p in pairs])
         busy.append((comp, union_length(s, e), len(s)))
-    busy.sort(key=lambda r: (-r[1], r[0]))
-    stalls = sorted(acc.stalls.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    busy.sort(key=lambda r: (-r[1], natural_key(r[0])))  # pe[2] before pe[10] on a tie
+    stalls = sorted(
+        acc.stalls.items(), key=lambda kv: (-kv[1][1], tuple(natural_key(k) for k in kv[0]))
+    )
     stall_total = sum(v[1] for v in acc.stalls.values())
     by_cause: collections.Counter = collections.Counter()
     for (_, _, cause), (_, ticks) in acc.stalls.items():
@@ -285,7 +303,7 @@ def summarize(path: str) -> dict[str, Any]:
         "status": status,
         "truncated": stream.truncated,
         "note": stream.note,
-        "events": n,
+        "records": n,
         "end_ticks": end_ticks,
         "end_ns": end_ticks * 1e9 / tick_hz if tick_hz else None,
         "domains": header.get("domains"),
@@ -331,10 +349,11 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
         lines.append(f"  note: {s['note']}")
     if s["end_ns"] is not None:
         lines.append(
-            f"  {s['events']:,} events over {s['end_ns']:,.1f} ns ({s['end_ticks']:,} ticks)"
+            f"  {s['records']:,} trace records over {s['end_ns']:,.1f} ns "
+            f"({s['end_ticks']:,} ticks)"
         )
     lines.append(
-        "  events by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
+        "  records by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
     )
     leaves = [r for r in s["busy"] if r["leaf"]]
     if leaves:
@@ -372,7 +391,8 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
     if cp and "length_ticks" in cp:
         lines.append(
             f"  critical path: {cp['length_ticks']:,} ticks, {cp['steps']:,} events "
-            f"({cp['via_flows']:,} hops along flows); share by component:"
+            f"({cp['via_flows']:,} hops along flows); share by component"
+            f"{' (the rest in flight or waiting)' if cp['waiting_ticks'] else ''}:"
         )
         for row in cp["share"][:5]:
             frac = row["ticks"] / cp["length_ticks"] if cp["length_ticks"] else 0.0

@@ -85,14 +85,19 @@ class TraceWriter:
         level: TraceLevel,
         header: Mapping[str, Any],
         batch_rows: int = 65536,
+        name: str | None = None,
     ) -> None:
         self.path = os.fspath(path)
+        #: The path messages name: ``name`` when writing under a temporary file, else ``path``.
+        self.name = name or self.path
         self.level = int(level)
         self.batch_rows = batch_rows
         self.rows_written = 0
         self._rows: list[tuple] = []
         self._tables: dict[int, dict[str, int]] = {i: {} for i in (_DOM, _COMP, _CAT, _NAME, _PH)}
         self._closed = False
+        #: The OSError a write met (a full disk), if any: the file is then incomplete.
+        self.failed: OSError | None = None
         meta = {f"{META_PREFIX}schema_version": str(SCHEMA_VERSION)}
         meta[f"{META_PREFIX}level"] = TraceLevel(level).name.lower()
         for key, value in header.items():
@@ -104,7 +109,9 @@ class TraceWriter:
                 os.makedirs(parent, exist_ok=True)
             self._sink = pa.OSFile(self.path, "wb")
         except OSError as exc:
-            raise WafersimError(f"cannot write trace '{self.path}': {exc.strerror}") from None
+            raise WafersimError(
+                f"cannot write trace '{self.name}': {exc.strerror or exc}"
+            ) from None
         options = ipc.IpcWriteOptions(compression="zstd")
         self._writer = ipc.new_stream(self._sink, self.schema, options=options)
 
@@ -162,8 +169,13 @@ class TraceWriter:
             args_float,
             args_str,
         ]
-        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
-        self._sink.flush()
+        try:
+            self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+            self._sink.flush()
+        except OSError as exc:
+            self.failed = exc
+            self._rows.clear()
+            raise
         self.rows_written += len(self._rows)
         self._rows.clear()
 
@@ -174,9 +186,16 @@ class TraceWriter:
         try:
             self.flush()
             self._writer.close()
+        except OSError as exc:
+            self.failed = self.failed or exc
+            raise
         finally:
             self._closed = True
-            self._sink.close()
+            try:
+                self._sink.close()
+            except OSError as exc:
+                self.failed = self.failed or exc
+                raise
 
     def __enter__(self) -> TraceWriter:
         return self

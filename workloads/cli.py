@@ -1,41 +1,87 @@
 """The ``wafersim`` command line.
 
 Exit status: 0 success; 2 a user error (bad scenario, key, value, file; a stalled run), printed
-as one clear message without a traceback; 1 an internal error (a bug: the traceback is shown) or a
-validation case outside its tolerance; 130 interrupted with Ctrl-C (the trace so far is kept).
+as one clear message without a traceback; 3 a validation case outside its tolerance; 1 an
+internal error (a bug: the traceback is shown); 130 interrupted with Ctrl-C or SIGTERM (the trace
+so far is kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import traceback
 from typing import Any
 
 from simcore import config as cfg
 from simcore.errors import WafersimError
-from simcore.sim import Progress
 from simcore.tracing import LEVEL_NAMES, TraceLevel
-from traces.export import export
+from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import registry, scenario, sweep
+from workloads import __version__, outputs, registry, scenario, sweep
+from workloads.progress import PointProgress, RunProgress
+
+#: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
+#: nor of wafersim's: the simulation and the model disagree more than the case allows).
+EXIT_VALIDATION = 3
+
+
+#: What validate's columns are (printed above its table and in ``validate --help``).
+VALIDATE_COLUMNS = (
+    "Columns: simulated = the simulator's result (cycles); model = the analytical model's "
+    "prediction (for wse-fmac and wse-bcast the published fit itself, for summa the published "
+    "time model, for the others wafersim's own models, which never feed the simulation); "
+    "reference = the published figure at that point where one exists ('-' where none); "
+    "error % = (simulated - model) / model x 100, relative to the model. Each case's 'source' "
+    "line cites where its published figures come from."
+)
+
+
+def _cases_epilog() -> str:
+    registry.load_all()
+    lines = ["validation cases:"]
+    for name, case in sorted(registry.CASES.items()):
+        lines.append(f"  {name:<14} {case.summary} (needs {case.describe_tolerance()})")
+    return "\n".join(lines)
+
+
+#: An argparse type: a whole number >= 0 (every whole-number option of the CLI is one).
+_count = sweep.count
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="wafersim",
         description="Cycle-level discrete-event simulator of machine-learning hardware.",
+        epilog="exit status: 0 success; 2 a user error (one line saying what to change); 3 a "
+        "validation case outside its tolerance; 1 an internal error (a bug); 130 interrupted",
     )
+    ap.add_argument("--version", action="version", version=f"wafersim {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("list", help="list built-in scenarios with one-line descriptions")
 
-    p = sub.add_parser("params", help="list a scenario's parameters, defaults and ranges")
+    p = sub.add_parser(
+        "params",
+        help="list a scenario's parameters: the values a run uses, who set them, ranges",
+        description="List every parameter of SCENARIO with the value a run would use, where it "
+        "comes from (scenario: the scenario file sets it; --set: an override given here; "
+        "default: the kind's default), the allowed values and a description.",
+    )
     p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="show the values with this override applied (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print a JSON list of parameters")
 
     p = sub.add_parser("run", help="run a scenario and print its metrics")
     p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
@@ -47,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a parameter (repeatable), e.g. --set elements=64",
     )
+    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
     p.add_argument("--trace", metavar="PATH", help="write an Arrow event trace to PATH")
     p.add_argument(
         "--trace-level",
@@ -58,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--livelock-cycles",
-        type=int,
+        type=_count,
         default=1_000_000,
         metavar="N",
         help="end the run as a livelock when nothing is computed or moved for N cycles while "
@@ -71,14 +118,33 @@ def _parser() -> argparse.ArgumentParser:
         "(the Arrow trace goes to --trace, or next to OUT)",
     )
 
-    p = sub.add_parser("model", help="evaluate a scenario's analytical model (no simulation)")
-    p.add_argument("scenario", metavar="SCENARIO")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "model", help="evaluate a scenario's analytical model (no simulation)",
+        description="Evaluate the analytical model of SCENARIO's workload kind at the scenario's "
+        "parameters (with any --set), without simulating: instant at any size. The model is "
+        "built from published calibration fits and never feeds the simulator's timing; "
+        "'wafersim validate' compares the two.",
+    )  # fmt: skip
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a parameter (repeatable), e.g. --set p=750",
+    )  # fmt: skip
+    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    p = sub.add_parser("validate", help="compare simulation with analytical models")
+    p = sub.add_parser(
+        "validate", help="compare simulation with analytical models",
+        description="Run validation cases: each simulates a sweep of points and compares the "
+        "simulated value with the analytical model's prediction (and a published reference "
+        "where there is one). " + VALIDATE_COLUMNS + " Progress goes to stderr point by "
+        "point; each case's table is printed when the case ends. Exit status 3 if a case is "
+        "outside its tolerance.",
+        epilog=_cases_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON list of cases at the end")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sweep.add_cluster_arguments(p, workers_default="none: one point after another, here")
 
     p = sub.add_parser("sweep", help="run a scenario over a grid of parameters, in parallel")
@@ -86,11 +152,18 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
-    q = tsub.add_parser("summary", help="summarise a trace file")
-    q.add_argument("path", metavar="PATH")
-    q.add_argument("--json", action="store_true")
+    q = tsub.add_parser(
+        "summary", help="summarise a trace file",
+        description="Summarise an Arrow trace: its header and final status, trace records by "
+        "category, the busiest components (busy = the union of a component's slices and its "
+        "children's, as a share of the run), stalls, link and queue utilisation from counter "
+        "records, and the critical path (walked back from the last slice along send/receive "
+        "flows and each component's preceding slice). A trace cut off is read up to the cut.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace written by run --trace")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
     q = tsub.add_parser("export", help="convert a trace for a timeline viewer")
-    q.add_argument("path", metavar="PATH")
+    q.add_argument("path", metavar="PATH", help="an Arrow trace written by run --trace")
     q.add_argument(
         "--to",
         required=True,
@@ -104,23 +177,30 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
     psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
     q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")
-    q.add_argument("path", metavar="PATH")
-    q.add_argument("--metric", choices=("busy", "link"), default="busy")
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer run")
+    q.add_argument(
+        "--metric", choices=("busy", "link"), default="busy",
+        help="busy: fraction of the run each PE (with its router and ce) is busy; link: mean "
+        "link and queue occupancy of each PE, as a fraction of capacity where the trace gives "
+        "it (default: busy; link needs a detail-level trace)",
+    )  # fmt: skip
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("timeline", help="per-component timeline of a small trace")
-    q.add_argument("path", metavar="PATH")
-    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q.add_argument("path", metavar="PATH", help="an Arrow trace (the first 20,000 slices drawn)")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
-    q.add_argument("case", metavar="CASE")
-    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
-    q.add_argument("path", metavar="TABLE.parquet")
-    q.add_argument("--x", required=True, metavar="COLUMN")
-    q.add_argument("--y", required=True, metavar="COLUMN")
+    q.add_argument("path", metavar="TABLE.parquet", help="a table wafersim sweep wrote")
+    q.add_argument(
+        "--x", required=True, metavar="COLUMN", help="the column along x (a swept parameter)"
+    )
+    q.add_argument("--y", required=True, metavar="COLUMN", help="the column along y (a metric)")
     q.add_argument("--hue", metavar="COLUMN", help="one line per value of COLUMN")
     q.add_argument("--logx", action="store_true", help="logarithmic x axis")
     q.add_argument("--logy", action="store_true", help="logarithmic y axis")
-    q.add_argument("-o", "--output", metavar="OUT", required=True)
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     return ap  # fmt: skip
 
 
@@ -144,23 +224,69 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
 def cmd_params(args: argparse.Namespace) -> int:
     sc = scenario.find(args.scenario)
-    print(f"parameters of scenario '{sc.name}' (kind {sc.kind.name}); set with --set KEY=VALUE")
-    for key, default, allowed, doc in cfg.describe(sc.kind.params):
-        print(f"  {key:<32} {default:<14} [{allowed}]  {doc}")
+    values = _flat(cfg.to_dict(scenario.resolve_params(sc, args.overrides)))
+    overridden: dict[str, Any] = {}
+    for text in args.overrides:
+        cfg.apply_override(overridden, text)
+    source = {key: "scenario" for key in _flat(sc.data)}
+    source.update({key: "--set" for key in _flat(overridden)})
+    rows = [
+        {"key": key, "value": values[key], "source": source.get(key, "default"),
+         "default": default, "allowed": allowed, "description": doc}
+        for key, default, allowed, doc in cfg.describe(sc.kind.params)
+    ]  # fmt: skip
+    if args.json:
+        print(json.dumps(rows, default=_json_default))
+        return 0
+    print(
+        f"parameters of scenario '{sc.name}' (kind {sc.kind.name}): the values a run uses; "
+        "set with --set KEY=VALUE"
+    )
+    width = max(len(r["key"]) for r in rows)
+    vw = min(max(len(repr(r["value"])) for r in rows), 16)
+    aw = min(max(len(r["allowed"]) for r in rows), 28)
+    print(f"  {'key':<{width}} {'value':<{vw}} {'set by':<8} {'allowed':<{aw}} description")
+    for r in rows:
+        print(
+            f"  {r['key']:<{width}} {r['value']!r:<{vw}} {r['source']:<8} "
+            f"{r['allowed']:<{aw}} {r['description']}"
+        )
     return 0
 
 
+def _seed(args: argparse.Namespace) -> None:
+    """``--seed N`` is ``--set seed=N`` (given both, the key is set twice: an error)."""
+    if args.seed is not None:
+        args.overrides.append(f"seed={args.seed}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    _seed(args)
     sc = scenario.find(args.scenario)
     params = scenario.resolve_params(sc, args.overrides)
     level = TraceLevel[args.trace_level.upper()]
+    trace_label = "--trace"
     if args.perfetto and not args.trace:
         args.trace = os.path.splitext(args.perfetto)[0] + ".arrows"
+        trace_label = "the Arrow trace (--trace, by default next to --perfetto)"
     if args.perfetto and level == TraceLevel.OFF:
         raise WafersimError("--perfetto needs a trace: use --trace-level summary, ops or detail")
-    progress = None if args.quiet else Progress(sys.stderr)
+    outputs.check_paths(
+        {"the scenario file": sc.path}, {trace_label: args.trace, "--perfetto": args.perfetto}
+    )
+    progress = None if args.quiet else RunProgress(sys.stderr)
     try:
         out = scenario.run_scenario(
             sc, params, trace_path=args.trace, trace_level=level, progress=progress,
@@ -172,7 +298,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     data = out.as_json()
     if args.perfetto and out.trace_path:
-        export_perfetto(out.trace_path, args.perfetto)
+        with outputs.atomic(args.perfetto, "--perfetto") as tmp:
+            export_perfetto(out.trace_path, tmp)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
@@ -181,7 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for key, value in out.metrics.items():
         print(f"  {key:<28} {_fmt(value)}")
     r = out.result
-    print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} events/s)")
+    print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} per s)")
     if out.trace_path:
         print(f"  trace {out.trace_path} (level {args.trace_level})")
     if args.perfetto:
@@ -190,6 +317,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    _seed(args)
     sc = scenario.find(args.scenario)
     if sc.kind.model is None:
         raise WafersimError(f"workload kind '{sc.kind.name}' has no analytical model")
@@ -205,58 +333,77 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     sweep.check_arguments(args)
+    points = PointProgress(sys.stderr, quiet=args.quiet)
     if args.workers or args.scheduler:
         from workloads import engine  # distributed adds half a second to a command's start
 
         with engine.connect(args.workers, args.scheduler) as client:
-            return _validate(args, engine.DaskRunner(client))
-    return _validate(args, scenario.run_points)
+            return _validate(args, engine.DaskRunner(client, on_point=points), points)
+    return _validate(args, scenario.SequentialRunner(on_point=points), points)
 
 
-def _validate(args: argparse.Namespace, runner: registry.Runner) -> int:
+def _validate(args: argparse.Namespace, runner: registry.Runner, points: PointProgress) -> int:
     results = []
     ok = True
     for case in registry.find_cases(args.cases):
+        points.start_case(case.name)
         rows = case.run(runner)
+        points.close()
         mape, worst, worst_abs, passed = case.judge(rows)
         ok &= passed
         results.append((case, rows, mape, worst, worst_abs, passed))
+        if not args.json:  # each case's table as soon as it is done
+            _print_case(case, rows, mape, worst, worst_abs, passed, header=len(results) == 1)
     if args.json:
         print(json.dumps([
             {"case": c.name, "summary": c.summary, "criterion": c.criterion,
-             "tolerance": c.tolerance, "mape_pct": mape, "max_error_pct": worst,
+             "tolerance": c.tolerance, "source": c.source, "mape_pct": mape, "max_error_pct": worst,
              "max_abs_error": worst_abs, "passed": passed,
              "rows": [{"point": r.point, "simulated": r.simulated, "model": r.model,
                        "reference": r.reference, "error_pct": r.error_pct} for r in rows]}
             for c, rows, mape, worst, worst_abs, passed in results
         ], default=_json_default))  # fmt: skip
-        return 0 if ok else 1
-    width = max((len(r.point) for _, rows, *_ in results for r in rows), default=10)
-    cw = max(len(c.name) for c, *_ in results)
-    header = (
-        f"{'case':<{cw}} {'point':<{width}} {'simulated':>12} {'model':>12} "
+        return 0 if ok else EXIT_VALIDATION
+    return 0 if ok else EXIT_VALIDATION
+
+
+def _print_case(
+    case: registry.ValidationCase, rows: list[registry.ValidationRow], mape: float,
+    worst: float, worst_abs: float, passed: bool, *, header: bool,
+) -> None:  # fmt: skip
+    width = max([len(r.point) for r in rows] + [24])
+    if header:
+        print(VALIDATE_COLUMNS)
+    line = (
+        f"{'case':<14} {'point':<{width}} {'simulated':>12} {'model':>12} "
         f"{'reference':>12} {'error %':>8}"
     )
-    print(header)
-    print("-" * len(header))
-    for case, rows, mape, worst, worst_abs, passed in results:
-        for r in rows:
-            ref = _fmt(r.reference) if r.reference is not None else "-"
-            print(
-                f"{r.case:<{cw}} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
-                f"{ref:>12} {r.error_pct:>8.2f}"
-            )
-        verdict = "ok" if passed else "OUT OF TOLERANCE"
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        ref = _fmt(r.reference) if r.reference is not None else "-"
         print(
-            f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
-            f"(needs {case.describe_tolerance()}): {verdict}"
+            f"{r.case:<14} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
+            f"{ref:>12} {r.error_pct:>8.2f}"
         )
-    return 0 if ok else 1
+    verdict = "ok" if passed else "OUT OF TOLERANCE"
+    print(
+        f"{case.name}: MAPE {mape:.2f} %, max {worst:.2f} %, max |error| {_fmt(worst_abs)} "
+        f"(needs {case.describe_tolerance()}): {verdict}"
+    )
+    if case.source:
+        print(f"{case.name}: source: {case.source}")
+    print(flush=True)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     if args.trace_command == "export":
-        out, stats = export(args.path, args.to, args.output)
+        out = export_path(args.path, args.to, args.output)
+        outputs.check_paths({"the trace": args.path}, {"the export": out})
+        with outputs.atomic(out, "the export") as tmp:
+            _, stats = export(args.path, args.to, tmp)
+        if stats.note:
+            print(f"wafersim: warning: {stats.note}", file=sys.stderr)
         print(f"wrote {out}: {stats.describe()}")
         return 0
     s = summarize(args.path)
@@ -273,15 +420,19 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from traces import plots
     from workloads.plots import plot_sweep, plot_validate
 
-    if args.plot_command == "mesh":
-        plots.plot_mesh(args.path, args.output, metric=args.metric)
-    elif args.plot_command == "timeline":
-        plots.plot_timeline(args.path, args.output)
-    elif args.plot_command == "sweep":
-        plot_sweep(args.path, args.output, x=args.x, y=args.y, hue=args.hue,
-                   logx=args.logx, logy=args.logy)  # fmt: skip
-    else:
-        plot_validate(args.case, args.output)
+    plots.check_format(args.output)
+    trace = getattr(args, "path", None)
+    outputs.check_paths({"the trace": trace}, {"the plot (-o)": args.output})
+    with outputs.atomic(args.output, "the plot (-o)") as tmp:
+        if args.plot_command == "mesh":
+            plots.plot_mesh(args.path, tmp, metric=args.metric)
+        elif args.plot_command == "timeline":
+            plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "sweep":
+            plot_sweep(args.path, tmp, x=args.x, y=args.y, hue=args.hue,
+                       logx=args.logx, logy=args.logy)  # fmt: skip
+        else:
+            plot_validate(args.case, tmp)
     print(f"wrote {args.output}")
     return 0
 
@@ -312,24 +463,78 @@ COMMANDS = {
 }
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is buffered cannot
+    fail again (and print its own traceback) on the way out."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # `kill`: end the run as Ctrl-C does, keeping what was written
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return COMMANDS[args.command](args)
+        return _dispatch(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a full disk behind stdout shows here, inside the handlers below
+        return code
     except WafersimError as exc:
-        print(f"wafersim: error: {exc}", file=sys.stderr)
+        print(f"wafersim: error: {_printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("wafersim: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return 0
+    except MemoryError:
+        print(
+            "wafersim: error: out of memory; lower the scenario's sizes (wafersim params "
+            "SCENARIO lists them) or free memory",
+            file=sys.stderr,
+        )
+        return 2
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in _STREAM_ERRNOS:
+            return _internal_error()
+        # Every file output converts its own OSError (workloads/outputs.py): a write error
+        # without a file name is standard output's (`> /dev/full`, a full disk).
+        _silence_stdout()
+        print(f"wafersim: error: cannot write standard output: {exc.strerror}", file=sys.stderr)
+        return 2
     except Exception:
-        traceback.print_exc()
-        print("wafersim: internal error (a bug in wafersim; please report it)", file=sys.stderr)
-        return 1
+        return _internal_error()
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters other than newlines escaped (``\\x1e``), so a value
+    the user typed cannot break or garble the message's line."""
+    return "".join(
+        c if c.isprintable() or c == "\n" else c.encode("unicode_escape").decode() for c in text
+    )
+
+
+_STREAM_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG)
+
+
+def _internal_error() -> int:
+    traceback.print_exc()
+    print("wafersim: internal error (a bug in wafersim; please report it)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ from tqdm import tqdm
 from simcore.errors import SimulationStalled, WafersimError
 from simcore.sim import Progress, Simulation
 from simcore.tracing import TraceLevel
-from workloads import registry, scenario, sweep
+from workloads import outputs, registry, scenario, sweep
 
 T = TypeVar("T")
 
@@ -295,10 +295,14 @@ def run_metrics_chunk(
 class DaskRunner:
     """A :class:`registry.Runner` on a Dask client: the points of a call farmed out as the
     sweep engine does (the last first, tiny ones several to a task); the first point that
-    fails raises its error here, as the serial runner would."""
+    fails raises its error here, as the serial runner would. ``on_point`` (optional) is called
+    here with a :class:`registry.PointDone` as each point's result arrives."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(
+        self, client: Client, on_point: Callable[[registry.PointDone], None] | None = None
+    ) -> None:
         self.client = client
+        self.on_point = on_point
 
     def __call__(
         self, kind: str, points: Sequence[registry.ScenarioParams]
@@ -325,9 +329,13 @@ class DaskRunner:
                 chunk = in_flight.pop(fut.key)
                 if fut.status != "finished":  # the client's exit cancels the others
                     raise value[1] if isinstance(value, tuple) else value
-                for (i, _), (metrics, wall) in zip(chunk, value, strict=True):
+                for (i, params), (metrics, wall) in zip(chunk, value, strict=True):
                     out[i] = metrics
                     queue.walls.append(wall)
+                    if self.on_point is not None:
+                        self.on_point(
+                            registry.PointDone(kind, i, len(points), params, metrics, wall)
+                        )
                 fut.release()
             fill()
         return out
@@ -591,6 +599,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     output = args.output or sw.output or os.path.join("out", f"{sw.scen.name}-sweep.parquet")
     if not output.endswith(".parquet"):
         raise WafersimError(f"sweep output '{output}' must end in .parquet")
+    scen_file = args.scenario if os.path.isfile(args.scenario) else None
+    outputs.check_paths({"the scenario": scen_file}, {"the table (-o)": output})
     sw.points()  # a key the scenario does not have is reported before a cluster starts
     with connect(args.workers, args.scheduler) as client:
         outcome = run_sweep(

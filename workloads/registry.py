@@ -43,9 +43,22 @@ class ScenarioParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class Footprint:
+    """What building a scenario will take, estimated from its parameters alone (before
+    building): ``components`` the build registers (the build progress bar's total), ``bytes``
+    of memory at the run's peak, and ``size_key``, the parameter that sets the size (named,
+    with the largest value that fits, when the estimate exceeds the memory available)."""
+
+    components: int
+    bytes: int
+    size_key: str
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkloadKind:
     """How to build, measure and model one kind of scenario. ``origin`` is the module that
-    defines it (``__name__``): a duplicate name's error names both origins."""
+    defines it (``__name__``): a duplicate name's error names both origins. ``footprint``
+    estimates a build's size and memory from the parameters (see :class:`Footprint`)."""
 
     name: str
     summary: str
@@ -54,6 +67,7 @@ class WorkloadKind:
     metrics: Callable[[Simulation, Any, Any, RunResult], Metrics]
     model: Callable[[Any], Metrics] | None = None
     origin: str = ""
+    footprint: Callable[[Any], Footprint] | None = None
 
 
 class Runner(Protocol):
@@ -69,6 +83,24 @@ class Runner(Protocol):
     """
 
     def __call__(self, kind: str, points: Sequence[ScenarioParams]) -> list[Metrics]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class PointDone:
+    """A point a runner finished: what its ``on_point`` callback is given.
+
+    A runner may be made with ``on_point`` (``scenario.SequentialRunner(on_point=...)``); it then
+    calls it in the calling process as each point of a call finishes, in the order they finish,
+    so ``wafersim validate`` shows progress and results as they come whatever runs the points.
+    ``index`` is the point's position in the call's ``points``, ``total`` their number, and
+    ``wall_s`` the point's own run time."""
+
+    kind: str
+    index: int
+    total: int
+    params: ScenarioParams
+    metrics: Metrics
+    wall_s: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +136,9 @@ class ValidationCase:
     tolerance: float
     criterion: str = "max_pct"
     origin: str = ""
+    #: The published source of the case's reference figures and model constants (a citation),
+    #: printed with the case's table; "" when the model is wafersim's own.
+    source: str = ""
 
     def judge(self, rows: list[ValidationRow]) -> tuple[float, float, float, bool]:
         """(MAPE %, max |error %|, max |error| absolute, passed)."""

@@ -17,18 +17,20 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from simcore import config as cfg
-from simcore.errors import ScenarioError, SimulationStalled, WafersimError
+from simcore.errors import MISSING, ConfigError, ScenarioError, SimulationStalled, WafersimError
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
 from traces.writer import TraceWriter
-from workloads import __version__, registry
+from workloads import __version__, budget, outputs, registry
+from workloads.progress import RunProgress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +74,14 @@ def builtin_names() -> list[str]:
 def find(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a TOML file by path."""
     registry.load_all()
-    if name_or_path.endswith(".toml") or os.sep in name_or_path:
+    if name_or_path.endswith(".toml") or os.sep in name_or_path or os.path.isdir(name_or_path):
         path = Path(name_or_path)
-        if not path.is_file():
+        if path.is_dir():
+            raise ScenarioError(
+                f"scenario '{name_or_path}' is a directory; give a scenario file (.toml) or a "
+                "built-in scenario name (wafersim list)"
+            )
+        if not path.exists():
             raise ScenarioError(f"scenario file '{name_or_path}' does not exist")
     else:
         builtins = builtin_scenarios()
@@ -88,12 +95,23 @@ def find(name_or_path: str) -> Scenario:
             )
         path = builtins[name_or_path]
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"scenario file '{path}' is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+            f"offset {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario file '{path}': {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"scenario file '{path}' is not valid TOML: {exc}") from None
     kind_name = data.pop("kind", None)
     description = data.pop("description", "")
-    if kind_name not in registry.KINDS:
+    if not isinstance(description, str):
+        raise ScenarioError(
+            f"scenario '{path}': description = {description!r} must be a string (one line)"
+        )
+    if not isinstance(kind_name, str) or kind_name not in registry.KINDS:
         raise ScenarioError(
             f"scenario '{path}': kind = {kind_name!r} is not a known workload kind; "
             f"known kinds: {', '.join(sorted(registry.KINDS))}"
@@ -103,7 +121,15 @@ def find(name_or_path: str) -> Scenario:
 
 def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
     data = _deepcopy(scenario.data)
+    seen: dict[str, str] = {}
     for text in overrides:
+        key = cfg.parse_override(text)[0]
+        if key in seen:
+            raise ConfigError(
+                key, MISSING, f"set twice (--set {seen[key]} and --set {text.strip()})",
+                hint="give each key once",
+            )  # fmt: skip
+        seen[key] = text.strip()
         cfg.apply_override(data, text)
     return cfg.load(scenario.kind.params, data)
 
@@ -129,8 +155,9 @@ class RunOutput:
         }
         out.update(self.metrics)
         out["wall_s"] = round(self.result.wall_s, 6)
-        out["events"] = self.result.events
+        out["kernel_events"] = self.result.events
         out["trace"] = self.trace_path
+        out["params"] = cfg.to_dict(self.params)  # every effective parameter, nested
         return out
 
 
@@ -142,9 +169,30 @@ def run_kind(kind: str, params: Any) -> dict[str, Any]:
     return run_scenario(scen, params).metrics
 
 
+class SequentialRunner:
+    """A :class:`registry.Runner` running each point in turn, in this process; ``on_point``
+    (optional) is called with a :class:`registry.PointDone` as each point finishes."""
+
+    def __init__(self, on_point: Callable[[registry.PointDone], None] | None = None) -> None:
+        self.on_point = on_point
+
+    def __call__(
+        self, kind: str, points: Sequence[registry.ScenarioParams]
+    ) -> list[dict[str, Any]]:
+        out = []
+        for i, params in enumerate(points):
+            t0 = time.perf_counter()
+            metrics = run_kind(kind, params)
+            out.append(metrics)
+            if self.on_point is not None:
+                wall = time.perf_counter() - t0
+                self.on_point(registry.PointDone(kind, i, len(points), params, metrics, wall))
+        return out
+
+
 def run_points(kind: str, points: Sequence[registry.ScenarioParams]) -> list[dict[str, Any]]:
     """The sequential :class:`registry.Runner`: each point in turn, in this process."""
-    return [run_kind(kind, params) for params in points]
+    return SequentialRunner()(kind, points)
 
 
 def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
@@ -171,15 +219,24 @@ def run_scenario(
     """Build, check, trace and run one scenario. See the module docstring."""
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
     writer: TraceWriter | None = None
+    tmp_trace = ""
     status, message = "failed", ""
     result: RunResult | None = None
     try:
+        budget.check_fits(scenario.kind, params)  # before building: refuse what cannot fit
+        if isinstance(progress, RunProgress):
+            progress.start_build(sim, scenario.kind, params)
         handle = scenario.kind.build(sim, params)
         sim.check()
+        if isinstance(progress, RunProgress):
+            progress.end_build(sim)
         if trace_path and trace_level > TraceLevel.OFF:
+            # Written under a temporary name and renamed into place once closed (outputs.py).
+            tmp_trace = outputs.temp_for(trace_path)
             writer = TraceWriter(
-                trace_path, level=trace_level, header=_header(scenario, params, sim)
-            )
+                tmp_trace, level=trace_level, header=_header(scenario, params, sim),
+                name=trace_path,
+            )  # fmt: skip
             sim.tracer = writer
             sim.trace_level = writer.level
         result = sim.run()
@@ -216,11 +273,29 @@ def run_scenario(
         message = f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        if isinstance(progress, RunProgress):
+            progress.close()
         if writer is not None:
+            _close_trace(writer, sim, status, message, tmp_trace, trace_path or "")
+
+
+def _close_trace(
+    writer: TraceWriter, sim: Simulation, status: str, message: str, tmp: str, path: str
+) -> None:
+    """End the trace with the ``run/end`` event and rename it into place; a trace that could not
+    be written whole (a full disk) is removed and its error raised instead of the run's."""
+    try:
+        if writer.failed is None:
             now = sim.env.now
             p = sim.main_domain.period_ticks
             writer.emit(
                 now, 0, now // p, 0, sim.main_domain.name, "run", "run", "end", "instant",
                 args={"status": status, "message": message[:2000]},
             )  # fmt: skip
-            writer.close()
+        writer.close()
+    except OSError:
+        pass
+    if writer.failed is not None:
+        outputs.discard(tmp, path)
+        raise outputs.write_error("trace", path, writer.failed) from None
+    outputs.commit(tmp, path, "trace")

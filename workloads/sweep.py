@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from simcore import config as cfg
 from simcore.errors import MISSING, ConfigError, ScenarioError, WafersimError
 from simcore.tracing import LEVEL_NAMES
-from workloads import __version__, scenario
+from workloads import __version__, outputs, scenario
 
 #: How a point can end (the ``status`` column).
 #:
@@ -409,13 +409,10 @@ def build_table(
 
 
 def write_table(table: pa.Table, output: str) -> None:
-    """Write atomically: a sweep killed while writing leaves the previous table (or none)."""
-    folder = os.path.dirname(output)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    tmp = output + ".tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, output)
+    """Write atomically (:func:`workloads.outputs.atomic`): a sweep killed or failing while
+    writing leaves the previous table (or none), and a failed write is a clear error."""
+    with outputs.atomic(output, "the table (-o)") as tmp:
+        pq.write_table(table, tmp)
 
 
 def read_table(path: str) -> pa.Table:
@@ -446,11 +443,35 @@ def summarise(statuses: Iterable[str]) -> dict[str, int]:
 
 
 # -- command line ----------------------------------------------------------------------------------
+def count(text: str) -> int:
+    """An argparse type: a whole number >= 0 (every whole-number option of the CLI is one)."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; give a number >= 0")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is negative; give a number of seconds > 0")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{value} is not a finite number of seconds")
+    return value
+
+
 def add_cluster_arguments(p: argparse.ArgumentParser, *, workers_default: str) -> None:
     """``--workers`` and ``--scheduler``, shared by ``sweep`` and ``validate``."""
     p.add_argument(
         "--workers",
-        type=int,
+        type=count,
         metavar="N",
         help=f"worker processes of the local Dask cluster (default: {workers_default})",
     )
@@ -484,17 +505,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_cluster_arguments(p, workers_default="one per core")
     p.add_argument(
-        "--retries", type=int, default=0, metavar="N",
+        "--retries", type=count, default=0, metavar="N",
         help="run a point that failed, timed out or crashed its worker up to N more times",
     )  # fmt: skip
     p.add_argument(
-        "--time-limit", type=float, metavar="SECONDS",
+        "--time-limit", type=seconds, metavar="SECONDS",
         help="end a point still running after SECONDS (status timeout)",
     )  # fmt: skip
     p.add_argument("--traces", metavar="DIR", help="write each point's Arrow trace into DIR")
-    p.add_argument("--trace-level", default="ops", choices=LEVEL_NAMES)
     p.add_argument(
-        "--livelock-cycles", type=int, default=1_000_000, metavar="N",
+        "--trace-level", default="ops", choices=LEVEL_NAMES,
+        help="how much each point's trace records, with --traces (default: ops)",
+    )  # fmt: skip
+    p.add_argument(
+        "--livelock-cycles", type=count, default=1_000_000, metavar="N",
         help="as for run (default 1,000,000; 0: never)",
     )  # fmt: skip
     p.add_argument(

@@ -372,7 +372,7 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "model": p.model,
         "systems": p.systems,
         "batch": seqs,
-        "params": shape.params,
+        "parameters": shape.params,
         "step_time_s": step_s,
         "tokens_per_s": p.systems * tokens / step_s if step_s else 0.0,
         "wafer_utilisation": flops / (step_s * peak) if step_s else 0.0,
@@ -481,6 +481,30 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=cluster_model.model,
+            footprint=footprint,
             origin=__name__,
         )
     )
+
+
+#: Host memory of one built component (MemoryX's parts, a SwarmX node, a CS-2 and its I/O:
+#: Python objects, queues and its share of the plan), bytes: tracemalloc over the gpt-ws
+#: scenario's build measured 59 kB each, rounded up.
+COMPONENT_BYTES = 60_000
+#: Host bytes per parameter when data is carried: FP32 weights, gradients and optimizer state,
+#: the sparsity mask and the CSR copy MemoryX keeps (rounded up).
+DATA_BYTES_PER_PARAM = 40
+
+
+def footprint(p: GptWsParams) -> registry.Footprint:
+    """MemoryX (itself, reader, I/O, updater), SwarmX (itself and its tree's nodes), the CS-2
+    top and two components per system (the system, its I/O); real data when carried: the
+    parameters' arrays and each system's stored activations."""
+    tree_nodes, _ = cluster_model.tree_shape(p.systems, p.swarmx.mode)
+    n = 4 + 1 + tree_nodes + 1 + 2 * p.systems
+    data = 0
+    if p.carries_data:
+        s = p.shape()
+        acts = p.systems * p.seqs() * s.layers * s.sequence * s.hidden * 4
+        data = DATA_BYTES_PER_PARAM * s.params + acts
+    return registry.Footprint(n, n * COMPONENT_BYTES + data, "systems")

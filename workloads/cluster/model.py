@@ -200,7 +200,7 @@ def model(p: Any) -> dict[str, Any]:
     one = step if p.systems == 1 else step_model(_with(p, systems=1, batch=seqs))
     return {
         **req,
-        "params": shape.params,
+        "parameters": shape.params,
         "batch": seqs,
         **step,
         "tokens_per_s": tokens / step["step_time_s"],

@@ -201,6 +201,12 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
     return rows
 
 
+def footprint(p: LinkChainParams) -> registry.Footprint:
+    """The chain, a source, ``stages - 1`` relays and a sink (about 5 kB each with their
+    channels) and the source's ``items`` values (float64, and their list while sent)."""
+    return registry.Footprint(p.stages + 2, 5_000 * (p.stages + 2) + 40 * p.items, "items")
+
+
 def register() -> None:
     registry.register_kind(
         registry.WorkloadKind(
@@ -211,6 +217,7 @@ def register() -> None:
             metrics=metrics,
             model=model,
             origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

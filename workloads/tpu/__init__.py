@@ -29,6 +29,7 @@ def register() -> None:
             build=collective.build,
             metrics=collective.metrics,
             model=collective.model,
+            footprint=collective.footprint,
             origin=collective.__name__,
         )
     )
@@ -40,6 +41,7 @@ def register() -> None:
             build=p2p.build,
             metrics=p2p.metrics,
             model=p2p.model,
+            footprint=p2p.footprint,
             origin=p2p.__name__,
         )
     )
@@ -51,6 +53,7 @@ def register() -> None:
             build=matmul.build,
             metrics=matmul.metrics,
             model=matmul.model,
+            footprint=matmul.footprint,
             origin=matmul.__name__,
         )
     )
@@ -62,6 +65,7 @@ def register() -> None:
             build=trainstep.build,
             metrics=trainstep.metrics,
             model=trainstep.model,
+            footprint=trainstep.footprint,
             origin=trainstep.__name__,
         )
     )

@@ -26,6 +26,7 @@ from simcore.sim import RunResult, Simulation
 from tpu.collectives import OPS, RINGS, Collective
 from tpu.network import IciNetwork
 from tpu.topology import Slice
+from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.common import (
     DTYPES,
@@ -36,6 +37,9 @@ from workloads.tpu.common import (
     parse_axes,
     seconds,
     small_ints,
+)
+from workloads.tpu.common import (
+    footprint as common_footprint,
 )
 
 
@@ -64,8 +68,8 @@ class CollectiveParams(SliceParams):
             lo = (self.bytes // unit) * unit
             raise ConfigError(
                 "bytes", self.bytes,
-                f"does not divide into {what} of whole {self.dtype} elements "
-                f"({unit} bytes each step)",
+                f"does not divide into {what} (the chips of axes '{self.axes}') of whole "
+                f"{self.dtype} elements ({unit} bytes each step)",
                 allowed=f"a multiple of {unit}, e.g. {lo or unit} or {lo + unit}",
             )  # fmt: skip
         per_chip = self.bytes // n if self.op == "alltoall" else self.bytes
@@ -212,21 +216,38 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
 def model(p: CollectiveParams) -> dict[str, Any]:
     """The spec's formula over the ICI axes, plus (between slices) the DCN phase's time."""
     topo = p.slice()
-    axes = parse_axes(topo, p.axes)
+    return time_over(topo, parse_axes(topo, p.axes), p.op, p.bytes, p.ici, ring=p.ring)
+
+
+def time_over(
+    topo: Slice, axes: tuple[int, ...], op: str, nbytes: int, ici_cfg: Any,
+    ring: str = "bidirectional",
+) -> dict[str, Any]:  # fmt: skip
+    """The model of ``op`` on ``nbytes`` over ``axes`` of ``topo``: the spec's formula over the
+    ICI axes, plus the DCN phase's time when an axis runs between slices (what the matmul and
+    train-step models use for their collectives too)."""
     ici = tuple(a for a in axes if not topo.is_dcn(a))
     out = models.collective_time(
-        p.op, p.bytes, tuple(topo.shape[a] for a in ici), tuple(topo.wrap[a] for a in ici),
-        topo.spec, hop_latency_s=p.ici.hop_latency_ns * 1e-9, ring=p.ring,
-        link_bytes_per_s=p.ici.link_bytes_per_s,
+        op, nbytes, tuple(topo.shape[a] for a in ici), tuple(topo.wrap[a] for a in ici),
+        topo.spec, hop_latency_s=ici_cfg.hop_latency_ns * 1e-9, ring=ring,
+        link_bytes_per_s=ici_cfg.link_bytes_per_s,
     ) if ici else {"time_s": 0.0, "bound": "dcn"}  # fmt: skip
     if len(ici) < len(axes):
         hosts = {topo.host_of(c) for c in topo.coords}
         dcn = models.dcn_time(
-            p.op, p.bytes, math.prod(topo.shape[a] for a in ici), p.slices,
-            topo.chips // len(hosts), pcie_bytes_per_s=p.ici.pcie_bytes_per_s,
-            dcn_bytes_per_s=p.ici.dcn_bytes_per_s, latency_s=p.ici.dcn_latency_ns * 1e-9,
+            op, nbytes, math.prod(topo.shape[a] for a in ici), topo.slices,
+            topo.chips // len(hosts), pcie_bytes_per_s=ici_cfg.pcie_bytes_per_s,
+            dcn_bytes_per_s=ici_cfg.dcn_bytes_per_s, latency_s=ici_cfg.dcn_latency_ns * 1e-9,
         )  # fmt: skip
         out = {**out, "time_s": float(out["time_s"]) + dcn, "dcn_time_s": dcn}
         if dcn > float(out["time_s"]) / 2:
             out["bound"] = "dcn"
     return out
+
+
+def footprint(p: CollectiveParams) -> registry.Footprint:
+    """The network and, with real payloads, every chip's input, output and chunk buffers
+    (float32 values: 4 bytes per element)."""
+    elems = p.bytes // DTYPES[p.dtype]
+    data = 3 * 4 * elems * p.slice().chips if p.payload == "real" else 0
+    return common_footprint(p, 0, data, "bytes")

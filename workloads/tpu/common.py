@@ -93,3 +93,30 @@ def link_utilisation(net: IciNetwork, end_ticks: int) -> float:
     if not used or end_ticks <= 0:
         return 0.0
     return sum(lk.busy_ticks for lk in used) / (len(used) * end_ticks)
+
+
+#: Host memory of one built component (a link, a chip's HBM, VMEM, MXU, DMA or core: the
+#: Python objects and their SimPy queues; bytes, rounded up from a tracemalloc of the builds).
+COMPONENT_BYTES = 4_000
+
+
+def network_components(topo: Slice) -> int:
+    """Components :class:`IciNetwork` makes for ``topo``: itself, one per link direction, and the
+    shared DCN stages (a chip's PCIe out and in, a host's NIC out and in) the DCN hops use."""
+    edges = list(topo.edges())
+    stages = set()
+    for e in edges:
+        if topo.is_dcn(e.axis):
+            stages |= {("pcie-out", e.src), ("nic-out", topo.host_of(e.src)),
+                       ("nic-in", topo.host_of(e.dst)), ("pcie-in", e.dst)}  # fmt: skip
+    return 1 + len(edges) + len(stages)
+
+
+def footprint(
+    p: SliceParams, chip_components: int, data_bytes: int, size_key: str
+) -> registry.Footprint:
+    """A slice build: the pod, its network, ``chip_components`` per chip, one workload
+    component (the collective, transfer or program), and ``data_bytes`` of arrays."""
+    topo = p.slice()
+    n = 1 + network_components(topo) + chip_components * topo.chips + 1
+    return registry.Footprint(n, n * COMPONENT_BYTES + data_bytes, size_key)

@@ -35,7 +35,9 @@ from simcore.sim import RunResult, Simulation
 from tpu.chip import F32, Job, TensorChip
 from tpu.collectives import Collective
 from tpu.topology import Coord, Slice
+from workloads import registry
 from workloads.tpu import models
+from workloads.tpu.collective import time_over
 from workloads.tpu.common import (
     REAL_LIMIT_BYTES,
     SliceParams,
@@ -44,6 +46,9 @@ from workloads.tpu.common import (
     parse_axes,
     seconds,
     small_ints,
+)
+from workloads.tpu.common import (
+    footprint as common_footprint,
 )
 
 CASES = ("none", "noncontracting", "contracting", "both")
@@ -80,7 +85,7 @@ class MatmulParams(SliceParams):
             key = "k" if self.sharding == "contracting" else "i"
             raise ConfigError(
                 "blocks", self.blocks,
-                f"does not divide the {col} {'columns' if key == 'k' else 'rows per chip'} "
+                f"does not divide the {col} {'columns (k)' if key == 'k' else 'rows per chip (i)'} "
                 "that are communicated in blocks",
                 allowed=f"a divisor of {col}",
             )  # fmt: skip
@@ -318,30 +323,25 @@ def metrics(sim: Simulation, p: MatmulParams, run: MatmulRun, result: RunResult)
 
 
 def model(p: MatmulParams) -> dict[str, Any]:
-    """Per-chip roofline + the collective's formula, overlapped over ``blocks`` pieces:
+    """Per-chip roofline (MXU passes padded to the tiles) + the collective's formula (with its
+    DCN phase between slices), overlapped over ``blocks`` pieces:
     T = max(compute, comm) + min(compute, comm) / blocks."""
     topo = p.slice()
     axes = parse_axes(topo, p.axes)
-    sizes = tuple(topo.shape[a] for a in axes)
-    wraps = tuple(topo.wrap[a] for a in axes)
-    n = math.prod(sizes)
+    n = math.prod(topo.shape[a] for a in axes)
     spec = topo.spec
-    lat = p.ici.hop_latency_ns * 1e-9
+    tiles = {"tile_k": p.tile_k, "tile_n": p.tile_n}
     comm = 0.0
     if p.sharding == "none":
-        roof = models.matmul_roofline(p.i, p.j, p.k, spec)
+        roof = models.matmul_roofline(p.i, p.j, p.k, spec, **tiles)
     elif p.sharding == "noncontracting":
-        roof = models.matmul_roofline(p.i // n, p.j, p.k, spec)
+        roof = models.matmul_roofline(p.i // n, p.j, p.k, spec, **tiles)
     elif p.sharding == "contracting":
-        roof = models.matmul_roofline(p.i, p.j // n, p.k, spec)
-        comm = float(models.collective_time(
-            "allreduce", p.i * p.k * F32, sizes, wraps, spec, hop_latency_s=lat,
-        )["time_s"])  # fmt: skip
+        roof = models.matmul_roofline(p.i, p.j // n, p.k, spec, **tiles)
+        comm = float(time_over(topo, axes, "allreduce", p.i * p.k * F32, p.ici)["time_s"])
     else:
-        roof = models.matmul_roofline(p.i, p.j, p.k // n, spec)
-        comm = float(models.collective_time(
-            "allgather", p.i * p.j * 2, sizes, wraps, spec, hop_latency_s=lat,
-        )["time_s"])  # fmt: skip
+        roof = models.matmul_roofline(p.i, p.j, p.k // n, spec, **tiles)
+        comm = float(time_over(topo, axes, "allgather", p.i * p.j * 2, p.ici)["time_s"])
     compute = float(roof["time_s"])
     t = max(compute, comm) + min(compute, comm) / p.blocks if comm else compute
     return {
@@ -352,3 +352,11 @@ def model(p: MatmulParams) -> dict[str, Any]:
         "intensity_flops_per_byte": roof["intensity_flops_per_byte"],
         "critical_intensity": roof["critical_intensity"],
     }
+
+
+def footprint(p: MatmulParams) -> registry.Footprint:
+    """The network, six components per chip (the chip, HBM, VMEM, MXU, DMA, core) and, with real
+    payloads, every chip's A, B and C as float32 (twice the bf16 bytes) and the reference."""
+    need = 2 * (p.i * p.j + p.j * p.k) + F32 * p.i * p.k
+    data = 2 * need * p.slice().chips if p.payload == "real" else 0
+    return common_footprint(p, 6, data, "i")

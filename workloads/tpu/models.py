@@ -17,7 +17,9 @@ array, W = bidirectional ICI bandwidth per link, |X| = chips on an axis, T_min =
   V·max|X_i|/(4·N·W) (which is V/(4W) for one axis). Doubled on a line.
 - Latency-bound below about W_oneway x T_min bytes per hop (45 kB on v5e).
 - Roofline: a matmul takes max(FLOPs / peak, bytes / HBM rate); compute-bound when its
-  arithmetic intensity exceeds peak / HBM rate (critical batch ≈ 240 for bf16 on v5e).
+  arithmetic intensity exceeds peak / HBM rate (critical batch ≈ 240 for bf16 on v5e). The
+  FLOPs are those the MXUs spend: each B tile (``tile_k`` x ``tile_n``) is padded up to whole
+  MXU passes (d x d weights, 8 rows), so tiles that are not multiples of the MXU size cost more.
 - Data-parallel / FSDP training stays compute-bound on ICI when the per-chip batch exceeds
   C / W (v5p: 4.59e14 / 1.8e11 ≈ 2550 per axis, divided by the axes used).
 """
@@ -95,13 +97,31 @@ def p2p_time(
     return {"time_s": first + (per_path - chunk) / rate, "first_byte_s": first}
 
 
+def padded(size: int, tile: int, unit: int) -> int:
+    """``size`` cut into tiles of ``tile`` (the last one shorter), each rounded up to ``unit``."""
+    tile = min(tile, size)
+    full, rest = divmod(size, tile)
+    return full * -(-tile // unit) * unit + -(-rest // unit) * unit
+
+
+def mxu_flops(
+    i: int, j: int, k: int, spec: ChipSpec, tile_k: int | None = None, tile_n: int | None = None
+) -> int:
+    """FLOPs the MXUs spend on A[I,J]·B[J,K]: rows rounded up to 8, B's tiles to whole d x d
+    passes (no padding when no tiles are given: J and K as one tile each)."""
+    d = spec.mxu_dim
+    return 2 * padded(i, i, 8) * padded(j, tile_k or j, d) * padded(k, tile_n or k, d)
+
+
 def matmul_roofline(
-    i: int, j: int, k: int, spec: ChipSpec, bytes_per_elem: int = 2, out_bytes: int = 4
-) -> dict[str, float | str]:
-    """max(compute, HBM traffic) of A[I,J]·B[J,K] on one chip (each operand read once)."""
+    i: int, j: int, k: int, spec: ChipSpec, bytes_per_elem: int = 2, out_bytes: int = 4,
+    tile_k: int | None = None, tile_n: int | None = None,
+) -> dict[str, float | str]:  # fmt: skip
+    """max(compute, HBM traffic) of A[I,J]·B[J,K] on one chip (each operand read once); the
+    compute term counts the padded MXU passes of ``tile_k`` x ``tile_n`` tiles when given."""
     flops = 2 * i * j * k
     traffic = bytes_per_elem * (i * j + j * k) + out_bytes * i * k
-    t_c = flops / spec.bf16_flops
+    t_c = (mxu_flops(i, j, k, spec, tile_k, tile_n) if tile_k else flops) / spec.bf16_flops
     t_m = traffic / spec.hbm_bytes_per_s
     return {
         "time_s": max(t_c, t_m),

@@ -24,8 +24,10 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.network import Chunk, Flow, IciNetwork
 from tpu.topology import Coord, Slice
+from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.common import SliceParams, build_slice, link_utilisation, seconds
+from workloads.tpu.common import footprint as common_footprint
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -144,3 +146,9 @@ def model(p: P2pParams) -> dict[str, Any]:
         pcie_bytes_per_s=p.ici.pcie_bytes_per_s, dcn_bytes_per_s=p.ici.dcn_bytes_per_s,
         dcn_latency_s=p.ici.dcn_latency_ns * 1e-9,
     )  # fmt: skip
+
+
+def footprint(p: P2pParams) -> registry.Footprint:
+    """The network and, with a real payload, the message at the source, in flight and at the
+    destination."""
+    return common_footprint(p, 0, 3 * p.bytes if p.payload == "real" else 0, "bytes")

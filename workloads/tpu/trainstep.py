@@ -37,7 +37,9 @@ from simcore.sim import RunResult, Simulation
 from tpu.chip import Job, TensorChip
 from tpu.collectives import Collective
 from tpu.topology import Coord, Slice
+from workloads import registry
 from workloads.tpu import models
+from workloads.tpu.collective import time_over
 from workloads.tpu.common import (
     REAL_LIMIT_BYTES,
     SliceParams,
@@ -46,6 +48,9 @@ from workloads.tpu.common import (
     parse_axes,
     seconds,
     small_ints,
+)
+from workloads.tpu.common import (
+    footprint as common_footprint,
 )
 from workloads.tpu.matmul import chain
 
@@ -300,21 +305,21 @@ def metrics(sim: Simulation, p: TrainStepParams, run: StepRun, result: RunResult
 
 
 def model(p: TrainStepParams) -> dict[str, Any]:
-    """Compute 6·B·D·F / C against the strategy's collectives (the spec's formulas): DP's
+    """Compute 6·B·D·F / C (as MXU passes: tiles padded to the MXU's size) against the
+    strategy's collectives (the spec's formulas, with their DCN phase between slices): DP's
     AllReduce overlaps the backward pass (4·B·D·F), FSDP's two gathers and one scatter the whole
     step; cut into ``blocks``, one block of the shorter side stays exposed:
     T = max(compute, comm) + min(compute, comm) / blocks."""
     topo = p.slice()
     axes = parse_axes(topo, p.axes)
-    sizes = tuple(topo.shape[a] for a in axes)
-    wraps = tuple(topo.wrap[a] for a in axes)
     spec = topo.spec
-    lat = p.ici.hop_latency_ns * 1e-9
     v = p.d_model * p.d_ff * BF16
-    step = 6 * p.batch * p.d_model * p.d_ff / spec.bf16_flops
-    ag = float(
-        models.collective_time("allgather", v, sizes, wraps, spec, hop_latency_s=lat)["time_s"]
-    )
+    b, d, f, tk, tn = p.batch, p.d_model, p.d_ff, p.tile_k, p.tile_n
+    # Y = X·W, dW = Xᵀ·dY, dX = dY·Wᵀ: 6·B·D·F FLOPs, as MXU passes of the tiles
+    flops = sum(models.mxu_flops(m, k, n, spec, tk, tn) for m, k, n in
+                ((b, d, f), (d, b, f), (b, f, d)))  # fmt: skip
+    step = flops / spec.bf16_flops
+    ag = float(time_over(topo, axes, "allgather", v, p.ici)["time_s"])
     nb = p.blocks
     if p.strategy == "dp":
         comm = 2 * ag
@@ -330,3 +335,12 @@ def model(p: TrainStepParams) -> dict[str, Any]:
         "critical_batch": models.dp_critical_batch(spec, len(axes)),
         "bound": "compute" if step >= comm else "communication",
     }
+
+
+def footprint(p: TrainStepParams) -> registry.Footprint:
+    """The network, six components per chip and, with real payloads, every chip's layer arrays
+    (X, W, Y, dY, dW, dX) as float32 and their reference."""
+    b, d, f = p.batch, p.d_model, p.d_ff
+    need = BF16 * (2 * d * f + b * d + 2 * b * f) + 4 * (b * f + b * d)
+    data = 2 * 2 * need * p.slice().chips if p.payload == "real" else 0
+    return common_footprint(p, 6, data, "batch")

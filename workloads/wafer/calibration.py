@@ -15,6 +15,13 @@ simulation's timing, which comes from the PE and fabric mechanisms alone.
 
 from __future__ import annotations
 
+#: Where the fits and constants below were published (docs/hardware/wse.md, sources S8 and S9).
+STUDY = (
+    'R. Matsuzaki, D. Mukunoki, T. Miyajima, "Performance evaluation and modelling of '
+    'single-precision matrix multiplication on Cerebras CS-2", SC24 workshops, 2024; journal '
+    "version J. Information Processing 34:132-139, 2026, DOI 10.2197/ipsjjip.34.132"
+)
+
 #: T_fmac(I) = FMAC_CYCLES_PER_ELEMENT · I + FMAC_FIXED_CYCLES.
 FMAC_CYCLES_PER_ELEMENT = 2.0
 FMAC_FIXED_CYCLES = 10.0

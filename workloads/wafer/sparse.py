@@ -95,7 +95,7 @@ def _generate(
         side = math.isqrt(n)
         if side * side != n:
             raise ConfigError(
-                "n", n, "poisson2d needs a square grid: n must be a perfect square",
+                "n", n, "matrix = poisson2d needs a square grid: n must be a perfect square",
                 allowed=f"e.g. {side * side} or {(side + 1) ** 2}",
             )  # fmt: skip
         return poisson2d(side)
@@ -126,7 +126,9 @@ def laplacian(n: int, graph: str, degree: int, density: float, seed: int) -> sp.
     else:
         side = math.isqrt(n)
         if side * side != n:
-            raise ConfigError("n", n, "graph = grid needs n to be a perfect square")
+            raise ConfigError(
+                "n", n, "matrix = laplacian with graph = grid needs n to be a perfect square"
+            )
         g = nx.convert_node_labels_to_integers(nx.grid_2d_graph(side, side))
     return sp.csr_matrix(nx.laplacian_matrix(g, nodelist=range(n)), dtype=np.float64)
 
@@ -171,6 +173,13 @@ def block_nnz(a: sp.csr_matrix, px: int, py: int) -> np.ndarray:
     return counts.reshape(py, px)
 
 
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of ``keys`` (what ``np.unique`` gives; by sorting, which is
+    much faster than its hash table on millions of integer keys)."""
+    k = np.sort(keys)
+    return k[np.concatenate(([True], k[1:] != k[:-1]))] if len(k) else k
+
+
 def pe_bytes(a: sp.csr_matrix, px: int, py: int, layout: str, vector_words: int) -> int:
     """The largest SRAM footprint of any PE's data: its block in the format ``layout`` chooses
     (without building the blocks: counts only) plus ``vector_words`` FP32 words per block row and
@@ -179,7 +188,7 @@ def pe_bytes(a: sp.csr_matrix, px: int, py: int, layout: str, vector_words: int)
     coo = a.tocoo()
     pe = (coo.row // rb) * px + coo.col // cb
     nnz = np.bincount(pe, minlength=px * py)
-    nonempty_rows = np.bincount(np.unique(pe * rb + coo.row % rb) // rb, minlength=px * py)
+    nonempty_rows = np.bincount(distinct(pe * rb + coo.row % rb) // rb, minlength=px * py)
     csr = nnz * (WORD_BYTES + INDEX_BYTES) + (rb + 1) * INDEX_BYTES
     dcsr = nnz * (WORD_BYTES + INDEX_BYTES) + (2 * nonempty_rows + 1) * INDEX_BYTES
     fmt = choose_format(nnz, rb, layout)

@@ -55,6 +55,7 @@ from workloads.wafer.calibration import (
     t_bcast_reference,
     t_fmac_reference,
 )
+from workloads.wafer.footprint import wafer as wafer_footprint
 
 #: Local task ids (the collectives library takes 24..28).
 MAIN, X_DONE, RED_DONE, SUM_DONE, SCALE_DONE, ROW_DONE = 10, 11, 12, 13, 14, 15
@@ -136,14 +137,26 @@ def vector_words(p: SpmvParams, shape: tuple[int, int]) -> int:
 
 
 def smallest_fit(p: SpmvParams, a: sp.csr_matrix, free: int) -> str:
-    """'s x s' for the smallest square PE block whose largest PE fits in ``free`` bytes."""
-    for s in range(1, MAX_WIDTH + 1):
-        if s > min(a.shape):
-            break
+    """'s x s' for the smallest square PE block whose largest PE fits in ``free`` bytes.
+
+    A PE's data shrinks as the block grows, so the side is found by bisection (a few loads of
+    the block counts, not one per side: a large matrix would take minutes), then stepped down
+    while the next smaller side fits too (the shrinking is not strict at every side)."""
+
+    def fits(s: int) -> bool:
         q = dataclasses.replace(p, px=s, py=s)
-        if sparse.pe_bytes(a, s, s, p.layout, vector_words(q, a.shape)) <= free:
-            return f"{s} x {s} (--set px={s} --set py={s})"
-    return f"none up to {MAX_WIDTH} x {MAX_WIDTH}"
+        return sparse.pe_bytes(a, s, s, p.layout, vector_words(q, a.shape)) <= free
+
+    top = min(MAX_WIDTH, *a.shape)
+    if not fits(top):
+        return f"none up to {top} x {top}"
+    lo, hi = 1, top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid + 1, hi)
+    while lo > 1 and fits(lo - 1):
+        lo -= 1
+    return f"{lo} x {lo} (--set px={lo} --set py={lo})"
 
 
 def initial_x(p: SpmvParams, n_cols: int) -> np.ndarray:
@@ -363,7 +376,7 @@ def model(p: SpmvParams) -> dict[str, Any]:
     dcsr = sparse.choose_format(nnz, rb, p.layout)
     coo = a.tocoo()
     pe = (coo.row // rb) * p.px + coo.col // cb
-    stored = np.bincount(np.unique(pe * rb + coo.row % rb) // rb, minlength=p.px * p.py)
+    stored = np.bincount(sparse.distinct(pe * rb + coo.row % rb) // rb, minlength=p.px * p.py)
     stored = np.where(dcsr.reshape(-1), stored, rb).reshape(p.py, p.px)
     local = (
         nnz * (t_fmac_reference(1) + p.nnz_overhead_cycles)
@@ -406,6 +419,7 @@ def register() -> None:
             build=build,
             metrics=metrics,
             model=model,
+            footprint=footprint,
             origin=__name__,
         )
     )
@@ -447,3 +461,13 @@ def _sweep(
             raise RuntimeError(f"spmv {label}: wrong product ({m['max_abs_error']:g})")
         rows.append(registry.ValidationRow("spmv", label, m["cycles"], m["model_cycles"]))
     return rows
+
+
+def footprint(p: SpmvParams) -> registry.Footprint:
+    """px x py PEs, each with its block (the largest PE's data, for all); the host keeps the
+    matrix (CSR: a value and a column index per non-zero, twice: the matrix and its blocks) and
+    the vectors."""
+    a = p.matrix_csr()
+    data = sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape))
+    host = 2 * 12 * a.nnz + 8 * 4 * (a.shape[0] + a.shape[1])
+    return wafer_footprint(p.px * p.py, data, host, "px")

@@ -58,6 +58,7 @@ from simcore.tracing import TraceLevel
 from workloads import registry
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
+from workloads.wafer.footprint import wafer as wafer_footprint
 
 #: Run each step's Mt² fmacs as one batch (same cycles and bits; ``False``: one ``t.op`` per
 #: fmacs, the reference the batch is tested against). Traces at ops level always take the
@@ -94,7 +95,7 @@ class SummaParams(registry.ScenarioParams):
         choices=("auto", "high", "medium", "low"),
     )
     loop_overhead_cycles: float = param(
-        0.5,
+        calibration.SUMMA_LOOP_CYCLES_PER_ITERATION,
         "cycles of scalar work (address arithmetic, loading b) per inner-loop iteration; the PE "
         "model has no scalar instructions (study: 0.5·N_loop)",
         min=0.0,
@@ -111,8 +112,10 @@ class SummaParams(registry.ScenarioParams):
                 "mt",
                 self.mt,
                 f"{n} buffers of {self.mt} x {self.mt} FP32 ({data:,} B) plus code ({code:,} B) "
-                f"need {data + code:,} B but a PE has {self.wafer.pe.sram_bytes:,} B of SRAM",
+                f"need {data + code:,} B but a PE has {self.wafer.pe.sram_bytes:,} B of SRAM "
+                "(wafer.pe.sram_bytes)",
                 allowed=f"1 .. {limit} (the largest Mt that fits)",
+                hint="lower mt (raise p to keep M = p·mt)",
             )
 
     @property
@@ -383,18 +386,16 @@ def model(p: SummaParams) -> dict[str, Any]:
     """The study's time model, from the calibration fits only (never from end-to-end runs).
 
     Per step: T_comp = T_fmac + 0.5·N_loop + 10 with T_fmac the sum of T_fmac(Mt) over the Mt²
-    fmacs and N_loop = Mt² inner-loop iterations; T_comm = T_bcast(Mt²); T_cntl = 100. The x and y
+    fmacs and N_loop = Mt² inner-loop iterations (0.5 is the study's loop cost, the default of
+    ``loop_overhead_cycles``: the model uses the parameter, as the simulation does); T_comm =
+    T_bcast(Mt²); T_cntl = 100. The x and y
     broadcasts run concurrently, so a step pays one T_bcast. ``overlap_cycles`` is the same model
     with each step's broadcasts hidden behind the previous compute (not the study's).
     """
     mt, steps = p.mt, p.p
     n_loop = mt * mt
     t_fmac = mt * mt * t_fmac_reference(mt)
-    t_comp = (
-        t_fmac
-        + calibration.SUMMA_LOOP_CYCLES_PER_ITERATION * n_loop
-        + calibration.SUMMA_COMPUTE_FIXED_CYCLES
-    )
+    t_comp = t_fmac + p.loop_overhead_cycles * n_loop + calibration.SUMMA_COMPUTE_FIXED_CYCLES
     t_comm = t_bcast_reference(mt * mt)
     t_cntl = calibration.SUMMA_CONTROL_CYCLES
     cycles = (t_comp + t_comm + t_cntl) * steps
@@ -417,6 +418,13 @@ def model(p: SummaParams) -> dict[str, Any]:
     }
 
 
+def footprint(p: SummaParams) -> registry.Footprint:
+    """P² PEs holding the buffers; the host keeps A and B (FP32) and, to check C, the gathered
+    result, the float64 reference, its error and its bound (M² float64 each)."""
+    data = buffers(p.overlap) * p.mt * p.mt * WORD_BYTES
+    return wafer_footprint(p.p * p.p, data, p.m * p.m * (2 * WORD_BYTES + 4 * 8), "p")
+
+
 # -- registration --------------------------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
@@ -428,6 +436,7 @@ def register() -> None:
             metrics=metrics,
             model=model,
             origin=__name__,
+            footprint=footprint,
         )
     )
     cases = (
@@ -444,6 +453,7 @@ def register() -> None:
                 tolerance=tolerance,
                 criterion="mape",
                 origin=__name__,
+                source=calibration.STUDY,
             )
         )
 

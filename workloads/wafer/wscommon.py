@@ -36,7 +36,10 @@ class WsMatmulParams(registry.ScenarioParams):
     rows: int = param(16, "output features H1 (rows of W)", min=1)
     cols: int = param(16, "input features H0 (columns of W)", min=1)
     tokens: int = param(16, "tokens BS (batch x sequence)", min=1)
-    density: float = param(0.25, "fraction of non-zero weights (seeded Bernoulli mask)")
+    density: float = param(
+        0.25, "fraction of non-zero weights (seeded Bernoulli mask)", min=0.0, max=1.0,
+        min_open=True,
+    )  # fmt: skip
     px: int = param(4, "PE columns; H0 and H1 are split over them", min=1, max=MAX_WIDTH)
     py: int = param(2, "PE rows; the tokens are split over them", min=1, max=MAX_WIDTH)
     ring_priority: str = param(
@@ -48,8 +51,6 @@ class WsMatmulParams(registry.ScenarioParams):
     wafer: WaferConfig = section(WaferConfig, "the wafer-scale engine")
 
     def check(self) -> None:
-        if not 0.0 < self.density <= 1.0:
-            raise ConfigError("density", self.density, "must be in (0, 1]", allowed="(0, 1]")
         for name, n, parts, axis in (
             ("cols", self.cols, self.px, "px"),
             ("rows", self.rows, self.px, "px"),
@@ -60,11 +61,17 @@ class WsMatmulParams(registry.ScenarioParams):
         words, what = self.pe_words()
         free = self.wafer.pe.sram_bytes - self.wafer.pe.code_bytes
         if words * WORD_BYTES > free:
+            # Blame the size that puts the most on one PE (its share: size / PEs on its axis).
+            share = {"cols": self.f0, "rows": self.f1, "tokens": self.bt}
+            key = max(share, key=lambda k: share[k])
+            axis = "py" if key == "tokens" else "px"
             raise ConfigError(
-                "tokens",
-                self.tokens,
-                f"a PE needs {words * WORD_BYTES:,} B for {what} but has {free:,} B beside the "
-                "code; lower tokens or rows/cols, or raise py/px",
+                key,
+                getattr(self, key),
+                f"a PE needs {words * WORD_BYTES:,} B for {what} ({key} / {axis} = "
+                f"{share[key]:,} per PE) but has {free:,} B beside the code "
+                "(wafer.pe.sram_bytes - wafer.pe.code_bytes)",
+                hint=f"lower {key} (or the other sizes: rows, cols, tokens), or raise {axis}",
             )
 
     def pe_words(self) -> tuple[int, str]:

@@ -28,7 +28,9 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from workloads import registry
+from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
+from workloads.wafer.footprint import wafer as wafer_footprint
 
 
 # -- wse-fmac ----------------------------------------------------------------------------------
@@ -97,8 +99,9 @@ class BcastParams(registry.ScenarioParams):
     def check(self) -> None:
         if self.root >= self.pes:
             raise ConfigError(
-                "root", self.root, "must be a PE of the row", allowed=f"-1 .. {self.pes - 1}"
-            )
+                "root", self.root, f"must be a PE of the row of pes = {self.pes}",
+                allowed=f"-1 (the middle) .. {self.pes - 1}", hint="lower root or raise pes",
+            )  # fmt: skip
 
     @property
     def root_x(self) -> int:
@@ -187,6 +190,7 @@ def register() -> None:
             metrics=metrics_fmac,
             model=lambda p: {"cycles": t_fmac_reference(p.elements)},
             origin=__name__,
+            footprint=lambda p: wafer_footprint(1, 2 * 4 * p.elements, 3 * 4 * p.elements, ""),
         )
     )
     registry.register_kind(
@@ -198,6 +202,7 @@ def register() -> None:
             metrics=metrics_bcast,
             model=lambda p: {"cycles": t_bcast_reference(p.elements)},
             origin=__name__,
+            footprint=lambda p: wafer_footprint(p.pes, 4 * p.elements, 4 * p.elements, "pes"),
         )
     )
     registry.register_case(
@@ -208,6 +213,7 @@ def register() -> None:
             tolerance=2.0,
             criterion="max_abs",
             origin=__name__,
+            source=calibration.STUDY,
         )
     )
     registry.register_case(
@@ -218,5 +224,6 @@ def register() -> None:
             tolerance=3.0,
             criterion="mape",
             origin=__name__,
+            source=calibration.STUDY,
         )
     )

@@ -13,7 +13,8 @@ from typing import Any
 
 from simcore.sim import RunResult, Simulation
 from workloads import registry
-from workloads.wafer import wsfwd, wsgrad
+from workloads.wafer import calibration, wsfwd, wsgrad
+from workloads.wafer.footprint import wafer as wafer_footprint
 from workloads.wafer.wscommon import FLAVOURS, WsMatmulParams
 
 
@@ -27,6 +28,15 @@ def metrics(
     if isinstance(run, wsgrad.GradRun):
         return wsgrad.metrics(run)
     return wsfwd.metrics(p, run)
+
+
+def footprint(p: WsMatmulParams) -> registry.Footprint:
+    """px·py PEs holding their activations and accumulators; the host keeps X0, W, its mask
+    and dX1 (FP32, the mask float64 while drawn) and the float64 reference of the result."""
+    host = 4 * (p.tokens * p.cols + p.rows * p.cols + p.tokens * p.rows)
+    host += 8 * (p.rows * p.cols + p.tokens * max(p.rows, p.cols) + p.rows * p.cols)
+    ports = 2 * p.px if p.flavour == "wgrad" else p.px  # one per column (wgrad: in and out)
+    return wafer_footprint(p.px * p.py, 4 * p.pe_words()[0], host, "px", ports)
 
 
 def model(p: WsMatmulParams) -> dict[str, Any]:
@@ -75,6 +85,7 @@ def register() -> None:
             metrics=metrics,
             model=model,
             origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(
@@ -86,5 +97,6 @@ def register() -> None:
             tolerance=10.0,
             criterion="mape",
             origin=__name__,
+            source=calibration.STUDY,
         )
     )

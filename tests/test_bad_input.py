@@ -1,0 +1,438 @@
+"""Bad input and honest parameters: one test per class of defect, over every kind and option.
+
+- Non-finite numbers (NaN, ±inf) are refused for every float parameter, from ``--set`` and from
+  a scenario file, naming the key.
+- The range ``params`` shows is the range enforced: out of it is refused; inside it, a value is
+  accepted or refused for a reason that names another key (a cross-field limit).
+- Every numeric option of the CLI refuses negative numbers.
+- A key given twice with ``--set`` is refused.
+- ``params`` shows the values a run uses, and who set each.
+- Every parameter of a kind that has a model changes the model's prediction, or is listed here
+  with the reason it does not.
+- Error messages name keys by their full path (what ``--set`` takes).
+- A scenario path that is a directory, not UTF-8, or names no kind is a clear error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+
+import pytest
+
+from simcore import config as cfg
+from simcore.errors import ConfigError
+from workloads import cli, registry, scenario
+
+registry.load_all()
+KINDS = sorted(registry.KINDS)
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def leaves(kind: str) -> list[tuple[str, dataclasses.Field, type]]:
+    """(full key, field, type) of every leaf parameter of ``kind``."""
+    out = []
+
+    def walk(cls, prefix):
+        for f, tp in cfg.config_fields(cls):
+            if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+                walk(tp, prefix + f.name + ".")
+            else:
+                out.append((prefix + f.name, f, tp))
+
+    walk(registry.KINDS[kind].params, "")
+    return out
+
+
+def nest(key: str, value) -> dict:
+    data: dict = {}
+    cfg.apply_override(data, f"{key}=0")
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+    return data
+
+
+def full_keys(kind: str) -> set[str]:
+    return {k for k, _, _ in leaves(kind)}
+
+
+# -- non-finite numbers --------------------------------------------------------------------------
+FLOATS = [(kind, key) for kind in KINDS for key, _, tp in leaves(kind) if tp is float]
+
+
+def test_there_are_float_parameters():
+    assert ("summa", "loop_overhead_cycles") in FLOATS and ("ws-matmul", "density") in FLOATS
+
+
+@pytest.mark.parametrize(("kind", "key"), FLOATS)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_floats_are_refused(capsys, tmp_path, kind, key, value):
+    path = tmp_path / "s.toml"
+    section, _, leaf = key.rpartition(".")
+    header = f"[{section}]\n" if section else ""
+    path.write_text(f'kind = "{kind}"\n{header}{leaf} = {value}\n')
+    for argv in (["model", kind, "--set", f"{key}={value}"], ["run", str(path), "--quiet"]):
+        if argv[0] == "model" and registry.KINDS[kind].model is None:
+            continue
+        if argv[0] == "model":
+            argv[1] = str(_scenario_of(kind, tmp_path))
+        code, _, err = run(capsys, *argv)
+        assert code == 2, err
+        assert err.startswith(f"wafersim: error: config key '{key}' = {float(value)!r}: not a "
+                              "finite number"), err  # fmt: skip
+
+
+def _scenario_of(kind: str, tmp_path) -> str:
+    path = tmp_path / f"{kind}.toml"
+    path.write_text(f'kind = "{kind}"\n')
+    return str(path)
+
+
+# -- shown ranges are enforced ranges ------------------------------------------------------------
+def _range_cases():
+    for kind in KINDS:
+        for key, f, tp in leaves(kind):
+            meta = dict(f.metadata)
+            if tp not in (int, float) or (meta.get("min") is None and meta.get("max") is None):
+                continue
+            yield kind, key, tp, meta
+
+
+RANGES = list(_range_cases())
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "tp", "meta"), RANGES, ids=[f"{k}:{n}" for k, n, *_ in RANGES]
+)
+def test_shown_range_is_the_enforced_range(kind, key, tp, meta):
+    cls = registry.KINDS[kind].params
+    lo, hi, open_lo = meta.get("min"), meta.get("max"), meta.get("min_open")
+    step = 1 if tp is int else 1e-9
+    outside, inside = [], []
+    if lo is not None:
+        outside.append(lo if open_lo else lo - step)
+        inside.append(lo + step if open_lo else lo)
+    if hi is not None:
+        outside.append(hi + step)
+        inside.append(hi)
+    if hi is None:
+        inside += [v for v in (2, 10, 1000, 10**6) if lo is None or v > lo]
+    if meta.get("multiple_of"):
+        m = meta["multiple_of"]
+        outside.append(lo + 1 if lo is not None else 1)
+        inside = [v - v % m for v in inside]
+    for value in outside:
+        with pytest.raises(ConfigError) as err:
+            cfg.load(cls, nest(key, tp(value)))
+        assert err.value.key == key, err.value
+        assert err.value.problem in ("out of range", f"not a multiple of {meta.get('multiple_of')}")
+        assert err.value.allowed == cfg._fmt_range(meta)
+    others = full_keys(kind) - {key}
+    for value in inside:
+        try:
+            cfg.load(cls, nest(key, tp(value)))
+        except ConfigError as exc:
+            # Refused inside the shown range: only for a limit set by other keys, named.
+            named = set(re.findall(r"[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*", str(exc)))
+            assert exc.key != key or named & others, f"{key} = {value}: {exc}"
+
+
+# -- numeric options -----------------------------------------------------------------------------
+def _options(parser, words=()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*words, name))
+        elif action.option_strings and action.type is not None:
+            yield words, action
+
+
+def test_numeric_options_refuse_negatives(capsys):
+    numeric = list(_options(cli._parser()))
+    assert any(a.dest == "livelock_cycles" for _, a in numeric)
+    for words, action in numeric:
+        assert action.type not in (int, float), f"{words} {action.dest}: use a checked type"
+        argv = [*words, *(["wse-fmac"] if words == ("run",) else [])]
+        with pytest.raises(SystemExit) as exc:
+            cli.main([*argv, action.option_strings[-1], "-1"])
+        assert exc.value.code == 2
+        assert "is negative" in capsys.readouterr().err
+
+
+# -- --set -------------------------------------------------------------------------------------
+def test_a_key_set_twice_is_refused(capsys):
+    code, _, err = run(capsys, "run", "wse-fmac", "--set", "elements=8", "--set", "elements=9")
+    assert code == 2
+    assert err == (
+        "wafersim: error: config key 'elements': set twice (--set elements=8 and --set "
+        "elements=9); give each key once\n"
+    )
+
+
+# -- params tells the truth ----------------------------------------------------------------------
+@pytest.mark.parametrize("name", scenario.builtin_names())
+def test_params_shows_the_values_a_run_uses(capsys, name):
+    code, out, _ = run(capsys, "params", name, "--set", "seed=5", "--json")
+    assert code == 0
+    rows = {r["key"]: r for r in json.loads(out)}
+    sc = scenario.find(name)
+    used = cli._flat(cfg.to_dict(scenario.resolve_params(sc, ["seed=5"])))
+    assert {k: r["value"] for k, r in rows.items()} == json.loads(json.dumps(used))
+    in_file = cli._flat(sc.data)
+    for key, r in rows.items():
+        expected = "--set" if key == "seed" else "scenario" if key in in_file else "default"
+        assert r["source"] == expected, key
+
+
+def test_params_human_marks_scenario_values(capsys):
+    code, out, _ = run(capsys, "params", "link-chain-backpressure")
+    assert code == 0
+    assert re.search(r"\n  seed +7 +scenario ", out)
+    assert re.search(r"\n  items +5000 +scenario ", out)
+    assert re.search(r"\n  pipe +False +default ", out)
+    code, out, _ = run(capsys, "params", "ws-matmul")
+    assert re.search(r"\n  rows +32 +scenario ", out)
+    assert re.search(r"\n  density +0.25 +scenario +\(0.0 \.\. 1.0\] ", out)
+
+
+# -- models use their parameters -----------------------------------------------------------------
+#: Top-level parameters a kind's model does not read, and why.
+MODEL_IGNORES = {
+    ("summa", "overlap"): "the model reports both schedules (cycles and overlap_cycles)",
+    ("wse-bcast", "root"): "the study's fit does not depend on where the broadcast starts",
+    ("wse-bcast", "pes"): "the study's fit T_bcast(I) = 1.6 I + 250 has no row-length term",
+    ("link-chain", "items_per_cycle"): "the sink takes at most one item a cycle, so a link "
+    "wider than one item never limits the chain",
+    ("link-chain", "clock_hz"): "the model counts cycles",
+    **{(k, "payload"): "real arrays or byte counts only: the same timing by design (tested equal)"
+       for k in ("tpu-collective", "tpu-matmul", "tpu-p2p", "tpu-train-step")},
+    ("tpu-collective", "dtype"): "bytes sets the array's size; dtype only says how many "
+    "elements that is (links move bytes; no reduction time is modelled; same simulated time)",
+    ("summa", "microthread_priority"): "the study's model has no priority term; in the "
+    "simulation it moves the time by at most 0.1% (33,055 or 33,057 cycles without overlap, "
+    "32,788 or 32,826 with)",
+    ("gpt-ws", "heads"): "attention's FLOPs (4·S²·H a sequence) do not depend on how H is split "
+    "into heads; heads shape only the functional data",
+    ("gpt-ws", "fidelity"): "a simulator setting (how each chunk's compute is simulated), not "
+    "hardware: the model predicts the same CS-2 at either fidelity",
+    ("gpt-ws", "functional"): "real data or sizes only: the same timing by design (tested equal)",
+    ("jitq", "master"): "one allowed value (bf16): nothing to vary",
+    ("jitq", "fidelity"): "a simulator setting (one pseudo-channel scaled, or every one), not "
+    "hardware: the model is per pseudo-channel, which both simulate alike",
+    ("jitq", "zero_fraction"): "values only: the command stream, and so the time, is the same "
+    "whatever the data",
+    ("tpu-p2p", "slices"): "src and dst name the two chips (and their slices): more slices do "
+    "not change the path between them",
+}  # fmt: skip
+#: Base points where each parameter's effect shows (a parameter passes if any base shows it).
+_TINY_GPT = {"model": "custom", "layers": 2, "hidden": 16, "sequence": 8, "vocab": 64, "batch": 1}
+BASES = {
+    "link-chain": [{}, {"capacity": 1}],
+    "gpt-ws": [{}, _TINY_GPT],
+    "ws-matmul": [{}, {"ring_priority": "low"}],
+    "jitq": [{}, {"rows": 2048, "cols": 2048}],
+    "spmv": [{}, {"matrix": "random"}, {"matrix": "banded"}, {"matrix": "laplacian"},
+             {"matrix": "laplacian", "graph": "erdos_renyi"},
+             {"matrix": "random", "layout": "dcsr"}],
+    "tpu-collective": [{}, {"op": "allreduce"},
+                       {"chip": "v4p", "topology": "4x4x4", "payload": "size"},
+                       {"slices": 2, "axes": "xs", "payload": "size"}],
+    "tpu-matmul": [{}, {"slices": 2, "axes": "xs"}, {"tile_k": 96, "tile_n": 96}],
+    "tpu-p2p": [{}, {"slices": 2, "src": "0,0,0", "dst": "1,3,3"},
+                {"chip": "v4p", "topology": "4x4x4", "src": "0,0,0", "dst": "0,0,3"}],
+    "tpu-train-step": [{}, {"slices": 2, "axes": "xs"}, {"tile_k": 96, "tile_n": 96}],
+}  # fmt: skip
+#: Other values to try for free-form text parameters (the first one valid at a base is used).
+OTHER_VALUES = {
+    **{(k, "chip"): ["v6e", "v4p"] for k in ("tpu-collective", "tpu-matmul", "tpu-p2p",
+                                              "tpu-train-step")},
+    **{(k, "topology"): ["8x4", "8x8", "4x4x8"] for k in ("tpu-collective", "tpu-matmul",
+                                                            "tpu-p2p", "tpu-train-step")},
+    **{(k, "axes"): ["xy", "x", "xys"] for k in ("tpu-collective", "tpu-matmul",
+                                                   "tpu-train-step")},
+    ("tpu-p2p", "src"): ["1,0", "0,0,1"],
+    ("tpu-p2p", "dst"): ["2,3", "1,2,3"],
+    ("spmv", "matrix"): ["random", "banded"],
+}  # fmt: skip
+
+
+def _model_params():
+    for kind in KINDS:
+        if registry.KINDS[kind].model is None:
+            continue
+        for key, f, tp in leaves(kind):
+            if "." in key or key == "seed":
+                continue
+            yield kind, key, f, tp
+
+
+@pytest.mark.parametrize(("kind", "key", "f", "tp"), list(_model_params()),
+                         ids=[f"{k}:{n}" for k, n, *_ in _model_params()])  # fmt: skip
+def test_models_use_their_parameters(kind, key, f, tp):
+    k = registry.KINDS[kind]
+    changed, compared = False, 0
+    for point in BASES.get(kind, [{}]):
+        base = cfg.load(k.params, dict(point))
+        new = _other_value(kind, k.params, key, f, tp, base, point)
+        if new is not None:
+            compared += 1
+            changed |= k.model(base) != k.model(new)
+    assert compared or (kind, key) in MODEL_IGNORES, f"no other valid value for {key} at any base"
+    if (kind, key) in MODEL_IGNORES:
+        assert not changed, f"{kind}.{key} is listed as ignored but changes the model"
+    else:
+        assert changed, f"model of {kind} ignores {key}"
+
+
+def _other_value(kind, cls, key, f, tp, base, point):
+    meta = dict(f.metadata)
+    current = getattr(base, key)
+    if tp is bool:
+        candidates = [not current]
+    elif meta.get("choices"):
+        candidates = [c for c in meta["choices"] if c != current]
+    elif typing_literal(tp):
+        candidates = [c for c in tp.__args__ if c != current]
+    elif tp is str:
+        candidates = OTHER_VALUES[(kind, key)]
+    else:
+        candidates = [current * 2, current + 1, current / 2 if tp is float else current - 1,
+                      current * 4] + ([current + 0.5] if tp is float else [])  # fmt: skip
+    for value in (c for c in candidates if c != current):
+        try:
+            return cfg.load(cls, {**point, key: value})
+        except ConfigError:
+            continue
+    return None
+
+
+def typing_literal(tp) -> bool:
+    return getattr(tp, "__origin__", None) is not None and str(tp).startswith("typing.Literal")
+
+
+# -- messages name full keys ---------------------------------------------------------------------
+_BAD = ["-1", "0", "3", "1000000000", "1.5", "nan", '"x"', "{a = 1}"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_messages_name_keys_by_their_full_path(kind):
+    keys = full_keys(kind)
+    suffixes = {k.split(".", i)[-1]: k for k in keys for i in range(1, k.count(".") + 1)}
+    cls = registry.KINDS[kind].params
+    seen = 0
+    for key in sorted(keys):
+        for raw in _BAD:
+            try:
+                cfg.load(cls, nest(key, cfg.parse_override(f"x={raw}")[1]))
+            except ConfigError as exc:
+                seen += 1
+                assert exc.key in keys or exc.key.split("[")[0] in keys, str(exc)
+                for token in re.findall(r"(?<![\w.'])[a-z_]+(?:\.[a-z_]+)+", str(exc)):
+                    assert token in keys or token not in suffixes, (
+                        f"{exc}: '{token}' should be '{suffixes[token]}'"
+                    )
+    assert seen
+
+
+# -- scenario files ------------------------------------------------------------------------------
+def test_scenario_path_errors(capsys, tmp_path):
+    code, _, err = run(capsys, "run", str(tmp_path))
+    assert code == 2 and err == (
+        f"wafersim: error: scenario '{tmp_path}' is a directory; give a scenario file (.toml) or "
+        "a built-in scenario name (wafersim list)\n"
+    )
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes('kind = "wse-fmac"\ndescription = "caf\xe9"\n'.encode("latin-1"))
+    code, _, err = run(capsys, "run", str(latin))
+    assert code == 2 and err == (
+        f"wafersim: error: scenario file '{latin}' is not UTF-8 text (byte 0xe9 at offset 36); "
+        "save it as UTF-8\n"
+    )
+    weird = tmp_path / "weird.toml"
+    weird.write_text("kind = [1, 2]\n")
+    code, _, err = run(capsys, "run", str(weird))
+    assert code == 2 and "kind = [1, 2] is not a known workload kind" in err
+
+
+def test_non_finite_is_nothing_special_for_ints(capsys):
+    code, _, err = run(capsys, "run", "wse-fmac", "--set", "elements=inf")
+    assert code == 2 and "expected an integer" in err
+
+
+# -- help, version, seed, effective parameters ---------------------------------------------------
+def _commands(parser, words=()):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {c.dest: c.help for c in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*words, name), sub, helps.get(name)
+                yield from _commands(sub, (*words, name))
+
+
+def test_every_command_and_argument_is_described():
+    for words, sub, help_text in _commands(cli._parser()):
+        assert help_text, f"wafersim {' '.join(words)} has no one-line help"
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                assert action.help, f"wafersim {' '.join(words)}: {action.dest} has no help"
+
+
+def test_version(capsys):
+    from workloads import __version__
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"wafersim {__version__}\n"
+
+
+def test_seed_flag(capsys):
+    code, out, _ = run(capsys, "run", "link-chain", "--seed", "9", "--json", "--quiet")
+    assert code == 0 and json.loads(out)["seed"] == 9
+    code, _, err = run(capsys, "run", "link-chain", "--seed", "9", "--set", "seed=1")
+    assert code == 2 and "set twice" in err
+
+
+@pytest.mark.parametrize("name", scenario.builtin_names())
+def test_run_json_echoes_every_effective_parameter(capsys, name):
+    code, out, _ = run(capsys, "run", name, "--json", "--quiet", "--set", "seed=3")
+    assert code == 0
+    sc = scenario.find(name)
+    effective = cfg.to_dict(scenario.resolve_params(sc, ["seed=3"]))
+    assert json.loads(out)["params"] == json.loads(json.dumps(effective))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "wse-bcast", "--quiet", "--set", "wafer.fabric.colours=1"],
+         "wafer/pe[0,0]: the program uses colour 1 but the fabric has colours 0..0 "
+         "(wafer.fabric.colours = 1); raise wafer.fabric.colours (at least 2; the WSE-2 has 24)"),
+        (["run", "ws-matmul", "--quiet", "--set", "cols=100000"],
+         "config key 'cols' = 100000: a PE needs 1,600,640 B for the input and output "
+         "activations and two accumulators (cols / px = 25,000 per PE) but has 47,104 B beside "
+         "the code (wafer.pe.sram_bytes - wafer.pe.code_bytes); lower cols (or the other "
+         "sizes: rows, cols, tokens), or raise px"),
+        (["run", "wse-bcast", "--quiet", "--set", "root=16"],
+         "config key 'root' = 16: must be a PE of the row of pes = 16; allowed: -1 (the "
+         "middle) .. 15; lower root or raise pes"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_key_to_change(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err == f"wafersim: error: {message}\n"
+
+
+def test_a_directory_as_trace_output(capsys, tmp_path):
+    code, _, err = run(capsys, "run", "wse-fmac", "--quiet", "--trace", str(tmp_path))
+    assert code == 2
+    assert err == f"wafersim: error: --trace '{tmp_path}' is a directory; give a file path\n"

@@ -1,0 +1,138 @@
+"""Feedback on long work: validation progress through the runner, memory estimates that refuse
+builds that cannot fit, build and run progress.
+
+- A runner reports each finished point to its ``on_point`` callback; ``validate`` shows a line
+  per point and prints each case's table as soon as the case ends.
+- Every kind that estimates its footprint predicts exactly the components its build makes, and
+  a build the estimate says will not fit is refused before building, naming the estimate, the
+  memory available and the largest size that fits.
+- The run progress line gives a fraction and an ETA from the model's predicted end, on a
+  terminal as a bar and elsewhere as lines.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from simcore.errors import BuildError
+from simcore.sim import Simulation
+from workloads import budget, cli, registry, scenario
+from workloads.progress import PointProgress, RunProgress
+
+
+def test_the_runner_reports_each_point_as_it_finishes():
+    seen = []
+    runner = scenario.SequentialRunner(on_point=seen.append)
+    kind = registry.KINDS["wse-fmac"]
+    points = [kind.params(elements=n) for n in (4, 8, 16)]
+    out = runner("wse-fmac", points)
+    assert [d.index for d in seen] == [0, 1, 2] and {d.total for d in seen} == {3}
+    assert [d.metrics for d in seen] == out
+    assert [d.params for d in seen] == points and all(d.wall_s >= 0 for d in seen)
+
+
+def test_validate_shows_points_and_each_case_as_it_ends(capsys, monkeypatch):
+    events = []
+    real = PointProgress.__call__
+
+    def spy(self, done):
+        events.append(("point", self.case, capsys.readouterr().out))
+        real(self, done)
+
+    monkeypatch.setattr(PointProgress, "__call__", spy)
+    code = cli.main(["validate", "link-chain", "wse-fmac"])
+    assert code == 0
+    cases = [c for _, c, _ in events]
+    assert cases.count("link-chain") == 6 and cases.count("wse-fmac") == 18
+    # When the first wse-fmac point finished, link-chain's table had been printed.
+    first = next(i for i, (_, c, _) in enumerate(events) if c == "wse-fmac")
+    printed_before = "".join(out for _, _, out in events[: first + 1])
+    assert "link-chain: MAPE" in printed_before and "wse-fmac: MAPE" not in printed_before
+
+
+def test_validate_point_lines(capsys):
+    assert cli.main(["validate", "link-chain"]) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert len(lines) == 6
+    assert lines[0].startswith("[validate link-chain] point 1/6 (link-chain items=2000 capacity=2)")
+    assert "cycles in" in lines[0]
+    assert "error % = (simulated - model) / model x 100" in out
+    assert cli.main(["validate", "link-chain", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "sets"),
+    [(n, []) for n in scenario.builtin_names()]
+    + [("ws-matmul", ["flavour=wgrad"]), ("ws-matmul", ["flavour=bwd", "px=2", "py=4"])],
+)
+def test_footprint_predicts_the_components_built(name, sets):
+    sc = scenario.find(name)
+    params = scenario.resolve_params(sc, sets)
+    assert sc.kind.footprint is not None, f"kind {sc.kind.name} has no footprint estimate"
+    fp = sc.kind.footprint(params)
+    sim = Simulation(seed=params.seed)
+    sc.kind.build(sim, params)
+    assert fp.components == len(sim.components)
+    assert fp.bytes > 0 and (fp.size_key == "" or hasattr(params, fp.size_key))
+
+
+def test_a_build_that_cannot_fit_is_refused_before_building(capsys, monkeypatch):
+    kind = registry.KINDS["summa"]
+    params = kind.params(p=750)
+    free = 24 * 10**9
+    with pytest.raises(BuildError) as err:
+        budget.check_fits(kind, params, available=free)
+    best = budget.largest_fitting(kind, params, int(budget.USABLE * free))
+    assert best is not None and 2 <= best < 750
+    fits = kind.footprint(kind.params(p=best)).bytes
+    too_big = kind.footprint(kind.params(p=best + 1)).bytes
+    assert fits <= budget.USABLE * free < too_big
+    assert str(err.value) == (
+        f"summa would need about {kind.footprint(params).bytes / 1e9:,.1f} GB of memory "
+        f"(562,501 components) but 24.0 GB is available; the largest p that fits is {best} "
+        "(config key 'p' = 750): lower p, or free memory"
+    )
+    monkeypatch.setattr(budget, "available_bytes", lambda: 10**9)
+    code = cli.main(["run", "summa", "--set", "p=750", "--quiet"])
+    _, err_text = capsys.readouterr()
+    assert code == 2 and err_text.startswith("wafersim: error: summa would need about")
+    assert "1.0 GB is available; the largest p that fits is" in err_text
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_run_progress_shows_fraction_and_eta(tty):
+    stream = _Tty() if tty else io.StringIO()
+    progress = RunProgress(stream, after_s=0.0, every_s=0.0)
+    sc = scenario.find("link-chain-backpressure")
+    params = scenario.resolve_params(sc, [])
+    out = scenario.run_scenario(sc, params, progress=progress)
+    assert out.result.status == "completed"
+    text = stream.getvalue()
+    if tty:
+        assert "[wafersim] ~cycles (model)" in text and "%" in text and "events/s" in text
+    else:
+        assert "of the model's 15,022 | ETA ~" in text
+
+
+def test_build_progress(monkeypatch):
+    stream = io.StringIO()
+    progress = RunProgress(stream, after_s=0.0, every_s=0.0)
+    sc = scenario.find("wse-bcast")
+    params = scenario.resolve_params(sc, ["pes=200"])
+    scenario.run_scenario(sc, params, progress=progress)
+    assert "[wafersim] building: 192 of ~201 components (96%)" in stream.getvalue()
+
+
+def test_json_stays_clean_with_progress(capsys):
+    assert cli.main(["run", "link-chain", "--json"]) == 0
+    json.loads(capsys.readouterr().out)

@@ -1,0 +1,182 @@
+"""Feedback on long work: builds, runs and validation points (on stderr, never on stdout).
+
+* :class:`RunProgress` is the progress hook of ``wafersim run``. While a large model is built it
+  shows components built of the footprint's estimate (a bar with rate and ETA); while it runs,
+  simulated cycles of the end the kind's analytical model predicts, so the fraction and ETA are
+  estimates (marked ``~``), and events per second. Nothing shows for work under two seconds.
+* :class:`PointProgress` is the ``on_point`` callback of a validation's runner
+  (:class:`registry.PointDone`): a line per finished point (its parameters that differ from the
+  kind's defaults, its result, its time) and a bar over the points of the case.
+
+On a terminal the bars are drawn by tqdm (a widely used, maintained progress-bar library: rate,
+ETA, terminal width and redraws handled); when stderr is a file or a pipe, plain lines are
+printed every few seconds instead, so logs stay readable.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from simcore import config as cfg
+from simcore.clock import Ticks
+from simcore.sim import Progress, Simulation
+from workloads import registry
+
+
+def _is_tty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:
+        return False
+
+
+class RunProgress(Progress):
+    """Build and run progress of one scenario (see the module docstring)."""
+
+    def __init__(self, stream: TextIO | None = None, *, after_s: float = 2.0, every_s: float = 2.0):
+        super().__init__(stream, after_s=after_s, every_s=every_s)
+        self.tty = _is_tty(self.stream)
+        self.expected_cycles: float | None = None
+        self._bar: tqdm | None = None
+        self._build_total = 0
+        self._build_t0 = 0.0
+        self._build_last = 0.0
+
+    # -- build -------------------------------------------------------------------------------------
+    def start_build(self, sim: Simulation, kind: registry.WorkloadKind, params: Any) -> None:
+        """Follow the build of ``kind`` (components of its footprint) and note the model's
+        predicted cycles for the run's ETA."""
+        if kind.model is not None:
+            try:
+                cycles = float(kind.model(params).get("cycles") or 0)
+            except (ArithmeticError, ValueError, KeyError):
+                cycles = 0.0
+            self.expected_cycles = cycles if math.isfinite(cycles) and cycles > 0 else None
+        if kind.footprint is None:
+            return
+        self._build_total = kind.footprint(params).components
+        self._build_t0 = self._build_last = time.perf_counter()
+        sim.on_build = self._built
+
+    def _built(self, n: int) -> None:
+        if n & 63:
+            return  # look at the clock every 64 components
+        now = time.perf_counter()
+        if now - self._build_t0 < self.after_s:
+            return
+        if self.tty:
+            if self._bar is None:
+                self._bar = tqdm(total=self._build_total, desc="[wafersim] building",
+                                 unit="comp", file=self.stream, dynamic_ncols=True)  # fmt: skip
+            self._bar.update(n - self._bar.n)
+        elif now - self._build_last >= self.every_s:
+            self._build_last = now
+            frac = n / self._build_total if self._build_total else 0.0
+            eta = (now - self._build_t0) * (1 - frac) / frac if frac else math.inf
+            print(
+                f"[wafersim] building: {n:,} of ~{self._build_total:,} components "
+                f"({100 * frac:.0f}%) | ETA {eta:.0f} s", file=self.stream, flush=True,
+            )  # fmt: skip
+            self.printed = True
+
+    def end_build(self, sim: Simulation) -> None:
+        sim.on_build = None
+        self._close()
+
+    # -- run ---------------------------------------------------------------------------------------
+    def update(self, sim: Simulation, wall: float, events: int, limit: int | None) -> None:
+        if limit or not self.expected_cycles:
+            super().update(sim, wall, events, limit)  # a known end, or none at all
+            return
+        if wall < self.after_s:
+            return
+        cycle = sim.main_domain.cycle_at(Ticks(sim.env.now))
+        total = self.expected_cycles
+        if self.tty:
+            if self._bar is None:
+                self._bar = tqdm(total=int(total), desc="[wafersim] ~cycles (model)",
+                                 unit="cyc", unit_scale=True, file=self.stream,
+                                 dynamic_ncols=True)  # fmt: skip
+            self._bar.set_postfix_str(f"{events / wall:,.0f} events/s", refresh=False)
+            self._bar.update(min(cycle, int(total)) - self._bar.n)
+            return
+        if wall - self._last < self.every_s:
+            return
+        self._last = wall
+        frac = min(cycle / total, 0.99)
+        eta = wall * (1 - frac) / frac if frac > 0 else math.inf
+        print(f"[wafersim] t = {cycle:,} {sim.main_domain.name} cycles | ~{100 * frac:.0f}% of "
+              f"the model's {total:,.0f} | ETA ~{eta:.0f} s | {events / wall:,.0f} events/s",
+              file=self.stream, flush=True)  # fmt: skip
+        self.printed = True
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def close(self) -> None:
+        """End any bar (called once the run is over)."""
+        self._close()
+
+
+def describe_point(params: registry.ScenarioParams) -> str:
+    """``key=value`` for each parameter that differs from its kind's default."""
+    flat = _flat(cfg.to_dict(params))
+    defaults = _flat(cfg.to_dict(type(params)()))
+    return " ".join(f"{k}={v}" for k, v in flat.items() if defaults.get(k) != v) or "defaults"
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+class PointProgress:
+    """``on_point`` callback of a validation runner: a line per point, a bar per case."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.quiet = quiet
+        self.tty = _is_tty(self.stream)
+        self.case = ""
+        self._bar: tqdm | None = None
+
+    def start_case(self, name: str) -> None:
+        self.close()
+        self.case = name
+
+    def __call__(self, done: registry.PointDone) -> None:
+        if self.quiet:
+            return
+        result = done.metrics.get("cycles")
+        what = f"{result:,.0f} cycles" if isinstance(result, int | float) else "done"
+        line = (
+            f"[validate {self.case}] point {done.index + 1}/{done.total} "
+            f"({done.kind} {describe_point(done.params)}): {what} in {done.wall_s:.1f} s"
+        )
+        if self.tty:
+            if self._bar is None or self._bar.total != done.total:
+                self.close()
+                self._bar = tqdm(total=done.total, desc=f"[validate {self.case}]", unit="pt",
+                                 file=self.stream, dynamic_ncols=True, leave=False)  # fmt: skip
+            self._bar.write(line, file=self.stream)
+            self._bar.update(1)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
