@@ -6,7 +6,8 @@ rows run at once. PE-cycles = PEs x simulated cycles. Memory: peak RSS of buildi
 the mesh, minus the interpreter's baseline, divided by the PEs.
 
 Run: ``python bench/wafer_bench.py [--sizes 16 64] [--words 1024] [--fidelity reference]``
-(``--profile`` prints the top of a cProfile of the first size).
+(``--profile`` prints the top of a cProfile of the first size; ``--build-only`` builds the
+mesh and reports its memory without running it: run one size per process for clean figures).
 """
 
 from __future__ import annotations
@@ -65,11 +66,20 @@ def rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(width: int, words: int, cfg: WaferConfig, rounds: int | None = None) -> dict:
+def measure(
+    width: int, words: int, cfg: WaferConfig, rounds: int | None = None, run: bool = True
+) -> dict:
     base = rss_bytes()
     t0 = time.perf_counter()
     sim, wafer = row_broadcasts(width, words, cfg, rounds)
     build_s = time.perf_counter() - t0
+    if not run:
+        sim.check()
+        for pe in wafer.pes.values():
+            pe.ce.sram.data  # noqa: B018 (the PEs' buffers are written at build: touch all)
+        pes = width * width
+        return {"mesh": f"{width}x{width}", "pes": pes, "build_s": build_s,
+                "bytes_per_pe": (rss_bytes() - base) / pes}  # fmt: skip
     result = sim.run()
     assert result.status == "completed", result.report
     cycles = wafer.span_cycles()
@@ -95,8 +105,15 @@ def main() -> None:
     ap.add_argument(
         "--rounds", type=int, default=None, help="broadcasts per row (default: one per PE)"
     )
+    ap.add_argument("--build-only", action="store_true", help="build and report memory only")
     args = ap.parse_args()
     cfg = dataclasses.replace(WaferConfig(), fidelity=args.fidelity)
+    if args.build_only:
+        print(f"build only: row broadcasts of {args.words} words")
+        for w in args.sizes:
+            m = measure(w, args.words, cfg, args.rounds, run=False)
+            print(f"{m['mesh']:>8} build {m['build_s']:.1f} s, {m['bytes_per_pe']:,.0f} B/PE")
+        return
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()

@@ -55,6 +55,7 @@ class Router:
         "credits",
         "engine",
         "express_busy",
+        "express_colour",
         "express_until",
         "filters",
         "forwarded",
@@ -85,6 +86,7 @@ class Router:
         self.forwarded = 0
         self.stall_cycles = 0
         self.express_until = -1  # last cycle of an express stream through this router
+        self.express_colour = -1  # that stream's colour
         # port -> (forward cycles at the root router, shift to this router): when it is busy
         self.express_busy: dict[Dir, tuple[Any, int]] = {}
         self.path = f"wafer/{pe_name(xy)}/router"
@@ -161,6 +163,11 @@ class Router:
         until = self.express_until
         if until >= 0:
             now = engine.now_cycle()
+            if until >= now and colour == self.express_colour:
+                # Behind the stream on its own colour (e.g. the TEARDOWN sent while the stream
+                # was held at a posted teardown exit): it queues after the stream's last wavelet.
+                engine.at(until + 1, self.receive, port, colour, w)
+                return
             if until >= now and self._free_cycle(colour, now) > now:
                 # The wavelet needs a port an express stream is using in this cycle. Round robin
                 # between the two colours would serve it now and push the stream back one cycle;

@@ -165,15 +165,18 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     See the module docstring."""
     cfg = engine.cfg
     colour = send.colour
-    _, route = root.route_at(colour)
+    ready, route = root.route_at(colour)
     if route is None or Dir.RAMP not in route.current.rx or Dir.RAMP in route.current.tx:
         return False
     n = send.length
     buf = cfg.router_buffer_wavelets
     hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
     lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
-    s, fa = engine.schedules.get(n, now, send.width, cfg.ramp_credits, lr, lc, buf, hop, lch)
-    tree = _tree(root, colour, now + lr, hop)
+    # A configuration write still on its way to the root (a posted write leaving teardown)
+    # holds the stream there until it lands; with no write pending the root holds nothing.
+    hold = max(ready - now, 0)
+    s, fa = engine.schedules.get(n, now, send.width, cfg.ramp_credits, lr, lc, buf, hop, lch, hold)
+    tree = _tree(root, colour, int(fa[0]), hop)
     if tree is None:
         return False
     receivers: list[tuple[Router, int, ExpressReceive]] = []
@@ -231,6 +234,7 @@ def _commit(
     for r, depth, route in tree:
         last_send = last_f + depth * hop
         r.express_until = last_send
+        r.express_colour = colour
         r.forwarded += n
         r.express_busy = {port: (fa, depth * hop) for port in route.current.tx}
         if engine.detail:

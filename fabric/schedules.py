@@ -29,21 +29,23 @@ class SourceSchedules:
 
     def get(
         self, n: int, begin: int, width: int, n_credits: int, lr: int, lc: int, b: int,
-        hop: int, lch: int,
+        hop: int, lch: int, hold: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """Issue cycles ``s`` at the sending CE and forward cycles ``f`` at the root router."""
-        key = (width, n_credits, lr, lc, b, hop, lch)
+        """Issue cycles ``s`` at the sending CE and forward cycles ``f`` at the root router.
+        ``hold``: the root forwards nothing before ``begin + hold`` (its colour leaves teardown
+        then; the wavelets issued meanwhile wait in its buffer)."""
+        key = (width, n_credits, lr, lc, b, hop, lch, hold)
         cached = self._cache.get(key)
         if cached is None or len(cached[0]) < n:
             size = max(n, 2 * len(cached[0]) if cached else 1024)
-            s_list, f_list = _recurrence(size, width, n_credits, lr, lc, b, hop, lch)
+            s_list, f_list = _recurrence(size, width, n_credits, lr, lc, b, hop, lch, hold)
             cached = (np.asarray(s_list, np.int64), np.asarray(f_list, np.int64))
             self._cache[key] = cached
         return cached[0][:n] + begin, cached[1][:n] + begin
 
 
 def _recurrence(
-    n: int, width: int, n_credits: int, lr: int, lc: int, b: int, hop: int, lch: int
+    n: int, width: int, n_credits: int, lr: int, lc: int, b: int, hop: int, lch: int, hold: int = 0
 ) -> tuple[list[int], list[int]]:
     """The cycle-by-cycle rules of the sender and its router, from cycle 0 (see the module)."""
     begin = 0
@@ -62,7 +64,7 @@ def _recurrence(
             continue
         for _ in range(min(width, avail, n - k)):
             s[k] = t
-            fk = t + lr
+            fk = t + lr if t + lr > hold else hold
             if k and f[k - 1] + 1 > fk:
                 fk = f[k - 1] + 1
             if k >= b and f[k - b] + hop + lch > fk:

@@ -33,6 +33,16 @@ Ramps
     :mod:`fabric.config`): the CE may have ``ramp_credits`` wavelets in flight up per colour, and
     the router may have ``min(ramp_credits, queue depth)`` in flight down.
 
+The main thread shares the datapath (docs/pe-isa.md, "One issue per cycle")
+    A running task is the *main thread*. From the end of its task switch to its end it holds the
+    CE's issue slot, and sits between medium and low in the microthread scheduler: a low-priority
+    microthread (the default of every async operation) does not issue while a task runs, and
+    resumes in the cycle the task ends; a high- or medium-priority microthread takes the slot
+    from the task, which then ends one cycle later per cycle taken (``stolen_cycles``). The
+    task body runs in one go when it is dispatched, so what it does at a local cycle (async
+    launches, route writes, marks) keeps the cycle computed then; only its end (and so the next
+    task, and the low microthreads waiting for it) moves with the stolen cycles.
+
 Trace flows (ops level and above)
     Slices carry send/receive flows along what causes what, so a trace's critical path can walk
     across PEs: a task -> the async operations it starts; a send operation -> the operations
@@ -41,13 +51,13 @@ Trace flows (ops level and above)
     activates or unblocks; a data task <- the wavelet it runs on. A slice has one outgoing id,
     which any number of slices may receive.
 
-Left out: the main thread and microthreads do not compete for datapath cycles (microthreads only
-compete among themselves); pre-emption of a running task by a high-priority one (the hardware
-does not pre-empt either).
+Left out: pre-emption of a running task by a high-priority one (the hardware does not pre-empt
+either); stolen cycles moving the side effects inside the task that suffered them (see above).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +85,9 @@ if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
 RAMP = Dir.RAMP
+_NO_QUEUE: Any = ()  # the input queues no colour is bound to (see ComputeEngine.in_queues)
+#: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
+MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
 
 class ComputeEngine:
@@ -109,12 +122,16 @@ class ComputeEngine:
         self.tasks: dict[int, TaskDef] = {}
         # (id, input queue of a data task or None, task) in dispatch order, built on first use
         self._order: list[tuple[int, int | None, TaskDef]] | None = None
-        self.activated = [False] * TASK_IDS
-        self.triggers = [0] * TASK_IDS  # control wavelets waiting to run each control task
-        self.blocked = [False] * TASK_IDS
+        # Per task id: activated, blocked (0/1 bytes: a wafer has many PEs), control wavelets
+        # waiting to run it.
+        self.activated = bytearray(TASK_IDS)
+        self.triggers = array("I", bytes(4 * TASK_IDS))
+        self.blocked = bytearray(TASK_IDS)
         self.queue_of_colour: dict[int, int] = {}
         self.colour_of_queue: dict[int, int] = {}  # the reverse map, kept by bind_queue
-        self.in_queues: list[deque[Wavelet]] = [deque() for _ in INPUT_QUEUE_DEPTHS]
+        # An input queue's deque is made when a colour is bound to it (only bound queues hold
+        # wavelets); unbound ones share an empty tuple.
+        self.in_queues: list[deque[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
         self.data_task_of_queue: dict[int, int] = {}
         self.ops_in: dict[int, AsyncOp] = {}
         self.ops_out: dict[int, AsyncOp] = {}
@@ -124,6 +141,9 @@ class ComputeEngine:
         self.torn_down: list[int] = []
         self.running: TaskDef | None = None
         self.busy_until = 0
+        self.hold_from = 0  # first cycle the running task holds the issue slot (after its switch)
+        self.stolen_cycles = 0  # all issue cycles microthreads took from tasks
+        self._wake_at = -1
         self._dispatch_at = -1
         self.marks: dict[str, int] = {}
         self.exited = False
@@ -186,6 +206,8 @@ class ComputeEngine:
                 )
         self.queue_of_colour[colour] = queue
         self.colour_of_queue[queue] = colour
+        if self.in_queues[queue] is _NO_QUEUE:
+            self.in_queues[queue] = deque()
 
     def down_credits(self, colour: int) -> int:
         q = self.queue_of_colour.get(colour)
@@ -275,13 +297,25 @@ class ComputeEngine:
         best: AsyncOp | None = None
         best_key = None
         eligible = self._eligible
+        held = self.running is not None and self.hold_from <= t < self.busy_until
+        waiting = False  # an eligible microthread below the main thread waits for the task
         for op in self.ops:
             if eligible(op):
+                if held and op.priority >= MAIN_THREAD_RANK:
+                    waiting = True
+                    continue
                 key = (op.priority, op.microthread)
                 if best is None or key < best_key:  # type: ignore[operator]
                     best, best_key = op, key
         if best is None:
+            if waiting and self._wake_at != self.busy_until:
+                self._wake_at = self.busy_until  # step again when the task gives the slot back
+                self.engine.at(self.busy_until, self._wake)
             return False
+        if held:  # a microthread above the main thread takes this cycle: the task ends later
+            self.busy_until += 1
+            self.busy_cycles += 1
+            self.stolen_cycles += 1
         if self.express_until >= t and self.express_issue is not None:
             cycles, shift, key = self.express_issue
             if key < best_key and busy_at(cycles, shift, t):
@@ -293,6 +327,11 @@ class ComputeEngine:
             if best.done == best.length or not eligible(best):
                 break
         return any(eligible(op) for op in self.ops)
+
+    def _wake(self) -> None:
+        self._wake_at = -1
+        if self.ops:
+            self.active[self.index] = self
 
     def _advance(self, op: AsyncOp, t: int) -> None:
         k = op.done
@@ -421,6 +460,8 @@ class ComputeEngine:
             return False
         if self.ops or len(self.ops_out) != 1 or self.ops_in or self.express_until >= now:
             return False
+        if self.running is not None and self.busy_until > now:
+            return False  # the main thread holds issue cycles of the stream: wavelet by wavelet
         colour: int = op.out_colour  # type: ignore[assignment]
         if self._up_credit_count(colour) != self.wafer.cfg.fabric.ramp_credits:
             return False
@@ -449,6 +490,7 @@ class ComputeEngine:
             or rop.done
             or self.in_queues[q]
             or self.express_until >= now
+            or (self.running is not None and self.busy_until > rop.begin_at)
         ):
             return None
         return ExpressReceive(
@@ -543,6 +585,12 @@ class ComputeEngine:
         ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
         self.running = task
         self._task_flow = None
+        self.hold_from = ctx.now
+        express = self.express_issue
+        if self.express_until >= ctx.now and express and express[2][0] >= MAIN_THREAD_RANK:
+            # The reference would hold the express stream's microthread while this task runs;
+            # the fast fidelity keeps the stream's schedule (counted; see fabric/express.py).
+            self.engine.fast_conflicts += 1
         arg: list[Any] = []
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
@@ -577,6 +625,9 @@ class ComputeEngine:
         self.sched.event_at(end, self._task_end)
 
     def _task_end(self, _ev: Any) -> None:
+        if self.busy_until > self.env._now // self.sched.period:
+            self.sched.event_at(self.busy_until, self._task_end)  # microthreads took cycles
+            return
         self.running = None
         self._schedule_dispatch()
 

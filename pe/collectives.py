@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from fabric.routes import Dir
 from fabric.wavelet import Cmd
 from pe.dsd import MemDsd
+from pe.ops import PRIORITY_RANK
 from simcore.errors import BuildError
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class Dimension:
         tasks: tuple[int, int],
         queues: tuple[int, int, int],
         priority: str,
+        microthreads: str = "low",
     ) -> None:
         pe = owner.pe
         self.owner = owner
@@ -76,6 +78,7 @@ class Dimension:
         self.expect_teardowns = 0
         self.is_root = False
         self.routed_for: int | None = None  # root the data colour's route was last set for
+        self.mt_priority = microthreads  # priority of the library's async operations
         for c, q in zip(colours, self.in_queues, strict=True):
             pe.route(c, rx=[], tx=[], teardown=True)
             pe.ce.bind_queue(c, q)
@@ -88,7 +91,12 @@ class Dimension:
         """Runs when this PE's own data has left: send TEARDOWN behind it, release the lock."""
         t.unblock(self.lock_task)
         colour = self._pending_control
-        t.send_control(colour, [Cmd.TEARDOWN], queue=self.out_queue)  # type: ignore[arg-type]
+        t.send_control(
+            colour,  # type: ignore[arg-type]
+            [Cmd.TEARDOWN],
+            queue=self.out_queue,
+            priority=self.mt_priority,
+        )
 
     def _lock(self, t: TaskContext) -> None:
         t.activate(self.callback)
@@ -134,13 +142,13 @@ class Dimension:
             self._reconfigure(t, colour, [Dir.RAMP], tx, keep=keep)
             self._pending_control = colour
             out = pe.fabout(colour, buf.length, self.out_queue)
-            t.mov32(out, buf, async_=True, activate=self.sm_task)
+            t.mov32(out, buf, async_=True, activate=self.sm_task, priority=self.mt_priority)
         else:
             side, onward = (self.low, self.high) if i > root else (self.high, self.low)
             end = i == n - 1 if i > root else i == 0
             self._reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]), keep=keep)
             fin = pe.fabin(colour, buf.length, self.in_queues[0])
-            t.mov32(buf, fin, async_=True, unblock=self.lock_task)
+            t.mov32(buf, fin, async_=True, unblock=self.lock_task, priority=self.mt_priority)
 
     def reduce_fadds(self, t: TaskContext, root: int, buf: MemDsd, callback: int) -> None:
         """Chain-reduce ``buf`` over the axis into the root's ``buf`` (FP32 adds)."""
@@ -166,6 +174,7 @@ class Dimension:
             from_far = self.high if root == 0 else self.low
         self.expect_teardowns = (1 if has_upstream else 0) + (0 if i == root else 1)
         self.routed_for = None
+        mtp = self.mt_priority
         if has_upstream:
             self._reconfigure(t, recv_c, [from_far], [Dir.RAMP])
         if i != root:
@@ -174,19 +183,23 @@ class Dimension:
             out = pe.fabout(send_c, buf.length, self.out_queue)
             if has_upstream:
                 fin = pe.fabin(recv_c, buf.length, recv_q)
-                t.fadds(out, fin, buf, async_=True, activate=self.sm_task)
+                t.fadds(out, fin, buf, async_=True, activate=self.sm_task, priority=mtp)
             else:
-                t.mov32(out, buf, async_=True, activate=self.sm_task)
+                t.mov32(out, buf, async_=True, activate=self.sm_task, priority=mtp)
         else:
             fin = pe.fabin(recv_c, buf.length, recv_q)
-            t.fadds(buf, buf, fin, async_=True, unblock=self.lock_task)
+            t.fadds(buf, buf, fin, async_=True, unblock=self.lock_task, priority=mtp)
 
 
 class Collectives:
     """Row and column collectives for one PE (create it in the PE code). ``y_colours=None``
     leaves out the column dimension (its colours, tasks and queues stay free). ``priority``
     is the library's state-machine and lock tasks' (low, as the SDK's; a program whose data
-    tasks keep the CE busy raises it so a collective's hand-over is not starved)."""
+    tasks keep the CE busy raises it so a collective's hand-over is not starved).
+    ``microthreads`` is the priority of its async operations (the streams and the TEARDOWN
+    sends): ``low`` (default) waits while a task runs on the PE, ``medium`` or ``high`` takes
+    issue cycles from it (see :mod:`pe.ce`), which is how a program overlaps a collective with
+    its compute."""
 
     def __init__(
         self,
@@ -200,13 +213,19 @@ class Collectives:
         x_queues: tuple[int, int, int] = (0, 2, 2),
         y_queues: tuple[int, int, int] = (1, 3, 3),
         priority: str = "low",
+        microthreads: str = "low",
     ) -> None:
+        if microthreads not in PRIORITY_RANK:
+            raise BuildError(
+                f"{pe.ce.path}: collectives microthread priority {microthreads!r} is not one of "
+                f"{', '.join(PRIORITY_RANK)}"
+            )
         self.pe = pe
-        self.x = Dimension(self, "x", x_colours, x_tasks, x_queues, priority)
+        self.x = Dimension(self, "x", x_colours, x_tasks, x_queues, priority, microthreads)
         self.y = (
             None
             if y_colours is None
-            else Dimension(self, "y", y_colours, y_tasks, y_queues, priority)
+            else Dimension(self, "y", y_colours, y_tasks, y_queues, priority, microthreads)
         )
         for dim in (self.x,) if self.y is None else (self.x, self.y):
             for colour in dim.colours:

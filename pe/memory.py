@@ -19,6 +19,7 @@ real CSL binaries (only its size matters here).
 from __future__ import annotations
 
 import math
+import mmap
 
 import numpy as np
 
@@ -35,6 +36,31 @@ def _b(n: int) -> str:
     return f"{n:,} B"
 
 
+class SramArena:
+    """Zeroed memory for many PEs' SRAMs, handed out in page-aligned slices of anonymous
+    memory maps (``CHUNK_BYTES`` each, so a large wafer needs few maps). The operating system
+    backs a page only when it is first written, so a PE's 48 kB costs the pages its buffers
+    touch: a PE holding a few hundred bytes costs one 4 kB page, not 48 kB. A slice is an
+    ordinary contiguous ``uint8`` array, so views and descriptors work unchanged. A map is
+    released when no slice of it is left."""
+
+    CHUNK_BYTES = 64 << 20
+
+    def __init__(self) -> None:
+        self._chunk: np.ndarray | None = None
+        self._offset = 0
+
+    def take(self, nbytes: int) -> np.ndarray:
+        step = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        if self._chunk is None or self._offset + step > len(self._chunk):
+            size = max(self.CHUNK_BYTES, step)
+            self._chunk = np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
+            self._offset = 0
+        out = self._chunk[self._offset : self._offset + nbytes]
+        self._offset += step
+        return out
+
+
 class _Store:
     """Shared allocator and views of :class:`Sram` and :class:`Cache`."""
 
@@ -42,19 +68,23 @@ class _Store:
     space = "sram"
     advice = "reduce the buffer sizes"
 
-    def __init__(self, nbytes: int, owner: str) -> None:
+    def __init__(self, nbytes: int, owner: str, arena: SramArena | None = None) -> None:
         self.owner = owner
         self.nbytes = nbytes
         self._data: np.ndarray | None = None
+        self._arena = arena
         self._buffers: dict[str, tuple[int, int]] = {}
         self._top = 0  # first byte above the last data buffer
 
     @property
     def data(self) -> np.ndarray:
         """The memory's bytes (``uint8``), created zeroed on first use so that idle PEs of a large
-        wafer cost no memory."""
+        wafer cost no memory (from ``arena`` if given: then only touched pages cost memory)."""
         if self._data is None:
-            self._data = np.zeros(self.nbytes, dtype=np.uint8)
+            if self._arena is not None:
+                self._data = self._arena.take(self.nbytes)
+            else:
+                self._data = np.zeros(self.nbytes, dtype=np.uint8)
         return self._data
 
     @property
@@ -180,8 +210,8 @@ class Sram(_Store):
     space = "sram"
     advice = "reduce the buffer sizes or the tile size"
 
-    def __init__(self, cfg: PeConfig, owner: str) -> None:
-        super().__init__(cfg.sram_bytes, owner)
+    def __init__(self, cfg: PeConfig, owner: str, arena: SramArena | None = None) -> None:
+        super().__init__(cfg.sram_bytes, owner, arena)
         self.cfg = cfg
         self._code = 0
         self.reserve_code(cfg.code_bytes)

@@ -142,7 +142,8 @@ class TaskContext:
         router = self.ce.router
         if colour not in router.routes:
             router.routes[colour] = ColourRoute([Position.make([], [])], teardown=True)
-        router.write_config(max(self.now, self.ce.engine.now_cycle() + 1), colour, change)
+        lands = self.now + self.ce.timing.route_write_latency_cycles
+        router.write_config(max(lands, self.ce.engine.now_cycle() + 1), colour, change)
 
     # -- instructions ----------------------------------------------------------------------------
     def op(
@@ -256,11 +257,14 @@ class TaskContext:
         queue: int,
         task_id: int | None = None,
         activate: int | None = None,
+        priority: str = "low",
     ) -> None:
         """Send one control wavelet (commands for the routers it passes, optionally a control
-        task id for the CEs it reaches) from output queue ``queue`` as an async operation."""
+        task id for the CEs it reaches) from output queue ``queue`` as an async operation on a
+        microthread of ``priority``."""
         ce = self.ce
         op = AsyncOp(ce, "send_control", 1)
+        op.priority = PRIORITY_RANK[priority]
         op.control_wavelet = Wavelet(ctrl=True, commands=tuple(commands), task_id=task_id)
         op.out_colour = colour
         op.microthread = queue

@@ -24,7 +24,7 @@ from fabric.routes import check_routes, check_switch_positions, pe_name
 from pe.ce import ComputeEngine
 from pe.config import PeConfig
 from pe.isa import TensorUnit
-from pe.memory import Sram
+from pe.memory import Sram, SramArena
 from pe.program import Layout, PeBuilder
 from simcore.component import Component
 from simcore.config import param, section
@@ -41,9 +41,17 @@ class CeTiming:
     """Costs of the CE's non-tensor work (unknowns; defaults: docs/hardware/wse.md)."""
 
     route_write_cycles: int = param(
-        21,
-        "cycles for the CE to write one router configuration register (spec unknown; set from "
-        "the broadcast micro-benchmark's constant)",
+        10,
+        "cycles the CE spends issuing one router configuration register write (spec unknown; "
+        "set with route_write_latency_cycles from the broadcast micro-benchmark's constant and "
+        "SUMMA's per-step control, docs/summa.md)",
+        min=0,
+    )
+    route_write_latency_cycles: int = param(
+        120,
+        "cycles from the CE issuing a router configuration write to the router applying it; the "
+        "CE goes on meanwhile (a posted write). 0: the write lands when issued (docs/summa.md, "
+        "'The broadcast constant: CE work and latency')",
         min=0,
     )
     control_op_cycles: int = param(1, "cycles of an activate / block / unblock", min=0)
@@ -72,7 +80,7 @@ class Pe(Component):
         super().__init__(wafer, pe_name(xy))
         self.xy = xy
         self.router = wafer.engine.add_router(xy)
-        self.sram = Sram(wafer.cfg.pe, owner=self.path)
+        self.sram = Sram(wafer.cfg.pe, owner=self.path, arena=wafer.sram_arena)
         self.ce = ComputeEngine(wafer, xy, index, self.path, self.sram, wafer.cfg.pe)
         self.ce.router = self.router
         self.router.ce = self.ce
@@ -104,6 +112,7 @@ class Wafer(Component):
         self.engine.fast = cfg.fidelity == "fast"
         self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
         self.flows_issued = 0  # trace flow ids handed out by the compute engines (tracing only)
+        self.sram_arena = SramArena()  # the PEs' SRAMs: only touched pages cost memory
         self.pes: dict[tuple[int, int], Pe] = {}
         for y in range(layout.height):
             for x in range(layout.width):

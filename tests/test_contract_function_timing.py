@@ -21,9 +21,10 @@ from tests.contracts.function_timing import (
     check_function_is_execution,
 )
 from tests.contracts.pe_tensor import PeTensorSubject
+from tests.contracts.pim_unit import PimUnitSubject
 
-#: The units under the contract (the TPU's MXU and the PIM unit join here).
-SUBJECTS = [PeTensorSubject()]
+#: The units under the contract (the TPU's MXU joins here).
+SUBJECTS = [PeTensorSubject(), PimUnitSubject()]
 
 EXAMPLES = settings(max_examples=150, deadline=None)
 SEEDS = st.integers(0, 2**32 - 1)

@@ -203,3 +203,27 @@ def test_cache_has_the_same_api_and_its_own_overflow_message() -> None:
         "but the cache has 256 B; already used: 192 B ('acc' 192 B); keep fewer accumulators "
         "in the cache or move some to SRAM"
     )
+
+
+def test_sram_arena_slices_are_zeroed_independent_and_page_aligned():
+    import mmap
+
+    from pe.memory import SramArena
+
+    arena = SramArena()
+    a, b = arena.take(49152), arena.take(49152)
+    assert a.dtype == np.uint8 and len(a) == len(b) == 49152
+    assert not a.any() and not b.any()
+    a[:] = 7
+    assert not b.any()  # no overlap
+    assert a.ctypes.data % mmap.PAGESIZE == 0 and b.ctypes.data % mmap.PAGESIZE == 0
+
+
+def test_sram_from_an_arena_reads_and_writes_like_a_plain_one():
+    from pe.memory import SramArena
+
+    plain, paged = Sram(PeConfig(), "p"), Sram(PeConfig(), "q", arena=SramArena())
+    for s in (plain, paged):
+        d = s.alloc_array("x", "f32", (5, 3))
+        d.write(s, np.arange(15, dtype=np.float32))
+    assert plain.data.tobytes() == paged.data.tobytes()

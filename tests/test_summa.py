@@ -64,8 +64,8 @@ def test_split_adds_up_to_the_critical_pe():
 @pytest.mark.parametrize(
     ("p", "mt", "limit_pct"),
     [
-        (2, 8, 6.0),
-        (3, 8, 6.0),
+        (2, 8, 7.0),
+        (3, 8, 7.0),
         (2, 12, 3.0),
         pytest.param(4, 8, 6.0, marks=pytest.mark.slow),
         pytest.param(3, 14, 2.0, marks=pytest.mark.slow),
@@ -88,10 +88,16 @@ def test_model_is_the_study_formula():
     assert out["peak_fraction"] == pytest.approx(out["tflops"] / (750 * 750 * 850e6 / 1e12))
 
 
-def test_overlap_is_not_slower():
+def test_overlap_hides_the_write_latency_not_the_streams():
+    """With the datapath shared, low-priority broadcasts wait for the compute task, and medium
+    ones take one issue per word from it: either way what overlap still hides is the posted
+    router writes' latency (docs/summa.md, "Overlap and the shared datapath")."""
     plain = run_summa(p=2, mt=8)
-    over = run_summa(p=2, mt=8, overlap=True)
-    assert over["cycles"] < plain["cycles"]
+    low = run_summa(p=2, mt=8, overlap=True, microthread_priority="low")
+    medium = run_summa(p=2, mt=8, overlap=True)
+    assert medium["correct"] and low["correct"]
+    assert low["cycles"] < plain["cycles"] and medium["cycles"] <= low["cycles"]
+    assert plain["cycles"] - medium["cycles"] < 0.05 * plain["cycles"]
 
 
 def test_largest_mt():

@@ -1,6 +1,12 @@
-"""tpu: TPU chips and ICI pods.
+"""tpu: TPU chips and ICI pods, in three layers (the ASTRA-sim shape).
 
-Will model chips (MXU, VPU, VMEM, HBM), 2D/3D ICI tori with their wraparound rules and the
-collectives run over them, at packet/transfer level in a nanosecond clock domain.
-Status: not yet built.
+- network (:mod:`tpu.topology`, :mod:`tpu.network`): slices as networkx graphs with each
+  generation's wraparound rule; each ICI link direction an :class:`tpu.network.IciLink`, a FIFO
+  server with bandwidth and per-hop latency; messages cut into chunks that hop chip to chip;
+- system (:mod:`tpu.collectives`): AllGather, ReduceScatter, AllReduce and AllToAll as phases of
+  chunked flows over logical axes (bidirectional or unidirectional rings, lines where an axis
+  does not wrap), moving real numpy shards or byte counts only;
+- chips (:mod:`tpu.chips`): each generation's facts as data.
+
+Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/hardware/tpu.md.
 """

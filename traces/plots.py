@@ -27,7 +27,7 @@ matplotlib.use("Agg")  # before pyplot: render to files only
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from simcore.errors import TraceError, WafersimError
 from traces.layout import natural_key
@@ -252,3 +252,52 @@ def comparison_figure(
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def plot_series(
+    out: str,
+    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    title: str = "",
+) -> None:
+    """One line with markers per labelled series of (x, y) values, sorted by x; a single
+    series (label "") gets no legend. A log axis needs positive values."""
+    check_output(out)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (xs, ys) in series.items():
+        pairs = sorted(zip(xs, ys, strict=True))
+        for axis, on, values in (("x", logx, xs), ("y", logy, ys)):
+            if on and any(v <= 0 for v in values):
+                plt.close(fig)
+                raise WafersimError(
+                    f"a log {axis} axis needs positive values; {xlabel if axis == 'x' else ylabel}"
+                    f" has {min(values):g}: drop --log{axis}"
+                )
+        ax.plot([p[0] for p in pairs], [p[1] for p in pairs], "o-", label=label or None)
+    if logx:
+        if _powers_of_two(series):  # sizes: 2, 4, 8 on the axis, not 2^1, 2^2, 2^3
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        else:
+            ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    _title(fig, ax, title, fontsize=9)
+    if any(series):
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def _powers_of_two(series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> bool:
+    xs = [x for values, _ in series.values() for x in values]
+    return bool(xs) and all(x > 0 and float(x).is_integer() and int(x) & (int(x) - 1) == 0
+                            for x in xs)  # fmt: skip

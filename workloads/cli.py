@@ -26,7 +26,7 @@ from simcore.tracing import LEVEL_NAMES, TraceLevel
 from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import __version__, outputs, registry, scenario
+from workloads import __version__, argtypes, outputs, registry, scenario, sweep
 from workloads.progress import PointProgress, RunProgress
 
 #: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
@@ -53,15 +53,7 @@ def _cases_epilog() -> str:
     return "\n".join(lines)
 
 
-def _count(text: str) -> int:
-    """An argparse type: a whole number >= 0 (every numeric option of the CLI is one)."""
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; give a number >= 0")
-    return value
+_count = argtypes.count  # every numeric option takes a checked type (workloads/argtypes.py)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -152,6 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON list of cases at the end")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    sweep.add_cluster_arguments(p, workers_default="none: one point after another, here")
+
+    p = sub.add_parser("sweep", help="run a scenario over a grid of parameters, in parallel")
+    sweep.add_arguments(p)
 
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
@@ -193,6 +189,14 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+    q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
+    q.add_argument("path", metavar="TABLE.parquet", help="a table written by wafersim sweep")
+    q.add_argument("--x", required=True, metavar="COLUMN", help="the column on the x axis")
+    q.add_argument("--y", required=True, metavar="COLUMN", help="the column on the y axis")
+    q.add_argument("--hue", metavar="COLUMN", help="one line per value of COLUMN")
+    q.add_argument("--logx", action="store_true", help="logarithmic x axis")
+    q.add_argument("--logy", action="store_true", help="logarithmic y axis")
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     return ap  # fmt: skip
 
@@ -325,10 +329,20 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    sweep.check_arguments(args)
+    points = PointProgress(sys.stderr, quiet=args.quiet)
+    if args.workers or args.scheduler:
+        from workloads import engine  # distributed adds half a second to a command's start
+
+        with engine.connect(args.workers, args.scheduler) as client:
+            return _validate(args, engine.DaskRunner(client, on_point=points), points)
+    return _validate(args, scenario.SequentialRunner(on_point=points), points)
+
+
+def _validate(args: argparse.Namespace, runner: registry.Runner, points: PointProgress) -> int:
+    """Run the cases with ``runner``, which reports each point to ``points`` as it finishes."""
     results = []
     ok = True
-    points = PointProgress(sys.stderr, quiet=args.quiet)
-    runner = scenario.SequentialRunner(on_point=points)
     for case in registry.find_cases(args.cases):
         points.start_case(case.name)
         rows = case.run(runner)
@@ -402,7 +416,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
     from traces import plots
-    from workloads.plots import plot_validate
+    from workloads.plots import plot_sweep, plot_validate
 
     plots.check_format(args.output)
     trace = getattr(args, "path", None)
@@ -412,10 +426,19 @@ def cmd_plot(args: argparse.Namespace) -> int:
             plots.plot_mesh(args.path, tmp, metric=args.metric)
         elif args.plot_command == "timeline":
             plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "sweep":
+            plot_sweep(args.path, tmp, x=args.x, y=args.y, hue=args.hue,
+                       logx=args.logx, logy=args.logy)  # fmt: skip
         else:
             plot_validate(args.case, tmp)
     print(f"wrote {args.output}")
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from workloads import engine  # distributed adds half a second to a command's start
+
+    return engine.sweep_command(args)
 
 
 def _json_default(obj: Any) -> Any:
@@ -432,6 +455,7 @@ COMMANDS = {
     "run": cmd_run,
     "model": cmd_model,
     "validate": cmd_validate,
+    "sweep": cmd_sweep,
     "trace": cmd_trace,
     "plot": cmd_plot,
 }

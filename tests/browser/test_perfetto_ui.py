@@ -120,3 +120,19 @@ def test_simulated_wafer_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert chain == [{"ce": "ce", "pe": "pe[1,1]", "row": "pe[*,1]", "w": "wafer"}]
     ui.screenshot(OUT / "perfetto-ui-summa.png")
     record("summa_2x2_reference_detail", load_s=round(ui.load_s, 3), **got)
+
+
+def test_tpu_matmul_run_in_perfetto_ui(tmp_path, open_in_ui):
+    """A TPU slice (J-sharded matmul on 2x2 v5e chips, AllReduce overlapped): chips' MXU
+    slices, per-chunk link slices, collective phases linked by flows, all shown."""
+    sc = scenario.find("tpu-matmul")
+    params = scenario.resolve_params(sc, ["topology=2x2", "i=64", "j=256", "k=256", "blocks=2"])
+    src = tmp_path / "tpu.arrows"
+    scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
+    categories = set(read_trace(src).table.column("category").to_pylist())
+    assert {"mxu", "hbm", "ici", "ici_msg", "collective"} <= categories
+    stats = export_perfetto(src, tmp_path / "tpu.pftrace")
+    ui = open_in_ui(tmp_path / "tpu.pftrace")
+    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    ui.screenshot(OUT / "perfetto-ui-tpu.png")
+    record("tpu_matmul_2x2_detail", load_s=round(ui.load_s, 3), **got)

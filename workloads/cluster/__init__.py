@@ -1,14 +1,22 @@
-"""The weight-streaming cluster family (``memoryx/``, ``swarmx/``): none registered yet.
+"""The weight-streaming cluster family: MemoryX (``memoryx/``), SwarmX (``swarmx/``) and CS-2
+systems training a GPT by weight streaming.
 
-It will hold training steps on CS-2 systems fed by MemoryX (dense and sparse weight copies, the
-optimiser update) over SwarmX (weight broadcast, gradient reduction across data-parallel
-systems): layer by layer, with the execution plan (which layer's weights stream when, what
-overlaps what) kept as data the coordinator walks and the analytical models read. Its built-in
-scenarios will go in ``scenarios/`` beside this file.
+- ``gpt-ws`` (:mod:`.gptws`): the kind: parameters, build, metrics, the analytical model;
+- :mod:`.gpt`: the model table and the numpy function of a GPT's pieces (and a reference step);
+- :mod:`.plan`: the execution plan as data (what streams when, what comes back);
+- :mod:`.cs2`: a CS-2 at wafer level (calibrated model) or PE level (cycle-level ws-matmul);
+- :mod:`.calibration`: the wafer-level compute model and its fit to PE-level runs;
+- :mod:`.validation`: the validation cases (requirements, latency hiding, scaling).
+
+Built-in scenarios are in ``scenarios/`` beside this file.
 """
 
 from __future__ import annotations
 
+from workloads.cluster import gptws, validation
+
 
 def register() -> None:
-    """Register the family's kinds and validation cases: none yet."""
+    """Register the family's kinds and validation cases."""
+    gptws.register()
+    validation.register()

@@ -1,13 +1,19 @@
-"""The HBM-PIM family (``pim/``): none registered yet.
+"""The HBM-PIM family (``pim/``): HBM stacks at DRAM-command level with PIM units.
 
-It will hold workloads on HBM stacks with processing-in-memory: streaming kernels (GEMV,
-element-wise operations) run by the banks' compute units under the DRAM timing constraints,
-compared with the host reading the same data over the channels. Its built-in scenarios will go in
-``scenarios/`` beside this file.
+- ``jitq`` (:mod:`.jitq`): just-in-time MX quantization of a weight matrix by the PIM units,
+  command by command, with the bits read back checked against the reference quantizer;
+- ``jitq-study`` (:mod:`.study`): the JIT-Q study per LLM: GPU roofline of a transformer
+  layer against the simulated PIM quantization rate (slack, capacity, throughput loss).
+
+Built-in scenarios are in ``scenarios/`` beside this file.
 """
 
 from __future__ import annotations
 
+from workloads.pim import jitq, study
+
 
 def register() -> None:
-    """Register the family's kinds and validation cases: none yet."""
+    """Register the family's kinds and validation cases."""
+    jitq.register()
+    study.register()

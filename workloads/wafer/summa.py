@@ -26,9 +26,11 @@ last into compute (inside the compute task), communication (step start to the la
 callback) and control (callbacks and task switches up to the compute task).
 
 ``overlap = true`` is an experiment beyond the SDK: two temporaries per operand (7 buffers), and
-the compute task of step k starts step k+1's broadcasts before computing. The compute engine does
-not make microthreads and the main thread compete for datapath cycles (see :mod:`pe.ce`), so this
-is an upper bound on what overlap buys.
+the compute task of step k starts step k+1's broadcasts before computing. The broadcasts'
+microthreads share the datapath with the compute task (see :mod:`pe.ce`): at low priority they
+wait for it to end, at medium (``microthread_priority = auto`` with overlap) every word they
+move is a cycle the compute task ends later; what overlap still hides is the latency of the
+posted router writes (docs/summa.md, "Overlap and the shared datapath").
 
 The analytical model (:func:`model`) is the study's T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast
 + 100} x P with the calibration fits and constants of :mod:`workloads.wafer.calibration`; it
@@ -52,10 +54,16 @@ from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
 from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
+from simcore.tracing import TraceLevel
 from workloads import registry
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 from workloads.wafer.footprint import wafer as wafer_footprint
+
+#: Run each step's Mt² fmacs as one batch (same cycles and bits; ``False``: one ``t.op`` per
+#: fmacs, the reference the batch is tested against). Traces at ops level always take the
+#: per-instruction path, so every fmacs is a slice.
+BATCHED_LOOP = True
 
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
@@ -79,6 +87,12 @@ class SummaParams(registry.ScenarioParams):
     mt: int = param(14, "side of each PE's A, B and C blocks (Mt), FP32 elements", min=1)
     overlap: bool = param(
         False, "start step k+1's broadcasts before step k's compute (experiment, 7 buffers)"
+    )
+    microthread_priority: str = param(
+        "auto",
+        "priority of the broadcasts' microthreads: low waits while a task runs on the PE, "
+        "medium/high take issue cycles from it; auto: medium with overlap, else low (the SDK's)",
+        choices=("auto", "high", "medium", "low"),
     )
     loop_overhead_cycles: float = param(
         calibration.SUMMA_LOOP_CYCLES_PER_ITERATION,
@@ -150,8 +164,12 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     run = SummaRun(None, a_mat, b_mat, {})  # type: ignore[arg-type]
     mt, steps = p.mt, p.p
 
+    mtp = p.microthread_priority
+    if mtp == "auto":
+        mtp = "medium" if p.overlap else "low"
+
     def code(pe: PeBuilder) -> None:
-        coll = Collectives(pe)
+        coll = Collectives(pe, microthreads=mtp)
         # Flat column-major blocks; with_length(mt) makes the column descriptor of column 0.
         a = pe.array("A", _block(a_mat, pe.x, pe.y, mt))
         b = pe.array("B", _block(b_mat, pe.x, pe.y, mt))
@@ -192,12 +210,48 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             t.mark(f"y{state.step}")
             t.unblock(COMPUTE)
 
+        loop_costs: dict[str, int] = {}  # A buffer -> cycles of a step's Mt² fmacs
+        unit = pe.ce.tensor_unit
+
+        def batched(t: Any, step: int) -> None:
+            """The loop's fast path: the same Mt² fmacs, their cycles summed from the tensor
+            unit's cost of each (the general path's), their results computed one k at a time over
+            all j (each element sees the same FP32 products and adds in the same order)."""
+            a_k = a_of(step)
+            cost = loop_costs.get(a_k.name)
+            if cost is None:
+                cols = a_cols[a_k.name]
+                cost = loop_costs[a_k.name] = sum(
+                    unit.cost("fmacs", mt, dst=c_j, srcs=(c_j, a_kk, None))
+                    for a_kk in cols
+                    for c_j in c_cols
+                )
+            whole, state.loop_debt = loop_debt(state.loop_debt, p.loop_overhead_cycles, mt * mt)
+            t.now += cost + whole
+            pe.ce.instructions += mt * mt
+            sram = pe.ce.sram
+            cv = sram.view(c.base, "f32", mt * mt).reshape((mt, mt), order="F")
+            av = sram.view(a_k.base, "f32", mt * mt).reshape((mt, mt), order="F")
+            b_k = b_of(step)
+            bv = sram.view(b_k.base, "f32", mt * mt).reshape((mt, mt), order="F")
+            for k in range(mt):
+                cv += av[:, k : k + 1] * bv[k : k + 1, :]
+
         @pe.local_task(id=COMPUTE)
         def compute(t: Any) -> None:
             step = state.step
             t.mark(f"c{step}")
             if p.overlap and step + 1 < steps:
                 start_step(t, step + 1)
+            if BATCHED_LOOP and pe.ce.trace_level < TraceLevel.OPS:
+                batched(t, step)
+                t.mark(f"e{step}")
+                state.step = step + 1
+                if state.step == steps:
+                    t.mark("end")
+                elif not p.overlap:
+                    start_step(t, state.step)
+                return
             a_k_cols = a_cols[a_of(step).name]
             b_vals = pe.read(b_of(step)).tolist()  # the scalars b; loads are in the loop overhead
             op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without building a wrapper per call
@@ -227,6 +281,20 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     layout.set_rectangle_code(code)
     run.wafer = Wafer(sim, p.wafer, layout)
     return run
+
+
+@functools.lru_cache(maxsize=256)
+def loop_debt(debt: float, overhead: float, iterations: int) -> tuple[int, float]:
+    """(whole cycles charged, debt left) after ``iterations`` of the loop's overhead charging:
+    ``debt += overhead; whole = int(debt); t.now += whole; debt -= whole``, run as the loop runs
+    it (so floating-point rounding is the same)."""
+    charged = 0
+    for _ in range(iterations):
+        debt += overhead
+        whole = int(debt)
+        charged += whole
+        debt -= whole
+    return charged, debt
 
 
 def split_cycles(marks: dict[str, int], steps: int) -> dict[str, int]:
@@ -363,9 +431,9 @@ def register() -> None:
         )
     )
     cases = (
-        ("summa", VALIDATE_POINTS, 17.0, "P = 4..32, Mt = 1..48 (the largest that fits)"),
-        ("summa-strong", STRONG_POINTS, 11.0, "strong scaling: M = 64 on P = 2..32"),
-        ("summa-weak", WEAK_POINTS, 6.0, "weak scaling: Mt = 8 on P = 2..16"),
+        ("summa", VALIDATE_POINTS, 3.5, "P = 4..32, Mt = 1..48 (the largest that fits)"),
+        ("summa-strong", STRONG_POINTS, 3.0, "strong scaling: M = 64 on P = 2..32"),
+        ("summa-weak", WEAK_POINTS, 2.0, "weak scaling: Mt = 8 on P = 2..16"),
     )
     for name, points, tolerance, what in cases:
         registry.register_case(

@@ -42,6 +42,12 @@ class WsMatmulParams(registry.ScenarioParams):
     )  # fmt: skip
     px: int = param(4, "PE columns; H0 and H1 are split over them", min=1, max=MAX_WIDTH)
     py: int = param(2, "PE rows; the tokens are split over them", min=1, max=MAX_WIDTH)
+    ring_priority: str = param(
+        "medium",
+        "microthread priority of the reductions' async streams (ring, chain, row broadcast): "
+        "medium/high take issue cycles from the FMAC tasks, low waits for them (pe/ce.py)",
+        choices=("high", "medium", "low"),
+    )
     wafer: WaferConfig = section(WaferConfig, "the wafer-scale engine")
 
     def check(self) -> None:

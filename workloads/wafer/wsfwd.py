@@ -36,8 +36,9 @@ The analytical model (:func:`model`) lives beside the simulation and never feeds
 
 ``bwd`` (activation gradient) runs the same lowering with W^T streamed; see :func:`lowered`.
 Left out: FP16 weights with a 16-bit index packed beside them in one wavelet (the WSE's format;
-FP32 keeps the check exact and the stream is never the bottleneck); datapath sharing between the
-ring's microthreads and the FMACs, so the overlap is an upper bound (docs/ws-matmul.md).
+FP32 keeps the check exact and the stream is never the bottleneck). The ring's microthreads
+share the datapath with the FMAC tasks (``ring_priority``, medium by default: they take issue
+cycles from the tasks; low: they wait for them; see :mod:`pe.ce` and docs/ws-matmul.md).
 """
 
 from __future__ import annotations
@@ -143,10 +144,15 @@ def ring_links(pe: Any, px: int) -> tuple[int, int]:
     return receive, send
 
 
-def build(sim: Simulation, p: WsMatmulParams) -> WsRun:
-    p, x0, w = lowered(p)
+def build(
+    sim: Simulation, p: WsMatmulParams, data: tuple[np.ndarray, np.ndarray] | None = None
+) -> WsRun:
+    """Build the run; ``data`` = (X_in [BS][cols], M [rows][cols]) replaces the seeded inputs of
+    a forward-shaped ``p`` (the weight-streaming cluster runs its layers' products this way)."""
+    p, x0, w = lowered(p) if data is None else (p, *data)
     run = WsRun(None, x0, w, {})  # type: ignore[arg-type]
     f0, f1, bt, px, py = p.f0, p.f1, p.bt, p.px, p.py
+    mtp = p.ring_priority
 
     def code(pe: Any) -> None:
         x, y = pe.x, pe.y
@@ -189,10 +195,10 @@ def build(sim: Simulation, p: WsMatmulParams) -> WsRun:
                     t.fmovs(slot, acc)
                     t.activate(RED_DONE)
                 else:
-                    t.mov32(ring_out, acc, async_=True)
-                    t.mov32(slot, ring_in, async_=True, activate=RED_DONE)
+                    t.mov32(ring_out, acc, async_=True, priority=mtp)
+                    t.mov32(slot, ring_in, async_=True, activate=RED_DONE, priority=mtp)
             else:
-                t.fadds(ring_out, ring_in, acc, async_=True, activate=RED_DONE)
+                t.fadds(ring_out, ring_in, acc, async_=True, activate=RED_DONE, priority=mtp)
 
         def end_of_row(t: Any, final: bool) -> None:
             if st.busy:  # the other accumulator is still in the ring: hold the next row
@@ -280,8 +286,8 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     completion task (switch, zeroing the accumulator, control ops). Each column runs its FMACs
     row after row; its command for row r waits until row r-1's reduction has ended (one
     accumulator in the ring at a time), and row r's ring starts when the last column's command
-    has run, so row r+1's FMACs overlap row r's reduction and columns may run a row apart.
-
+    has run, so row r+1's FMACs overlap row r's reduction and columns may run a row apart;
+    the ring's microthreads take one issue cycle per word from those FMACs (pe/ce.py).
     """
     p, _, w = lowered(p)
     pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
@@ -302,8 +308,12 @@ def model(p: WsMatmulParams) -> dict[str, Any]:
     # when the last column has issued its command.
     ready = np.full(px, float(p.py * fab.hop_latency_cycles))  # when a column's FMACs may go
     reduced = 0.0
+    # The previous row's ring issues one element per wavelet on every PE; above the main thread
+    # (ring_priority medium/high) each issue is a cycle the FMAC tasks lose, as far as they last.
+    steal = bt if px > 1 and p.ring_priority != "low" else 0
     for r in range(p.rows):
-        issued = np.maximum(ready + fmacs[r], reduced) + command
+        lost = np.minimum(steal, fmacs[r]) if r else 0
+        issued = np.maximum(ready + fmacs[r] + lost, reduced) + command
         reduced = float(issued.max()) + ring + done
         ready = issued
     total = reduced

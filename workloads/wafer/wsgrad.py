@@ -123,10 +123,19 @@ class GradRun:
     p: WsMatmulParams
 
 
-def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
-    x0_all, w = inputs(p)
-    dx1_all = activation_gradient(p)
-    mask = w != 0
+def build(
+    sim: Simulation,
+    p: WsMatmulParams,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> GradRun:
+    """Build the run; ``data`` = (X0 [BS][cols], dX1 [BS][rows], mask [rows][cols]) replaces
+    the seeded inputs (the weight-streaming cluster runs its layers' products this way)."""
+    if data is None:
+        x0_all, w = inputs(p)
+        dx1_all = activation_gradient(p)
+        mask = w != 0
+    else:
+        x0_all, dx1_all, mask = data
     f0, f1, bt, px, py, rows = p.f0, p.f1, p.bt, p.px, p.py, p.rows
     run = GradRun(None, p)  # type: ignore[arg-type]
     in_cache = partials_in_cache(p)
@@ -140,7 +149,7 @@ def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
         grows = (pe.zeros("g0", bt), pe.zeros("g1", bt))
         alloc = pe.cache_zeros if in_cache else pe.zeros
         partials = (alloc("p0", f0), alloc("p1", f0))
-        coll = Collectives(pe, y_colours=None, priority="high")
+        coll = Collectives(pe, y_colours=None, priority="high", microthreads=p.ring_priority)
         pe.route(MASK, rx=["N"], tx=["RAMP"] + (["S"] if y < py - 1 else []))
         pe.route(CHAIN[y % 2], rx=["RAMP"], tx=["S"])
         chain_out = pe.fabout(CHAIN[y % 2], f0, Q_CHAIN_OUT)
@@ -184,10 +193,10 @@ def build(sim: Simulation, p: WsMatmulParams) -> GradRun:
             st.chain_n = n
             out = dataclasses.replace(chain_out, length=n)
             if y == 0:
-                t.mov32(out, buf, async_=True, activate=CHAIN_DONE)
+                t.mov32(out, buf, async_=True, activate=CHAIN_DONE, priority=p.ring_priority)
             else:
                 fin = dataclasses.replace(chain_in, length=n)
-                t.fadds(out, fin, buf, async_=True, activate=CHAIN_DONE)
+                t.fadds(out, fin, buf, async_=True, activate=CHAIN_DONE, priority=p.ring_priority)
 
         def finished(t: Any) -> None:
             st.chains += 1

@@ -1,0 +1,92 @@
+"""TPU pod benchmark: wall time and peak memory of large AllReduces with payload=size.
+
+    PYTHONPATH=. python bench/tpu_bench.py            # the three figures of the TPU guide
+    PYTHONPATH=. python bench/tpu_bench.py --profile  # and the top entries of a profile
+
+Each case runs in a fresh process (peak memory is the process's maximum resident set):
+
+- AllReduce of 1 GiB over a full v5e 16x16 pod (axes xy);
+- AllReduce of 1 GiB over a v5p 8x8x8 slice (axes xyz);
+- AllReduce of 1 GiB over a v5p 16x16x16 slice: 4,096 chips (axes xyz).
+
+Chunks of ``--chunk-mib`` MiB (the ICI chunk size, a modelling parameter: see docs/tpu.md for its
+effect on time; the bench's default keeps the number of kernel events per chunk low).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import resource
+import subprocess
+import sys
+import time
+
+CASES = [
+    ("v5e", "16x16", "xy"),
+    ("v5p", "8x8x8", "xyz"),
+    ("v5p", "16x16x16", "xyz"),
+]
+
+
+def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
+    from simcore import config as cfg
+    from workloads import registry, scenario
+    from workloads.tpu.collective import CollectiveParams
+
+    registry.load_all()
+    p = cfg.load(
+        CollectiveParams,
+        dict(chip=chip, topology=topology, axes=axes, op="allreduce", bytes=1 << 30,
+             payload="size", ici={"chunk_bytes": chunk}),
+    )  # fmt: skip
+    prof = cProfile.Profile() if profile else None
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    m = scenario.run_kind("tpu-collective", p)
+    if prof:
+        prof.disable()
+    wall = time.perf_counter() - t0
+    out = {
+        "case": f"allreduce 1 GiB {chip} {topology} {axes}",
+        "chunk_bytes": chunk,
+        "wall_s": round(wall, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "sim_time_ms": round(m["time_s"] * 1e3, 4),
+        "model_time_ms": round(m["model_time_s"] * 1e3, 4),
+        "chunks_sent": m["chunks_sent"],
+        "flows": m["flows"],
+    }
+    if prof:
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(8)
+        out["profile"] = s.getvalue()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chunk-mib", type=float, default=16.0)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--one", nargs=3, metavar=("CHIP", "TOPOLOGY", "AXES"))
+    args = ap.parse_args()
+    chunk = int(args.chunk_mib * (1 << 20))
+    if args.one:
+        print(json.dumps(one(*args.one, chunk, args.profile)))
+        return
+    for chip, topology, axes in CASES:
+        cmd = [sys.executable, __file__, "--one", chip, topology, axes]
+        cmd += ["--chunk-mib", str(args.chunk_mib)] + (["--profile"] if args.profile else [])
+        res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        prof = res.pop("profile", None)
+        print(json.dumps(res))
+        if prof:
+            print(prof)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The memory controller of one pseudo-channel: one process issuing at most one command a cycle.
+
+Recipe: a process per controller (docs/adding-a-family.md, "processes with channels"), not a
+cycle-stepped part. The controller knows, from the timing checker, the earliest cycle at which
+each candidate command is legal, so instead of waking every cycle it sleeps until the first
+cycle at which something can be issued and decides there, which issues exactly the commands a
+per-cycle loop would (every decision is taken at a cycle where at least one candidate is legal;
+arrivals wake it too). One command per cycle on the pseudo-channel's command bus (real HBM has
+separate row and column command buses; see docs/design.md).
+
+Two ways to feed it:
+
+- **requests** (host reads and writes, :class:`Request`): a queue served by a swappable
+  scheduling policy, ``fr-fcfs`` (first-ready: among the oldest ``queue_depth`` requests, a
+  ready row hit first, then the oldest ready command) or ``fcfs`` (strictly the oldest request),
+  with an ``open`` or ``closed`` page policy (closed: a row is precharged once no queued
+  request hits it);
+- **a command stream** (:class:`Command`): the PIM command sequence the host sends, issued in
+  order (PIM commands must not be reordered), each at its first legal cycle.
+
+Refresh is a swappable part too: ``all-bank`` issues PREA then REF every nREFI cycles (in a
+stream, at the first command boundary after it falls due, then reopens the rows that were
+open, which PIM state survives), ``none`` turns it off.
+
+Every issued command goes through :meth:`TimingChecker.issue` (so a bug here is a
+TimingViolation, never a silent wrong time), then :meth:`PseudoChannel.apply`. ``record=True``
+keeps the command trace for the independent checker of the tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from pim.device import PseudoChannel
+from pim.timing import TimingChecker
+from simcore.component import Component
+from simcore.tracing import TraceLevel
+
+
+class Command(NamedTuple):
+    """One command of a stream: ``data`` is a WR's payload (16 lanes), ``note`` metadata
+    (a program's roles) that travels with it."""
+
+    cmd: str
+    bank: int = 0
+    row: int = 0
+    col: int = 0
+    data: Any = None
+    note: Any = None
+
+
+@dataclasses.dataclass
+class Request:
+    """A host access of one 32-byte column: arrives at ``arrival`` (cycle)."""
+
+    is_write: bool
+    bank: int
+    row: int
+    col: int
+    arrival: int = 0
+    data: np.ndarray | None = None
+    done: int = -1  # cycle the data has crossed the bus
+    value: np.ndarray | None = None  # what a read returned
+
+
+class Issued(NamedTuple):
+    cycle: int
+    cmd: str
+    banks: tuple[int, ...]
+    row: int
+    col: int
+
+
+class Controller(Component):
+    """Schedules and issues the commands of one pseudo-channel (see the module docstring)."""
+
+    def __init__(
+        self,
+        parent: Component,
+        name: str,
+        pch: PseudoChannel,
+        *,
+        scheduler: str = "fr-fcfs",
+        page_policy: str = "open",
+        refresh: str = "all-bank",
+        queue_depth: int = 32,
+        record: bool = False,
+    ) -> None:
+        super().__init__(parent, name)
+        self.pch = pch
+        self.std = pch.std
+        self.checker = TimingChecker(pch.std, self.path)
+        self.scheduler = scheduler
+        self.page_policy = page_policy
+        self.refresh = refresh
+        self.queue_depth = queue_depth
+        self.record = record
+        self.trace_log: list[Issued] = []
+        self.requests: list[Request] = []
+        self.stream: list[Command] = []
+        self.counts: dict[str, int] = {}
+        self.bus_busy_cycles = 0
+        self.host_bytes = 0
+        self.first_cycle = -1
+        self.last_cycle = -1
+        self.end_cycle = 0
+        self.next_refresh = self.std.timing.nREFI
+        self._next_free = 0  # the command bus takes one command per cycle
+
+    # -- feeding ---------------------------------------------------------------------------------
+    def submit(self, requests: list[Request]) -> None:
+        self.requests.extend(requests)
+
+    def submit_stream(self, commands: list[Command]) -> None:
+        self.stream.extend(commands)
+
+    def start(self) -> None:
+        if self.stream:
+            self.process(self._run_stream(), "stream")
+        elif self.requests:
+            self.process(self._run_requests(), "requests")
+
+    # -- issuing ---------------------------------------------------------------------------------
+    def _wait_until(self, cycle: int) -> Any:
+        delay = cycle * self.domain.period_ticks - self.env.now
+        return self.env.timeout(delay if delay > 0 else 0)
+
+    def _issue(self, cmd: str, bank: int, row: int, col: int, data: Any, cycle: int) -> Any:
+        banks = self.pch.targets(cmd, bank)
+        self.checker.issue(cmd, banks, cycle)
+        trig = (
+            cmd in ("RD", "WR")
+            and self.pch.mode == "AB-PIM"
+            and self.pch.open[bank] != (self.pch.row_conf)
+        )
+        out = self.pch.apply(cmd, bank, row, col, data)
+        self.counts[cmd] = self.counts.get(cmd, 0) + 1
+        t = self.std.timing
+        if cmd in ("RD", "WR"):
+            self.bus_busy_cycles += t.nBL
+            if not trig:
+                self.host_bytes += self.std.org.column_bytes
+            done = cycle + (t.nCL if cmd == "RD" else t.nCWL) + t.nBL
+            self.end_cycle = max(self.end_cycle, done)
+        else:
+            self.end_cycle = max(self.end_cycle, cycle + 1)
+        if self.first_cycle < 0:
+            self.first_cycle = cycle
+        self.last_cycle = cycle
+        self._next_free = cycle + 1
+        if self.record:
+            self.trace_log.append(Issued(cycle, cmd, banks, row, col))
+        if self.sim.trace_level >= TraceLevel.DETAIL:
+            p = self.domain.period_ticks
+            self.trace("dram", cmd, cycle * p, p, bank=bank, row=row, col=col, mode=self.pch.mode)
+        return out
+
+    def _refresh_due(self, now: int) -> bool:
+        return self.refresh == "all-bank" and now >= self.next_refresh
+
+    def _do_refresh(self) -> Any:
+        """PREA (if a bank is open), REF; returns the rows to reopen as (bank, row)."""
+        pch = self.pch
+        reopen: list[tuple[int, int]] = []
+        if pch.mode == "SB":
+            reopen = [(b, r) for b, r in enumerate(pch.open) if r >= 0]
+        else:
+            for parity in (0, 1):
+                r = pch.open[parity]
+                if r >= 0:
+                    reopen.append((parity, r))
+        if any(r >= 0 for r in pch.open):
+            t = max(self._next_free, self.checker.earliest("PREA", pch.targets("PREA", 0)))
+            yield self._wait_until(t)
+            self._issue("PREA", 0, 0, 0, None, t)
+        t = max(self._next_free, self.checker.earliest("REF", pch.targets("REF", 0)))
+        yield self._wait_until(t)
+        self._issue("REF", 0, 0, 0, None, t)
+        self.next_refresh += self.std.timing.nREFI
+        return reopen
+
+    def _run_stream(self) -> Any:
+        pch, checker = self.pch, self.checker
+        for c in self.stream:
+            now = max(self._next_free, self.env.now // self.domain.period_ticks)
+            if self._refresh_due(now):
+                reopen = yield from self._do_refresh()
+                for bank, row in reopen:
+                    t = max(self._next_free, checker.earliest("ACT", pch.targets("ACT", bank)))
+                    yield self._wait_until(t)
+                    self._issue("ACT", bank, row, 0, None, t)
+            if c.note is not None:
+                pch.units.roles = list(c.note) + [""] * (32 - len(c.note))
+            t = max(self._next_free, checker.earliest(c.cmd, pch.targets(c.cmd, c.bank)))
+            yield self._wait_until(t)
+            self._issue(c.cmd, c.bank, c.row, c.col, c.data, t)
+
+    # -- the request scheduler -------------------------------------------------------------------
+    def _next_command(self, req: Request) -> str:
+        open_row = self.pch.open[req.bank]
+        if open_row == req.row:
+            return "WR" if req.is_write else "RD"
+        return "PRE" if open_row >= 0 else "ACT"
+
+    def _run_requests(self) -> Any:
+        pch, checker, t_ = self.pch, self.checker, self.std.timing
+        pending = sorted(self.requests, key=lambda r: r.arrival)  # stable: keeps given order
+        head = 0
+        queue: list[Request] = []
+        while head < len(pending) or queue:
+            now = max(self._next_free, self.env.now // self.domain.period_ticks)
+            while (
+                head < len(pending)
+                and pending[head].arrival <= now
+                and (len(queue) < self.queue_depth)
+            ):
+                queue.append(pending[head])
+                head += 1
+            if not queue:
+                yield self._wait_until(pending[head].arrival)
+                continue
+            if self._refresh_due(now):
+                yield from self._do_refresh()
+                continue
+            # Candidates: (priority, age, command, bank, request); the lowest ready one goes.
+            cands: list[tuple[int, int, str, int, Request | None]] = []
+            for age, req in enumerate(queue):
+                if self.scheduler == "fcfs" and age > 0:
+                    break
+                cmd = self._next_command(req)
+                cands.append((0 if cmd in ("RD", "WR") else 2, age, cmd, req.bank, req))
+            if self.page_policy == "closed":
+                for b, r in enumerate(pch.open):
+                    if r >= 0 and not any(q.bank == b and q.row == r for q in queue):
+                        cands.append((1, b, "PRE", b, None))
+            best = None
+            soonest = None
+            memo: dict[tuple[str, int], int] = {}
+            for cand in cands:
+                key = (cand[2], cand[3])
+                t = memo.get(key)
+                if t is None:
+                    t = memo[key] = max(now, checker.earliest(cand[2], (cand[3],)))
+                soonest = t if soonest is None else min(soonest, t)
+                if t == now and (best is None or cand[:2] < best[:2]):
+                    best = cand
+            if best is None:
+                nxt = soonest if soonest is not None else now + 1
+                if head < len(pending) and len(queue) < self.queue_depth:
+                    nxt = min(nxt, max(pending[head].arrival, now + 1))
+                yield self._wait_until(nxt)
+                continue
+            _, _, cmd, bank, req = best
+            yield self._wait_until(now)
+            if req is None:
+                self._issue("PRE", bank, 0, 0, None, now)
+                continue
+            out = self._issue(cmd, bank, req.row, req.col, req.data, now)
+            if cmd in ("RD", "WR"):
+                req.done = now + (t_.nCL if cmd == "RD" else t_.nCWL) + t_.nBL
+                req.value = out
+                queue.remove(req)

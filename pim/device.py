@@ -1,0 +1,325 @@
+"""One pseudo-channel's state and what each command does to it: banks, row buffers, modes, PIM.
+
+This is the *function* of the DRAM: which rows are open, what bytes the banks hold, which mode
+the pseudo-channel is in and what the PIM units compute. It knows no timing (that is
+:mod:`pim.timing`, enforced by the controller before a command reaches :meth:`PseudoChannel.apply`).
+It checks each command's *prerequisites* (a RD needs its row open, an ACT a closed bank) and
+raises :class:`ProtocolError` naming the command and the state when one is missing.
+
+Banks hold real data: row ``r`` of every bank of the pseudo-channel is one numpy array
+(banks, columns, 16) of uint16 lanes, made when first touched, so the even banks' open row at
+column ``c`` is one slice, read by all eight PIM units at once.
+
+Modes (the public HBM-PIM design): **SB** (single bank: a command goes to its bank), **AB**
+(all bank: a command to bank b goes to every bank of b's parity; PREA and REF always go to all
+banks), **AB-PIM** (as AB, and a RD or WR to a data row is a *trigger*: every PIM unit runs the
+next CRF instruction with the even and odd banks' words at the commanded column). Entered by
+command sequences to reserved rows at the top of each bank:
+
+- SB -> AB: ACT then PRE to row ``rows - 1`` (ABMR); AB -> SB: ACT then PRE to ``rows - 2``;
+- the register row ``rows - 3`` (CONF), opened with ACT in AB or AB-PIM mode, maps registers on
+  columns: CRF entries 0-7, 8-15, 16-23, 24-31 on columns 0-3 (little-endian 32-bit words),
+  the 16 SRF scalars on column 4, GRF_A[0..7] on 8-15, GRF_B[0..7] on 16-23, and PIM_OP_MODE on
+  column 31 (first byte 1: enter AB-PIM, program counter reset; 0: back to AB). A WR to CONF is
+  a register write, never a trigger; its 32-byte payload is broadcast to every unit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pim.isa import CRF_ENTRIES, LANES, Instr, IsaError, decode, encode, evaluate
+from pim.standard import Standard
+from simcore.errors import WafersimError
+
+COL_CRF = (0, 1, 2, 3)
+COL_SRF = 4
+COL_GRF_A = 8
+COL_GRF_B = 16
+COL_OP_MODE = 31
+
+
+class ProtocolError(WafersimError):
+    """A command whose prerequisite state is missing (a RD to a closed bank, an ACT to an open
+    one, a trigger after EXIT, ...)."""
+
+
+class PimUnits:
+    """The PIM units of one pseudo-channel (one per even/odd bank pair) and their shared CRF.
+
+    The execution of :mod:`pim.isa`'s function: each trigger runs the instruction at the
+    program counter in every unit at once; JUMP and EXIT cost no trigger. ``decode_once``
+    (the fast path) decodes each CRF word when it is written instead of at every trigger.
+    """
+
+    def __init__(self, units: int, *, decode_once: bool = True) -> None:
+        self.units = units
+        self.decode_once = decode_once
+        self.grf = np.zeros((units, 16, LANES), np.uint16)  # GRF_A 0-7, GRF_B 8-15
+        self.srf = np.zeros(16, np.uint16)  # SRF_M 0-7, SRF_A 8-15 (broadcast: same in all)
+        self.counter = np.zeros((units, LANES), np.int16)
+        self.a_out = np.zeros((units, LANES), np.uint16)
+        self.m_out = np.zeros((units, LANES), np.uint16)
+        self.crf = [0] * CRF_ENTRIES
+        self._decoded: list[Instr] = [decode(0)] * CRF_ENTRIES
+        self.pc = 0
+        self.loops: dict[int, int] = {}
+        self.done = False
+        self.triggers = 0
+        self.by_op: dict[str, int] = {}
+        self.by_role: dict[str, int] = {}
+        self.roles: list[str] = [""] * CRF_ENTRIES
+
+    def write_crf(self, first: int, words: list[int]) -> None:
+        for k, w in enumerate(words):
+            self.crf[first + k] = w
+            if self.decode_once:
+                self._decoded[first + k] = decode(w)
+
+    def reset_pc(self) -> None:
+        self.pc, self.loops, self.done = 0, {}, False
+
+    def _instr(self, pc: int) -> Instr:
+        return self._decoded[pc] if self.decode_once else decode(self.crf[pc])
+
+    def _advance(self) -> Instr | None:
+        """Follow zero-cycle JUMPs and EXIT to the next instruction a trigger runs."""
+        while True:
+            if self.pc >= CRF_ENTRIES:
+                raise ProtocolError("PIM program ran past CRF entry 31 without EXIT")
+            ins = self._instr(self.pc)
+            if ins.op == "EXIT":
+                self.done = True
+                return None
+            if ins.op != "JUMP":
+                return ins
+            left = self.loops.get(self.pc, ins.count)
+            if left > 0:
+                self.loops[self.pc] = left - 1
+                self.pc -= ins.offset
+                if self.pc < 0:
+                    raise ProtocolError(f"JUMP at CRF entry {self.pc + ins.offset} goes before 0")
+            else:
+                self.loops.pop(self.pc, None)
+                self.pc += 1
+
+    def _read(self, opd: tuple[str, int], even: np.ndarray | None, odd: np.ndarray | None):
+        kind, idx = opd
+        if kind == "GRF_A":
+            return self.grf[:, idx]
+        if kind == "GRF_B":
+            return self.grf[:, 8 + idx]
+        if kind == "SRF_M":
+            return np.broadcast_to(self.srf[idx], (self.units, LANES))
+        if kind == "SRF_A":
+            return np.broadcast_to(self.srf[8 + idx], (self.units, LANES))
+        if kind == "EVEN_BANK":
+            if even is None:
+                raise ProtocolError("PIM operand EVEN_BANK but the even banks have no open row")
+            return even
+        if kind == "ODD_BANK":
+            if odd is None:
+                raise ProtocolError("PIM operand ODD_BANK but the odd banks have no open row")
+            return odd
+        return self.a_out if kind == "A_OUT" else self.m_out
+
+    def trigger(
+        self, is_write: bool, even: np.ndarray | None, odd: np.ndarray | None
+    ) -> tuple[str, np.ndarray] | None:
+        """Run the next instruction in every unit; ``even``/``odd`` are (units, 16) words at
+        the commanded column. Returns (bank type, words) when it writes a bank."""
+        ins = self._advance()
+        if ins is None:
+            raise ProtocolError("PIM trigger after the program's EXIT (write PIM_OP_MODE = 0)")
+        src_needed = ins.op not in ("NOP",)
+        s0 = self._read(ins.src0, even, odd) if src_needed else None
+        two = ins.op in ("ADD", "MUL", "MAC", "MAD", "CMP", "MAX") or (
+            ins.op == "BSHIFT" and ins.lanes == 1
+        )
+        s1 = self._read(ins.src1, even, odd) if two else s0
+        kind, idx = ins.dst
+        bank_dst = kind in ("EVEN_BANK", "ODD_BANK")
+        if bank_dst and not is_write:
+            raise ProtocolError(
+                f"CRF entry {self.pc} ({ins}) writes a bank: trigger it with a WR, not a RD"
+            )
+        if bank_dst or kind in ("SRF_M", "SRF_A"):
+            old = np.zeros((self.units, LANES), np.uint16)
+        else:
+            old = self._read(ins.dst, even, odd)
+        addend = np.broadcast_to(self.srf[8 + idx], old.shape) if ins.op == "MAD" else None
+        try:
+            result, self.counter = evaluate(ins, s0, s1, old, self.counter, addend)
+        except IsaError as err:
+            raise ProtocolError(str(err)) from None
+        self.triggers += 1
+        self.by_op[ins.op] = self.by_op.get(ins.op, 0) + 1
+        role = self.roles[self.pc]
+        if role:
+            self.by_role[role] = self.by_role.get(role, 0) + 1
+        self.pc += 1
+        self._advance()  # JUMP and EXIT take no trigger: the program ends with its last one
+        if ins.op == "NOP" or (ins.op == "MOV" and ins.to_counter):
+            return None
+        if ins.op in ("ADD", "MAC", "MAD"):
+            self.a_out = result
+        elif ins.op == "MUL":
+            self.m_out = result
+        if bank_dst:
+            return kind, result
+        if kind == "GRF_A":
+            self.grf[:, idx] = result
+        elif kind == "GRF_B":
+            self.grf[:, 8 + idx] = result
+        elif kind in ("SRF_M", "SRF_A"):
+            raise ProtocolError(f"CRF entry {self.pc - 1} ({ins}): SRF is not a PIM destination")
+        return None
+
+
+class PseudoChannel:
+    """Banks, row buffers, mode and PIM units of one pseudo-channel; :meth:`apply` runs a
+    command that the timing checker has already let through."""
+
+    def __init__(self, std: Standard, name: str = "pch", *, decode_once: bool = True) -> None:
+        self.std = std
+        self.name = name
+        org = std.org
+        self.nbanks = org.banks
+        self.ncols = org.columns
+        self.words_per_col = org.column_bytes // 2
+        self.row_abmr, self.row_sbmr, self.row_conf = org.rows - 1, org.rows - 2, org.rows - 3
+        self.data_rows = org.rows - 3
+        self.open = [-1] * org.banks
+        self.mode = "SB"
+        self.rows: dict[int, np.ndarray] = {}
+        self.units = PimUnits(org.banks // 2, decode_once=decode_once)
+        self._parity = (tuple(range(0, org.banks, 2)), tuple(range(1, org.banks, 2)))
+        self._all = tuple(range(org.banks))
+
+    # -- storage ---------------------------------------------------------------------------------
+    def row(self, r: int) -> np.ndarray:
+        """Row ``r`` of every bank: (banks, columns, 16) uint16, zero when first touched."""
+        arr = self.rows.get(r)
+        if arr is None:
+            arr = self.rows[r] = np.zeros((self.nbanks, self.ncols, LANES), np.uint16)
+        return arr
+
+    def targets(self, cmd: str, bank: int) -> tuple[int, ...]:
+        """The banks a command to ``bank`` acts on in the current mode."""
+        if cmd in ("PREA", "REF"):
+            return self._all
+        if self.mode == "SB":
+            return (bank,)
+        return self._parity[bank % 2]
+
+    # -- commands --------------------------------------------------------------------------------
+    def apply(
+        self, cmd: str, bank: int, row: int = 0, col: int = 0, data: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """Run one command; a RD in SB/AB mode returns the 16 lanes it reads."""
+        banks = self.targets(cmd, bank)
+        if cmd == "ACT":
+            busy = [b for b in banks if self.open[b] >= 0]
+            if busy:
+                raise ProtocolError(
+                    f"{self.name}: ACT row {row} to bank {busy[0]}, which has row "
+                    f"{self.open[busy[0]]} open (precharge it first)"
+                )
+            if not 0 <= row < self.std.org.rows:
+                raise ProtocolError(f"{self.name}: ACT to row {row}, beyond the bank's rows")
+            for b in banks:
+                self.open[b] = row
+            if row == self.row_abmr and self.mode == "SB":
+                self.mode = "AB"
+            elif row == self.row_sbmr and self.mode == "AB":
+                self.mode = "SB"
+            return None
+        if cmd in ("PRE", "PREA"):
+            for b in banks:
+                self.open[b] = -1
+            return None
+        if cmd == "REF":
+            opened = [b for b in banks if self.open[b] >= 0]
+            if opened:
+                raise ProtocolError(f"{self.name}: REF with bank {opened[0]} open")
+            return None
+        # RD / WR
+        r = self.open[bank]
+        if r < 0:
+            raise ProtocolError(f"{self.name}: {cmd} to bank {bank}, which has no open row")
+        if not 0 <= col < self.ncols:
+            raise ProtocolError(f"{self.name}: {cmd} to column {col}, beyond the row")
+        if r == self.row_conf:
+            if cmd == "WR":
+                self._write_register(col, data)
+            return None
+        if self.mode == "AB-PIM":
+            return self._trigger(cmd == "WR", col)
+        if cmd == "RD":
+            return self.row(r)[bank, col].copy()
+        if data is None:
+            raise ProtocolError(f"{self.name}: WR without data")
+        arr = self.row(r)
+        for b in banks:
+            arr[b, col] = data
+        return None
+
+    def _open_row_of(self, parity: int) -> int:
+        rows = {self.open[b] for b in self._parity[parity]}
+        if len(rows) != 1:
+            return -1
+        return rows.pop()
+
+    def _trigger(self, is_write: bool, col: int) -> None:
+        re, ro = self._open_row_of(0), self._open_row_of(1)
+        even = self.row(re)[0::2, col] if re >= 0 else None
+        odd = self.row(ro)[1::2, col] if ro >= 0 else None
+        out = self.units.trigger(is_write, even, odd)
+        if out is not None:
+            kind, words = out
+            r = re if kind == "EVEN_BANK" else ro
+            if r < 0:
+                raise ProtocolError(f"{self.name}: PIM writes {kind} but it has no open row")
+            self.row(r)[(0 if kind == "EVEN_BANK" else 1) :: 2, col] = words
+        return None
+
+    def _write_register(self, col: int, data: np.ndarray | None) -> None:
+        if data is None:
+            raise ProtocolError(f"{self.name}: register write without data")
+        lanes = np.asarray(data, np.uint16)
+        u = self.units
+        if col in COL_CRF:
+            words = lanes.view(np.uint32).tolist()
+            u.write_crf(col * 8, [int(w) for w in words])
+        elif col == COL_SRF:
+            u.srf[:] = lanes
+        elif COL_GRF_A <= col < COL_GRF_A + 8:
+            u.grf[:, col - COL_GRF_A] = lanes
+        elif COL_GRF_B <= col < COL_GRF_B + 8:
+            u.grf[:, 8 + col - COL_GRF_B] = lanes
+        elif col == COL_OP_MODE:
+            if int(lanes[0]) & 0xFF:
+                if self.mode == "SB":
+                    raise ProtocolError(f"{self.name}: PIM_OP_MODE = 1 in SB mode (enter AB first)")
+                self.mode = "AB-PIM"
+                u.reset_pc()
+            elif self.mode == "AB-PIM":
+                self.mode = "AB"
+        else:
+            raise ProtocolError(f"{self.name}: column {col} of the register row maps no register")
+
+
+def crf_payload(program: list[Instr]) -> list[tuple[int, np.ndarray]]:
+    """The (column, 16 lanes) register writes that load ``program`` into the CRF."""
+    if len(program) > CRF_ENTRIES:
+        raise IsaError(
+            f"a CRF program of {len(program)} entries does not fit the {CRF_ENTRIES}-entry CRF; "
+            "split it into phases or loop with JUMP"
+        )
+    words = [encode(i) for i in program]
+    out = []
+    for col in range((len(words) + 7) // 8):
+        chunk = words[col * 8 : col * 8 + 8]
+        chunk += [0] * (8 - len(chunk))
+        out.append((COL_CRF[col], np.array(chunk, np.uint32).view(np.uint16)))
+    return out

@@ -1,0 +1,481 @@
+"""JIT-Q: MX quantization compiled to PIM programs and the DRAM command streams that run them.
+
+The host-side compiler of the JIT-Q study's kernel. Given a BF16 master matrix, a format
+(mx9/mx6/mx4), a direction (``row``: blocks of 16 along rows; ``col``: down columns) and a
+placement, it lays the tensor out in the even banks, and produces the command stream every
+pseudo-channel receives: mode changes, CRF and SRF programming, row activations and one RD or
+WR trigger per executed PIM instruction. The PIM units write the quantized tensor into the odd
+banks: per element a code (sign << 15 | magnitude) and a scale exponent (E_max - mu of its
+pair), which :func:`pim.mx.from_lanes` turns back into MX blocks (packing to 9/6/4 bits is left
+to the reader of the copy, the GPU).
+
+**Placements.** A unit processes *groups* of 16 words (16 x 16 elements):
+
+- ``tiled``: the tensor is cut into 16 x 16 tiles; tile p of a unit sits row-major in 16
+  consecutive words of its even bank. Row direction: each word is a block (*lane blocks*), so
+  the exponent reduction needs lane shifts (a butterfly of LSHIFT + MAX) and the pair maximum
+  one more. Column direction: a block is a lane across the tile's 16 words (*word blocks*).
+- ``strided``: 16 tiles share a 256-word super-tile: word r*16 + c holds element (r, c) of
+  tile l in lane l. Both directions give word blocks (no lane shifts), and one instruction
+  serves 16 tiles; column blocks are words c, c+16, ..., c+240, spread over 8 DRAM rows, so
+  column quantization opens more rows.
+- ``opt``: ``strided`` with the shift-counter ALU: a variable shift costs one BSHIFT per bit
+  instead of three commands (CMP, masked BSHIFT, ADD).
+
+**Kernel** (integer lane arithmetic, see :mod:`pim.isa`), three phases on word blocks and two
+on lane blocks, each a CRF program of at most 32 entries looped over a batch of groups with
+JUMP, with intermediate values in the odd bank's row of the group:
+
+1. exponents: E = the BF16 exponent field (multiply by 2, then 8 one-bit right shifts); the
+   pair maxima and the block maximum E_max (MAX over words, or the lane butterfly);
+2. scales and shifts: mu = (E_max > pair max), the pair's scale exponent Es = E_max - mu
+   (an output), and each element's shift k = Es - E (>= 8 for zeros and subnormals, which
+   flushes them);
+3. significands: V = the significand << 7 (multiply by 512, two right shifts, add the hidden
+   bit), V >> k by a variable shift of 8 steps, round half to even at bit 15 - m (shift, the
+   remainder, the quotient's LSB, a compare), saturate to 2^m - 1, put the sign back.
+
+The function of every instruction is :func:`pim.isa.evaluate`; nothing here computes values,
+it only decides instructions and addresses. Bits read back equal :mod:`pim.mx`'s reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+
+from pim.controller import Command
+from pim.device import COL_OP_MODE, COL_SRF, PseudoChannel, crf_payload
+from pim.isa import SHIFT_COUNTER, SHIFT_MASKED, Instr
+from pim.mx import BLOCK, MANTISSA_BITS
+from pim.standard import Organisation
+from simcore.errors import ConfigError
+
+PLACEMENTS = ("tiled", "strided", "opt")
+DIRECTIONS = ("row", "col")
+FORMATS = tuple(MANTISSA_BITS)
+WORDS_PER_GROUP = 16
+SLOT_PAIR = 16  # odd-row column of the first pair/scale slot
+SLOT_EMAX = 24
+
+A = [("GRF_A", i) for i in range(8)]
+B = [("GRF_B", i) for i in range(8)]
+EVEN = ("EVEN_BANK", 0)
+ODD = ("ODD_BANK", 0)
+
+
+# -- program structure: instructions tagged with the address of their bank operand ---------------
+@dataclasses.dataclass
+class Op:
+    instr: Instr
+    tag: str | None = None  # x0/x1/x (input word), slot0/slot1/slot, pslot, emax; None: any
+
+
+@dataclasses.dataclass
+class Loop:
+    body: list
+    count: int
+    var: str = ""  # "g" (groups), "j" (pairs), "w" (words), "" (repeat)
+
+
+class Consts:
+    """The SRF constants of one phase: value -> scalar operand (SRF_M 0-7, then SRF_A 0-7)."""
+
+    def __init__(self) -> None:
+        self.values: list[int] = []
+
+    def __call__(self, value: int) -> tuple[str, int]:
+        value &= 0xFFFF
+        if value not in self.values:
+            self.values.append(value)
+        i = self.values.index(value)
+        return ("SRF_M", i) if i < 8 else ("SRF_A", i - 8)
+
+    def payload(self) -> np.ndarray:
+        out = np.zeros(16, np.uint16)
+        out[: len(self.values)] = self.values
+        return out
+
+
+def flatten(items: list) -> list[Instr]:
+    """CRF entries: loop bodies followed by a JUMP back over them (count = repeats - 1)."""
+    out: list[Instr] = []
+    for it in items:
+        if isinstance(it, Op):
+            out.append(it.instr)
+        else:
+            body = flatten(it.body)
+            out.extend(body)
+            if it.count > 1:
+                out.append(Instr("JUMP", count=it.count - 1, offset=len(body)))
+    return out
+
+
+def expand(items: list, env: dict[str, int]) -> Iterator[tuple[Op, dict[str, int]]]:
+    """The dynamic instruction sequence (what the triggers run), with loop variables."""
+    for it in items:
+        if isinstance(it, Op):
+            yield it, env
+        else:
+            for n in range(it.count):
+                inner = dict(env)
+                if it.var == "g":
+                    inner["g"] = env.get("g0", 0) + n
+                elif it.var:
+                    inner[it.var] = n
+                yield from expand(it.body, inner)
+
+
+def _op(op: str, dst, src0=("A_OUT", 0), src1=("A_OUT", 0), tag=None, role="", **kw) -> Op:
+    return Op(Instr(op, dst=dst, src0=src0, src1=src1, role=role, **kw), tag)
+
+
+def _exponent(k: Consts, x_tag: str, e_reg, role_shift="shift:BSHIFT") -> list:
+    """E = BF16 exponent field of the input word (sign dropped by x2, then 8 right shifts)."""
+    return [
+        _op("MOV", A[0], EVEN, tag=x_tag),
+        _op("MUL", e_reg, A[0], k(2), integer=True),
+        Loop([_op("BSHIFT", e_reg, e_reg, right=True, role=role_shift)], 8),
+    ]
+
+
+def _shift_of(k: Consts, es, e, tag: str) -> list:
+    """k = Es - E, at least 8 where E = 0 (zeros, subnormals); written to the word's slot."""
+    return [
+        _op("MUL", A[6], e, k(-1), integer=True),
+        _op("ADD", A[6], es, A[6], integer=True),
+        _op("CMP", A[7], k(1), e),
+        _op("MUL", A[7], A[7], k(-8), integer=True),
+        _op("MAX", A[6], A[6], A[7]),
+        _op("MOV", ODD, A[6], tag=tag),
+    ]
+
+
+def phase_exponents_words(k: Consts, groups: int) -> list:
+    """Word blocks, phase 1: E per word (slot), pair maxima (pair slot), E_max (emax slot)."""
+    pair = []
+    for h, e in ((0, A[1]), (1, A[2])):
+        pair += _exponent(k, f"x{h}", e)
+        pair.append(_op("MOV", ODD, e, tag=f"slot{h}"))
+    pair += [
+        _op("MAX", A[3], A[1], A[2]),
+        _op("MOV", ODD, A[3], tag="pslot"),
+        _op("MAX", B[0], B[0], A[3]),
+    ]
+    group = [_op("MOV", B[0], k(0)), Loop(pair, 8, "j"), _op("MOV", ODD, B[0], tag="emax")]
+    return [Loop(group, groups, "g")]
+
+
+def phase_scales_words(k: Consts, groups: int) -> list:
+    """Word blocks, phase 2: Es per pair (replaces the pair max), k per word (replaces E)."""
+    pair = [
+        _op("MOV", A[3], ODD, tag="pslot"),
+        _op("CMP", A[4], B[0], A[3]),
+        _op("ADD", A[5], B[0], A[4], integer=True),
+        _op("MOV", ODD, A[5], tag="pslot"),
+    ]
+    for h in (0, 1):
+        pair.append(_op("MOV", A[7], ODD, tag=f"slot{h}"))
+        pair += _shift_of(k, A[5], A[7], f"slot{h}")
+    group = [_op("MOV", B[0], ODD, tag="emax"), Loop(pair, 8, "j")]
+    return [Loop(group, groups, "g")]
+
+
+def phase_exponents_lanes(k: Consts, groups: int) -> list:
+    """Lane blocks (tiled rows), phase 1: E, E_max and pair maxima by lane butterflies, Es
+    (scale slot of the word) and k (slot)."""
+    sh = "shift:LSHIFT"
+    word = _exponent(k, "x", A[1])
+    word += [_op("LSHIFT", A[2], A[1], distance=8, role=sh), _op("MAX", A[2], A[1], A[2])]
+    for d in (4, 2, 1):
+        word += [_op("LSHIFT", A[3], A[2], distance=d, role=sh), _op("MAX", A[2], A[2], A[3])]
+    word += [
+        _op("LSHIFT", A[3], A[1], distance=1, role=sh),
+        _op("MAX", A[3], A[1], A[3]),
+        _op("CMP", A[4], A[2], A[3]),
+        _op("ADD", A[5], A[2], A[4], integer=True),
+        _op("MOV", ODD, A[5], tag="wslot"),
+    ]
+    word += _shift_of(k, A[5], A[1], "slot")
+    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
+
+
+def phase_significands(k: Consts, groups: int, fmt: str, counter: bool) -> list:
+    """Phase 3: code = sign | saturate(RNE((significand << 7 >> k) / 2^(15 - m)))."""
+    m = MANTISSA_BITS[fmt]
+    sh = 15 - m
+    word = [
+        _op("MOV", A[0], EVEN, tag="x"),
+        _op("MUL", A[4], A[0], k(512), integer=True),
+        Loop([_op("BSHIFT", A[4], A[4], right=True)], 2),
+        _op("ADD", A[4], A[4], k(0x4000), integer=True),
+        _op("MOV", A[5], ODD, tag="slot"),
+    ]
+    if counter:
+        word += [
+            _op("MOV", A[5], A[5], to_counter=True),
+            Loop([_op("BSHIFT", A[4], A[4], right=True, lanes=SHIFT_COUNTER,
+                      role="shift:BSHIFT")], 8),
+        ]  # fmt: skip
+    else:
+        word.append(
+            Loop([
+                _op("CMP", A[6], A[5], k(0), role="shift:CMP"),
+                _op("BSHIFT", A[4], A[4], A[6], right=True, lanes=SHIFT_MASKED,
+                    role="shift:BSHIFT"),
+                _op("ADD", A[5], A[5], A[6], integer=True, role="shift:ADD"),
+            ], 8)
+        )  # fmt: skip
+    word += [
+        _op("MOV", A[3], A[4]),
+        Loop([_op("BSHIFT", A[3], A[3], right=True, role="shift:BSHIFT")], sh),
+        _op("MUL", A[6], A[3], k(-(1 << sh)), integer=True),
+        _op("ADD", A[6], A[4], A[6], integer=True),
+        _op("MOV", A[7], A[3]),
+        _op("BSHIFT", A[7], A[7], right=True, role="shift:BSHIFT"),
+        _op("MUL", A[7], A[7], k(-2), integer=True),
+        _op("ADD", A[7], A[3], A[7], integer=True),
+        _op("ADD", A[6], A[6], A[7], integer=True),
+        _op("CMP", A[6], A[6], k(1 << (sh - 1))),
+        _op("MUL", A[6], A[6], k(-1), integer=True),
+        _op("ADD", A[3], A[3], A[6], integer=True),
+        _op("CMP", A[6], A[3], k((1 << m) - 1)),
+        _op("ADD", A[3], A[3], A[6], integer=True),
+        _op("CMP", A[6], k(0), A[0]),
+        _op("MUL", A[6], A[6], k(0x8000), integer=True),
+        _op("ADD", A[3], A[3], A[6], integer=True),
+        _op("MOV", ODD, A[3], tag="slot"),
+    ]
+    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
+
+
+# -- layout ---------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a matrix lives: per unit slot, groups of 16 input words and their odd rows."""
+
+    rows: int
+    cols: int
+    placement: str
+    direction: str
+    units: int  # unit slots over every pseudo-channel of every stack
+    per_unit: int  # tiles (tiled) or super-tiles (strided, opt) per unit
+    columns: int  # words per DRAM row
+
+    @property
+    def lane_blocks(self) -> bool:
+        return self.placement == "tiled" and self.direction == "row"
+
+    @property
+    def groups(self) -> int:
+        """Groups of 16 words each unit processes."""
+        return self.per_unit * (1 if self.placement == "tiled" else 16)
+
+    @property
+    def input_words(self) -> int:
+        return self.per_unit * (16 if self.placement == "tiled" else 256)
+
+    def group_words(self, g: int) -> np.ndarray:
+        """Even-bank word offsets of group ``g``'s 16 words, in block-element order."""
+        w = np.arange(WORDS_PER_GROUP)
+        if self.placement == "tiled":
+            return g * 16 + w
+        p, i = divmod(g, 16)
+        if self.direction == "row":
+            return p * 256 + i * 16 + w
+        return p * 256 + i + 16 * w
+
+    def word_address(self, off: int) -> tuple[int, int]:
+        return divmod(int(off), self.columns)
+
+    def scatter(self, mat: np.ndarray) -> np.ndarray:
+        """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded."""
+        tr, tc = self.rows // BLOCK, self.cols // BLOCK
+        tiles = mat.reshape(tr, BLOCK, tc, BLOCK).transpose(0, 2, 1, 3).reshape(-1, BLOCK, BLOCK)
+        if self.placement == "tiled":
+            n = self.units * self.per_unit
+            padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
+            padded[: len(tiles)] = tiles
+            # tile t -> unit t % units, position t // units; a tile is 16 words (its rows)
+            per = padded.reshape(self.per_unit, self.units, BLOCK, BLOCK).transpose(1, 0, 2, 3)
+            return per.reshape(self.units, self.input_words, BLOCK)
+        n = self.units * self.per_unit * 16
+        padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
+        padded[: len(tiles)] = tiles
+        # super-tile s = 16 tiles (lanes) -> unit s % units, position s // units; word r*16+c
+        sup = padded.reshape(self.per_unit, self.units, 16, BLOCK, BLOCK)  # p, u, lane, r, c
+        words = sup.transpose(1, 0, 3, 4, 2)  # u, p, r, c, lane
+        return words.reshape(self.units, self.input_words, BLOCK)
+
+    def gather(self, words: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`scatter` for (units, input_words, 16) arrays."""
+        tr, tc = self.rows // BLOCK, self.cols // BLOCK
+        if self.placement == "tiled":
+            per = words.reshape(self.units, self.per_unit, BLOCK, BLOCK).transpose(1, 0, 2, 3)
+            tiles = per.reshape(-1, BLOCK, BLOCK)[: tr * tc]
+        else:
+            w = words.reshape(self.units, self.per_unit, BLOCK, BLOCK, 16)
+            tiles = w.transpose(1, 0, 4, 2, 3).reshape(-1, BLOCK, BLOCK)[: tr * tc]
+        return (
+            tiles.reshape(tr, tc, BLOCK, BLOCK).transpose(0, 2, 1, 3).reshape(self.rows, self.cols)
+        )
+
+
+def make_layout(
+    rows: int, cols: int, placement: str, direction: str, org: Organisation, pchs: int
+) -> Layout:
+    """Check shapes and capacity; ``pchs`` is every pseudo-channel of every stack."""
+    if placement not in PLACEMENTS:
+        raise ConfigError(
+            "placement", placement, "unknown placement", allowed=", ".join(PLACEMENTS)
+        )
+    if direction not in DIRECTIONS:
+        raise ConfigError(
+            "direction", direction, "unknown direction", allowed=", ".join(DIRECTIONS)
+        )
+    for key, n in (("rows", rows), ("cols", cols)):
+        if n % BLOCK:
+            raise ConfigError(
+                key, n, f"does not tile into {BLOCK}-element MX blocks (the kernel refuses, it "
+                "does not pad)", hint=f"pad the tensor to a multiple of {BLOCK}",
+            )  # fmt: skip
+    units = pchs * org.banks // 2
+    tiles = (rows // BLOCK) * (cols // BLOCK)
+    per_unit = -(-tiles // units) if placement == "tiled" else -(-tiles // (16 * units))
+    lay = Layout(rows, cols, placement, direction, units, per_unit, org.columns)
+    data_rows = org.rows - 3
+    need = max(-(-lay.input_words // org.columns), lay.groups)
+    if need > data_rows:
+        cap = units * data_rows * WORDS_PER_GROUP * BLOCK
+        raise ConfigError(
+            "rows", rows, f"a {rows} x {cols} BF16 tensor needs {need:,} rows per bank but a bank "
+            f"has {data_rows:,} data rows (one odd-bank row per group of 256 elements: at most "
+            f"{cap:,} elements in the stacks)",
+            hint="use a smaller tensor or more stacks (hbm.stacks)",
+        )  # fmt: skip
+    return lay
+
+
+# -- the command stream -------------------------------------------------------------------------
+@dataclasses.dataclass
+class Plan:
+    layout: Layout
+    fmt: str
+    stream: list[Command]
+    phases: list[list[Instr]]
+    batch_groups: int
+
+
+def _resolve(tag: str | None, env: dict[str, int], lay: Layout) -> tuple[int, int, int] | None:
+    """(parity, row, column) of a tagged operand."""
+    if tag is None:
+        return None
+    g = env["g"]
+    if tag in ("x", "x0", "x1"):
+        w = env["w"] % WORDS_PER_GROUP if tag == "x" else 2 * env["j"] + int(tag[1])
+        r, c = lay.word_address(lay.group_words(g)[w])
+        return 0, r, c
+    if tag in ("slot", "slot0", "slot1"):
+        w = env["w"] % WORDS_PER_GROUP if tag == "slot" else 2 * env["j"] + int(tag[-1])
+        return 1, g, w
+    if tag == "pslot":
+        return 1, g, SLOT_PAIR + env["j"]
+    if tag == "wslot":
+        return 1, g, SLOT_PAIR + env["w"] % WORDS_PER_GROUP
+    return 1, g, SLOT_EMAX  # emax
+
+
+def compile_jitq(
+    lay: Layout, fmt: str, *, batch_groups: int = 8, conf_row: int, abmr_row: int, sbmr_row: int
+) -> Plan:
+    """The command stream that quantizes every unit's groups (the same for every pCH)."""
+    if fmt not in FORMATS:
+        raise ConfigError("format", fmt, "unknown MX format", allowed=", ".join(FORMATS))
+    counter = lay.placement == "opt"
+    stream: list[Command] = [Command("ACT", 0, abmr_row), Command("PRE", 0)]
+    open_rows = [-1, -1]
+    phases_seen: list[list[Instr]] = []
+
+    def goto(parity: int, row: int) -> None:
+        if open_rows[parity] != row:
+            if open_rows[parity] >= 0:
+                stream.append(Command("PRE", parity))
+            stream.append(Command("ACT", parity, row))
+            open_rows[parity] = row
+
+    for first in range(0, lay.groups, batch_groups):
+        n = min(batch_groups, lay.groups - first)
+        builders = (
+            [lambda k, n=n: phase_exponents_lanes(k, n)]
+            if lay.lane_blocks
+            else [lambda k, n=n: phase_exponents_words(k, n),
+                  lambda k, n=n: phase_scales_words(k, n)]
+        )  # fmt: skip
+        builders.append(lambda k, n=n: phase_significands(k, n, fmt, counter))
+        for build in builders:
+            k = Consts()
+            items = build(k)
+            program = [*flatten(items), Instr("EXIT")]
+            if first == 0:
+                phases_seen.append(program)
+            # program the CRF and SRF, enter AB-PIM (the register row opened on the even side)
+            goto(0, conf_row)
+            stream.append(Command("WR", 0, conf_row, COL_OP_MODE, np.zeros(16, np.uint16)))
+            for i, (col, data) in enumerate(crf_payload(program)):
+                note = [ins.role for ins in program] if i == 0 else None
+                stream.append(Command("WR", 0, conf_row, col, data, note))
+            stream.append(Command("WR", 0, conf_row, COL_SRF, k.payload()))
+            mode = np.zeros(16, np.uint16)
+            mode[0] = 1
+            stream.append(Command("WR", 0, conf_row, COL_OP_MODE, mode))
+            # the triggers, one per executed instruction, with the rows they need
+            dyn = list(expand(items, {"g0": first}))
+            addr = [_resolve(op.tag, env, lay) for op, env in dyn]
+            nxt = None
+            for i in range(len(addr) - 1, -1, -1):  # untagged: where the next tagged one is
+                if addr[i] is None:
+                    addr[i] = nxt
+                else:
+                    nxt = addr[i]
+            last = None
+            for (op, _env), a in zip(dyn, addr, strict=True):
+                a = a or last
+                last = a
+                parity, row, col = a
+                goto(parity, row)
+                is_write = op.instr.dst[0] in ("EVEN_BANK", "ODD_BANK")
+                stream.append(Command("WR" if is_write else "RD", parity, row, col))
+    goto(0, conf_row)  # leave AB-PIM, then AB -> SB
+    stream.append(Command("WR", 0, conf_row, COL_OP_MODE, np.zeros(16, np.uint16)))
+    stream += [Command("PREA", 0), Command("ACT", 0, sbmr_row), Command("PREA", 0)]
+    return Plan(lay, fmt, stream, phases_seen, batch_groups)
+
+
+def load(pch: PseudoChannel, words: np.ndarray) -> None:
+    """Put one pseudo-channel's units' input words (units, input_words, 16) in its even banks
+    (the master copy is resident before JIT-Q runs: not a timed transfer)."""
+    cols = pch.ncols
+    n = words.shape[1]
+    for r in range(-(-n // cols)):
+        chunk = words[:, r * cols : (r + 1) * cols]
+        pch.row(r)[0::2, : chunk.shape[1]] = chunk
+
+
+def read_back(pch: PseudoChannel, lay: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """The codes and scale exponents the units wrote, as (units, input_words, 16) arrays in
+    the input's word order."""
+    units = pch.nbanks // 2
+    codes = np.zeros((units, lay.input_words, 16), np.uint16)
+    scale = np.zeros_like(codes)
+    for g in range(lay.groups):
+        row = pch.row(g)[1::2]  # (units, columns, 16)
+        words = lay.group_words(g)
+        codes[:, words] = row[:, :WORDS_PER_GROUP]
+        if lay.lane_blocks:
+            scale[:, words] = row[:, SLOT_PAIR : SLOT_PAIR + WORDS_PER_GROUP]
+        else:
+            pairs = row[:, SLOT_PAIR : SLOT_PAIR + WORDS_PER_GROUP // 2]
+            scale[:, words] = np.repeat(pairs, 2, axis=1)
+    return codes, scale

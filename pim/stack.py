@@ -1,0 +1,76 @@
+"""HBM stacks with PIM: the configuration block and the component that owns the controllers.
+
+:class:`HbmConfig` is the block a scenario sets (``--set hbm.scheduler=fcfs``): the standard
+preset, the number of stacks, the controller's scheduling, page and refresh policies.
+:class:`HbmStack` builds, in its own clock domain ``hbm`` (the command clock), one
+:class:`pim.device.PseudoChannel` and one :class:`pim.controller.Controller` per simulated
+pseudo-channel. ``pchs`` chooses how many are simulated: all of the stacks' pseudo-channels
+(full fidelity), or fewer when every pseudo-channel receives the same broadcast command stream
+and one stands for all (the two-fidelity argument of docs/design.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pim.controller import Controller
+from pim.device import PseudoChannel
+from pim.standard import PRESETS, Standard
+from simcore.component import Component
+from simcore.config import param
+from simcore.errors import ConfigError
+from simcore.sim import Simulation
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HbmConfig:
+    preset: str = param(
+        "hbm3-4.8", "memory standard preset (organisation + timing table)", choices=tuple(PRESETS)
+    )
+    stacks: int = param(1, "HBM stacks", min=1, max=8)
+    scheduler: str = param(
+        "fr-fcfs", "request scheduling policy of each controller", choices=("fr-fcfs", "fcfs")
+    )
+    page_policy: str = param(
+        "open", "row buffer policy for host requests", choices=("open", "closed")
+    )
+    refresh: str = param("all-bank", "refresh policy", choices=("all-bank", "none"))
+    queue_depth: int = param(32, "requests a controller can see at once", min=1, max=1024)
+
+    def standard(self) -> Standard:
+        return PRESETS[self.preset]()
+
+    def check(self) -> None:
+        if self.preset not in PRESETS:
+            raise ConfigError("preset", self.preset, "unknown", allowed=", ".join(PRESETS))
+
+
+class HbmStack(Component):
+    """``pchs`` simulated pseudo-channels of the configured stacks, each with its controller."""
+
+    def __init__(
+        self, sim: Simulation, cfg: HbmConfig, *, pchs: int, record: bool = False,
+        name: str = "hbm",
+    ) -> None:  # fmt: skip
+        self.cfg = cfg
+        self.std = cfg.standard()
+        dom = sim.domain("hbm", self.std.timing.clock_hz)
+        super().__init__(sim, name, domain=dom)
+        self.pchs = [PseudoChannel(self.std, f"{name}/pch[{i}]") for i in range(pchs)]
+        self.controllers = [
+            Controller(
+                self, f"pch[{i}]", p, scheduler=cfg.scheduler, page_policy=cfg.page_policy,
+                refresh=cfg.refresh, queue_depth=cfg.queue_depth, record=record,
+            )
+            for i, p in enumerate(self.pchs)
+        ]  # fmt: skip
+
+    @property
+    def total_pchs(self) -> int:
+        return self.std.org.pchs * self.cfg.stacks
+
+    def end_cycle(self) -> int:
+        return max(c.end_cycle for c in self.controllers)
+
+    def progress_count(self) -> int:
+        return sum(sum(c.counts.values()) for c in self.controllers)

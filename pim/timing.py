@@ -1,0 +1,120 @@
+"""The one generic timing checker: it enforces a standard's constraint table, and nothing else.
+
+A :class:`TimingChecker` belongs to one pseudo-channel. It remembers, per level instance (the
+pseudo-channel, each bank group, each bank), the cycle each command was last issued there, and
+the last four ACTs of the pseudo-channel (the tFAW window). :meth:`earliest` answers "when may
+this command go at the soonest" as the maximum, over the table rows whose ``next`` is the
+command and the level instances the command touches, of (last ``prev`` there) + cycles.
+:meth:`record` notes an issued command; :meth:`issue` does both and raises
+:class:`TimingViolation` for a command issued by hand too early.
+
+A command touches one bank, or (all-bank modes, PREA, REF) several banks at once: it then counts
+once at the pseudo-channel (one command on the bus, one activation in the tFAW window) and once
+at every bank and bank group it touches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pim.standard import COMMANDS, Standard
+from simcore.errors import WafersimError
+
+_INDEX = {c: i for i, c in enumerate(COMMANDS)}
+NEVER = -(10**12)
+
+
+class TimingViolation(WafersimError):
+    """A command was issued before a timing constraint allowed it."""
+
+
+class TimingChecker:
+    """Earliest legal cycles and violation checks for one pseudo-channel."""
+
+    def __init__(self, std: Standard, name: str = "pch") -> None:
+        self.std = std
+        self.name = name
+        org = std.org
+        self.banks_per_group = org.banks_per_group
+        n = len(COMMANDS)
+        self.last_pch = [NEVER] * n
+        self.last_bg = [[NEVER] * n for _ in range(org.bankgroups)]
+        self.last_bank = [[NEVER] * n for _ in range(org.banks)]
+        self.acts: list[int] = []  # the pseudo-channel's recent ACT cycles, oldest first
+        # Per next command: the rows that bind it, split by level, with prev as an index.
+        self.rules: dict[str, dict[str, list[tuple[int, int, int, str]]]] = {
+            c: {lvl: [] for lvl in ("pch", "bankgroup", "bank")} for c in COMMANDS
+        }
+        self.faw = 0
+        for row in std.table:
+            if row.window > 1:
+                self.faw = row.cycles
+                continue
+            self.rules[row.next][row.level].append(
+                (_INDEX[row.prev], row.cycles, row.window, row.prev)
+            )
+
+    def _bound(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
+        """(earliest cycle, the rule that sets it)."""
+        rules = self.rules[cmd]
+        best, why = NEVER, "no constraint"
+        for prev, cyc, _w, pname in rules["pch"]:
+            t = self.last_pch[prev] + cyc
+            if t > best:
+                best, why = t, f"pch: {pname} -> {cmd} >= {cyc}"
+        if cmd == "ACT" and len(self.acts) >= 4:
+            t = self.acts[-4] + self.faw
+            if t > best:
+                best, why = t, f"pch: tFAW (4 ACT in {self.faw})"
+        bgr = rules["bankgroup"]
+        bkr = rules["bank"]
+        if bgr:
+            seen = set()
+            for b in banks:
+                g = b // self.banks_per_group
+                if g in seen:
+                    continue
+                seen.add(g)
+                last = self.last_bg[g]
+                for prev, cyc, _w, pname in bgr:
+                    t = last[prev] + cyc
+                    if t > best:
+                        best, why = t, f"bankgroup {g}: {pname} -> {cmd} >= {cyc}"
+        if bkr:
+            for b in banks:
+                last = self.last_bank[b]
+                for prev, cyc, _w, pname in bkr:
+                    t = last[prev] + cyc
+                    if t > best:
+                        best, why = t, f"bank {b}: {pname} -> {cmd} >= {cyc}"
+        return best, why
+
+    def earliest(self, cmd: str, banks: Sequence[int]) -> int:
+        """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
+        return self._bound(cmd, banks)[0]
+
+    def record(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
+        """Note that ``cmd`` went to ``banks`` at ``cycle``."""
+        i = _INDEX[cmd]
+        self.last_pch[i] = cycle
+        seen = set()
+        for b in banks:
+            self.last_bank[b][i] = cycle
+            g = b // self.banks_per_group
+            if g not in seen:
+                seen.add(g)
+                self.last_bg[g][i] = cycle
+        if cmd == "ACT":
+            self.acts.append(cycle)
+            if len(self.acts) > 4:
+                del self.acts[0]
+
+    def issue(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
+        """Check and record a command issued at ``cycle``; too early is a TimingViolation."""
+        t, why = self._bound(cmd, banks)
+        if cycle < t:
+            raise TimingViolation(
+                f"{self.name}: {cmd} to bank(s) {list(banks)} at cycle {cycle} violates {why} "
+                f"cycles (earliest legal cycle {t}); issue it at cycle {t} or later"
+            )
+        self.record(cmd, banks, cycle)

@@ -1,0 +1,184 @@
+"""JIT-Q: the bits the PIM units leave in the banks are the reference quantizer's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pim import jitq, mx
+from pim.stack import HbmConfig, HbmStack
+from simcore import Simulation
+from simcore.errors import ConfigError
+from workloads import cli
+from workloads.pim.jitq import JitqParams, model
+from workloads.scenario import run_kind
+
+COMBOS = [
+    (f, p, d) for f in jitq.FORMATS for p in jitq.PLACEMENTS for d in jitq.DIRECTIONS
+]  # fmt: skip
+#: Strided placements fill a 256-word super-tile per unit whatever the size: a second each.
+SWEEP = [
+    pytest.param(*c, marks=pytest.mark.slow) if c[1] != "tiled" else c
+    for c in COMBOS
+]  # fmt: skip
+
+
+def quantize_on_pim(bits: np.ndarray, fmt: str, placement: str, direction: str):
+    """One pseudo-channel holding all the units' data (a 1-pCH stack): codes, scale, pch."""
+    sim = Simulation()
+    stack = HbmStack(sim, HbmConfig(), pchs=1)
+    pch = stack.pchs[0]
+    lay = jitq.make_layout(*bits.shape, placement, direction, stack.std.org, pchs=1)
+    plan = jitq.compile_jitq(
+        lay, fmt, batch_groups=3, conf_row=pch.row_conf, abmr_row=pch.row_abmr,
+        sbmr_row=pch.row_sbmr,
+    )  # fmt: skip
+    jitq.load(pch, lay.scatter(bits))
+    stack.controllers[0].submit_stream(plan.stream)
+    assert sim.run().status == "completed"
+    codes, scale = jitq.read_back(pch, lay)
+    return lay.gather(codes), lay.gather(scale), pch
+
+
+def reference(bits, fmt, direction):
+    return mx.lanes(mx.quantize_matrix(bits, fmt, direction), bits.shape, direction)
+
+
+SPECIAL_BITS = [0x0000, 0x8000, 0x0001, 0x807F, 0x0080, 0x7F7F, 0xFF7F, 0x3F80, 0xBFFF]
+
+
+@st.composite
+def matrices(draw, max_tiles: int = 3):
+    tr, tc = draw(st.integers(1, max_tiles)), draw(st.integers(1, 2))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    vals = rng.standard_normal((16 * tr, 16 * tc)) * np.exp2(rng.integers(-20, 20, (16 * tr, 1)))
+    bits = mx.to_bf16_bits(vals.astype(np.float32))
+    if draw(st.booleans()):  # zeros, subnormals, extremes, ties
+        mask = rng.random(bits.shape) < 0.2
+        bits[mask] = rng.choice(np.array(SPECIAL_BITS, np.uint16), mask.sum())
+    return bits
+
+
+@pytest.mark.parametrize("fmt,placement,direction", SWEEP)
+def test_every_format_placement_and_direction_is_bit_exact(fmt, placement, direction):
+    rng = np.random.default_rng(7)
+    vals = rng.standard_normal((32, 16)) * np.exp2(rng.integers(-9, 9, (32, 16)))
+    vals[rng.random((32, 16)) < 0.1] = 0.0
+    bits = mx.to_bf16_bits(vals.astype(np.float32))
+    codes, scale, pch = quantize_on_pim(bits, fmt, placement, direction)
+    want_codes, want_scale = reference(bits, fmt, direction)
+    np.testing.assert_array_equal(codes, want_codes)
+    np.testing.assert_array_equal(scale, want_scale)
+    assert pch.mode == "SB" and all(r < 0 for r in pch.open)
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)  # fmt: skip
+@given(matrices(), st.sampled_from(COMBOS))
+def test_random_tensors_quantize_to_the_reference_bits(bits, combo):
+    fmt, placement, direction = combo
+    codes, scale, _ = quantize_on_pim(bits, fmt, placement, direction)
+    want_codes, want_scale = reference(bits, fmt, direction)
+    assert np.array_equal(codes, want_codes) and np.array_equal(scale, want_scale), combo
+
+
+def test_programs_fit_the_crf_and_use_the_extensions_they_claim():
+    lay = jitq.make_layout(16, 16, "tiled", "row", _org(), pchs=1)
+    plan = jitq.compile_jitq(lay, "mx6", conf_row=1, abmr_row=3, sbmr_row=2)
+    ops = {i.op for prog in plan.phases for i in prog}
+    assert all(len(prog) <= 32 for prog in plan.phases)
+    assert {"LSHIFT", "CMP", "MAX", "BSHIFT"} <= ops
+    lay = jitq.make_layout(16, 16, "opt", "col", _org(), pchs=1)
+    plan = jitq.compile_jitq(lay, "mx6", conf_row=1, abmr_row=3, sbmr_row=2)
+    assert "LSHIFT" not in {i.op for prog in plan.phases for i in prog}
+
+
+def _org():
+    return HbmConfig().standard().org
+
+
+def test_two_fidelities_give_one_answer():
+    base = dict(rows=32, cols=64, placement="tiled", direction="col", format="mx4")
+    one = run_kind("jitq", JitqParams(fidelity="pch", **base))
+    full = run_kind("jitq", JitqParams(fidelity="stack", **base))
+    assert one["correct"] and full["correct"] and full["simulated_pchs"] == 32
+    for key in ("time_s", "cycles", "commands", "row_activations", "pch_bus_utilisation"):
+        assert one[key] == full[key], key
+
+
+def test_placement_costs_follow_their_mechanisms():
+    """At a size without padding: strided needs no lane shifts, opt fewer shift commands,
+    column blocks of strided tiles open more rows than row blocks."""
+    out = {}
+    for placement in jitq.PLACEMENTS:
+        for direction in jitq.DIRECTIONS:
+            p = JitqParams(rows=256, cols=256, placement=placement, direction=direction)
+            out[placement, direction] = model(p)
+    keys = (("tiled", "row"), ("strided", "row"), ("opt", "row"), ("strided", "col"))
+    m = {
+        k: run_kind("jitq", JitqParams(rows=64, cols=256, placement=k[0], direction=k[1]))
+        for k in keys
+    }
+    assert all(v["correct"] for v in m.values())
+    assert m["tiled", "row"]["commands"]["shift_related"].get("LSHIFT", 0) > 0
+    assert "LSHIFT" not in m["strided", "row"]["commands"]["shift_related"]
+    opt = m["opt", "row"]["commands"]["shift_related"]["total"]
+    assert opt < m["strided", "row"]["commands"]["shift_related"]["total"]
+    assert m["strided", "col"]["row_activations"] > m["strided", "row"]["row_activations"]
+    assert out["opt", "row"]["cycles"] < out["strided", "row"]["cycles"]
+
+
+def test_model_is_close_to_the_simulation():
+    for placement, direction in (("tiled", "row"), ("strided", "col"), ("opt", "row")):
+        m = run_kind("jitq", JitqParams(rows=64, cols=64, placement=placement, direction=direction))
+        assert abs(m["model_error_pct"]) < 8, (placement, direction, m["model_error_pct"])
+
+
+def test_the_issue_command_prints_the_fixed_keys(capsys):
+    argv = ["run", "jitq", "--set", "format=mx6", "--set", "placement=tiled", "--set",
+            "direction=row", "--set", "rows=256", "--set", "cols=256", "--set", "master=bf16",
+            "--json", "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correct"] is True
+    for key in ("time_s", "commands", "row_activations", "pch_bus_utilisation"):
+        assert key in out
+    assert {"ACT", "RD", "WR", "pim_triggers", "shift_related"} <= set(out["commands"])
+    assert out["row_activations"] == out["commands"]["ACT"]
+
+
+@pytest.mark.parametrize(
+    "sets,message",
+    [
+        (["format=mx5"], "config key 'format' = 'mx5': not an allowed choice; allowed: 'mx9', "
+         "'mx6', 'mx4'"),
+        (["placement=diag"], "config key 'placement' = 'diag': not an allowed choice; allowed: "
+         "'tiled', 'strided', 'opt'"),
+        (["rows=100"], "config key 'rows' = 100: does not tile into 16-element MX blocks (the "
+         "kernel refuses, it does not pad); pad the tensor to a multiple of 16"),
+        (["rows=1048576", "cols=65536"], "config key 'rows' = 1048576: a 1048576 x 65536 BF16 "
+         "tensor needs 1,048,576 rows per bank but a bank has 32,765 data rows (one odd-bank "
+         "row per group of 256 elements: at most 2,147,287,040 elements in the stacks); use a "
+         "smaller tensor or more stacks (hbm.stacks)"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_a_clear_error(capsys, sets, message):
+    argv = ["run", "jitq", "--quiet"]
+    for s in sets:
+        argv += ["--set", s]
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_make_layout_errors_name_the_key():
+    with pytest.raises(ConfigError) as err:
+        jitq.make_layout(16, 16, "tiled", "diagonal", _org(), pchs=1)
+    assert str(err.value) == (
+        "config key 'direction' = 'diagonal': unknown direction; allowed: row, col"
+    )

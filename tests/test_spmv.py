@@ -1,0 +1,218 @@
+"""spmv: sparse y = A·x on the wafer, from .mtx files and generators, against scipy."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simcore import config as cfg
+from simcore.errors import ConfigError
+from simcore.sim import Simulation
+from workloads import registry, scenario
+from workloads.cli import main
+from workloads.wafer import sparse, spmv
+
+DATA = pathlib.Path(__file__).parent / "data"
+POISSON_MTX = DATA / "poisson2d_8x8.mtx"
+
+
+def run(**kw):
+    return scenario.run_kind("spmv", spmv.SpmvParams(**kw))
+
+
+def sim_y(**kw) -> tuple[np.ndarray, dict, sp.csr_matrix, np.ndarray]:
+    """(y read from the row roots, metrics, A, x_0) of one run."""
+    p = cfg.load(spmv.SpmvParams, kw)
+    sim = Simulation(seed=p.seed)
+    h = spmv.build(sim, p)
+    sim.check()
+    m = spmv.metrics(sim, p, h, sim.run())
+    y = np.concatenate([h.y[r].read(h.wafer.ce(0, r).sram) for r in range(p.py)])
+    return y[: h.a.shape[0]], m, h.a, h.x0
+
+
+def test_shipped_mtx_is_the_projects_poisson_stencil():
+    a = scipy.io.mmread(POISSON_MTX)
+    assert (sp.csr_matrix(a) != sparse.poisson2d(8)).nnz == 0
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"matrix": str(POISSON_MTX), "px": 2, "py": 2},
+        {"matrix": "poisson2d", "n": 64, "px": 4, "py": 2},
+        {"matrix": "random", "n": 60, "density": 0.1, "px": 3, "py": 2},
+        {"matrix": "banded", "n": 50, "bandwidth": 3, "px": 2, "py": 3},
+        {"matrix": "laplacian", "n": 40, "graph": "barabasi_albert", "degree": 2},
+        {"matrix": "laplacian", "n": 40, "graph": "watts_strogatz", "degree": 4, "px": 2},
+        {"matrix": "laplacian", "n": 36, "graph": "grid", "px": 3, "py": 3},
+        {"matrix": "laplacian", "n": 30, "graph": "erdos_renyi", "density": 0.2, "py": 1},
+    ],
+)
+def test_product_equals_scipy(kw):
+    y, m, a, x0 = sim_y(**kw)
+    ref = a.astype(np.float64) @ x0.astype(np.float64)
+    assert m["correct"] is True
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    assert m["nnz"] == a.nnz
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(4, 40),
+    density=st.floats(0.01, 0.5),
+    px=st.integers(1, 4),
+    py=st.integers(1, 4),
+    layout=st.sampled_from(sparse.LAYOUTS),
+    seed=st.integers(0, 2**16),
+)
+def test_random_products_equal_numpy(n, density, px, py, layout, seed):
+    px, py = min(px, n), min(py, n)
+    y, m, a, x0 = sim_y(
+        matrix="random", n=n, density=density, px=px, py=py, layout=layout, seed=seed
+    )
+    assert m["correct"] is True
+    np.testing.assert_allclose(y, a.toarray().astype(np.float64) @ x0, rtol=1e-5, atol=1e-5)
+
+
+def test_rectangular_matrix_from_mtx(tmp_path):
+    a = sp.random(30, 50, density=0.1, rng=np.random.default_rng(3), format="coo")
+    path = tmp_path / "rect.mtx"
+    scipy.io.mmwrite(path, a)
+    y, m, got_a, x0 = sim_y(matrix=str(path), px=5, py=3)
+    assert (m["rows"], m["cols"]) == (30, 50)
+    np.testing.assert_allclose(y, got_a.astype(np.float64) @ x0, rtol=1e-5, atol=1e-5)
+
+
+def test_power_iteration_on_the_wafer_matches_numpy():
+    y, m, a, x0 = sim_y(matrix="poisson2d", n=64, px=2, py=2, iterations=5)
+    ref, _ = spmv.reference(a, x0, 5)
+    assert m["correct"] is True
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+    assert len(m["iteration_cycles"]) == 5
+    assert m["steady_iteration_cycles"] == m["iteration_cycles"][-2]
+    # normalised iterations cost more than the last one (which is only a product)
+    assert m["iteration_cycles"][1] > m["iteration_cycles"][-1]
+
+
+def test_hypersparse_blocks_choose_dcsr_and_save_rows():
+    kw = {"matrix": "random", "n": 512, "density": 0.0005, "px": 4, "py": 4}
+    auto, csr = run(**kw), run(**kw, layout="csr")
+    assert auto["dcsr_blocks"] == 16 and csr["dcsr_blocks"] == 0
+    assert auto["cycles"] < csr["cycles"]
+    assert auto["pe_bytes"] < csr["pe_bytes"]
+    assert auto["correct"] and csr["correct"]
+
+
+def test_cycles_grow_with_the_busiest_block():
+    light = run(matrix="banded", n=128, bandwidth=1)
+    heavy = run(matrix="banded", n=128, bandwidth=6)
+    assert heavy["max_block_nnz"] > light["max_block_nnz"]
+    assert heavy["cycles"] > light["cycles"]
+
+
+def test_model_within_tolerance_small():
+    m = run(matrix="poisson2d", n=256, px=2, py=2)
+    assert abs(m["model_error_pct"]) <= spmv.VALIDATE_TOLERANCE_PCT
+
+
+def test_validation_case_registered():
+    case = registry.CASES["spmv"]
+    assert case.criterion == "mape"
+    assert case.tolerance == spmv.VALIDATE_TOLERANCE_PCT
+
+
+# -- bad input: one clear message each, exit 2 ------------------------------------------------
+def err_of(capsys, *sets):
+    argv = ["run", "spmv", "--json"]
+    for s in sets:
+        argv += ["--set", s]
+    code = main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2
+    return err
+
+
+def test_missing_file(capsys):
+    assert err_of(capsys, "matrix=nope/none.mtx") == (
+        "wafersim: error: config key 'matrix' = 'nope/none.mtx': no such file; allowed: a Matrix "
+        "Market file (.mtx) or a generator: random, banded, poisson2d, laplacian\n"
+    )
+
+
+def test_malformed_file(capsys, tmp_path):
+    bad = tmp_path / "bad.mtx"
+    bad.write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n")
+    err = err_of(capsys, f"matrix={bad}")
+    assert err.startswith(f"wafersim: error: config key 'matrix' = '{bad}': not a readable Matrix ")
+    assert err.endswith(
+        "; allowed: a Matrix Market file (.mtx) or a generator: random, banded, poisson2d, "
+        "laplacian\n"
+    )
+
+
+def test_not_square_for_iterations(capsys, tmp_path):
+    path = tmp_path / "rect.mtx"
+    scipy.io.mmwrite(path, sp.random(6, 8, density=0.5, rng=np.random.default_rng(1)))
+    assert err_of(capsys, f"matrix={path}", "iterations=3", "px=2", "py=2") == (
+        f"wafersim: error: config key 'matrix' = '{path}': is 6 x 8; iterations = 3 needs a "
+        "square matrix (y feeds the next product); allowed: iterations = 1 for a rectangular "
+        "matrix\n"
+    )
+
+
+def test_too_large_for_sram(capsys):
+    assert err_of(capsys, "matrix=banded", "n=4096", "bandwidth=8", "px=2", "py=2") == (
+        "wafersim: error: config key 'matrix' = 'banded': 4096 x 4096 with 69,560 non-zeros "
+        "needs 228,954 B per PE on 2 x 2 PEs but a PE has 47,104 B beside the code; the "
+        "smallest square rectangle that fits is 10 x 10 (--set px=10 --set py=10)\n"
+    )
+
+
+def test_square_pe_block_for_iterations():
+    with pytest.raises(ConfigError) as exc:
+        cfg.load(spmv.SpmvParams, {"iterations": 2, "px": 4, "py": 2})
+    assert str(exc.value) == (
+        "config key 'px' = 4: iterations > 1 needs a square PE block (px = py; py = 2): block "
+        "row r of y becomes block column r of x on the diagonal"
+    )
+
+
+def test_density_out_of_range():
+    with pytest.raises(ConfigError) as exc:
+        cfg.load(spmv.SpmvParams, {"matrix": "random", "density": 1.5})
+    assert str(exc.value) == "config key 'density' = 1.5: must be in (0, 1]; allowed: (0, 1]"
+
+
+def test_poisson_needs_square_n():
+    with pytest.raises(ConfigError) as exc:
+        cfg.load(spmv.SpmvParams, {"matrix": "poisson2d", "n": 50})
+    assert str(exc.value) == (
+        "config key 'n' = 50: matrix = 'poisson2d' needs a square grid: n must be a perfect "
+        "square; "
+        "allowed: e.g. 49 or 64"
+    )
+
+
+def test_cli_run_from_mtx(capsys):
+    code = main(["run", "spmv", "--set", f"matrix={POISSON_MTX}", "--set", "px=2", "--set",
+                 "py=2", "--json"])  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("cycles", "steady_iteration_cycles", "nnz", "model_cycles", "correct"):
+        assert key in data, key
+    assert data["correct"] is True and data["nnz"] == 288 - 64 + 64  # 5-point stencil, 8 x 8
+
+
+def test_cli_model(capsys):
+    code = main(["model", "spmv", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["cycles"] == pytest.approx(spmv.model(spmv.SpmvParams(iterations=3))["cycles"])

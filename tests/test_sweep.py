@@ -1,0 +1,394 @@
+"""Sweeps on Dask: points, the table, failures, resume after a kill, 1 vs 2 workers, validate.
+
+The clusters are real local Dask clusters of worker processes, started once for the module;
+the points are small link-chain runs (tens of milliseconds each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from kernel_harness import Dst, Src
+
+from simcore import Component, Simulation
+from simcore.errors import BuildError, ConfigError, ScenarioError, WafersimError
+from workloads import engine, registry, scenario, sweep
+from workloads.cli import main
+from workloads.kernel.linkchain import LinkChainParams
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def client2():
+    with engine.connect(workers=2) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def client1():
+    """One worker, a thread of this process: it starts at once, and its process has run other
+    things first, unlike the two fresh worker processes of ``client2``."""
+    with engine.connect(workers=1, processes=False) as client:
+        yield client
+
+
+def grid_sweep(tmp_path: Path, *, extra: str = "") -> str:
+    """A sweep file: stages x (items, sink interval zipped), a point with an invalid value."""
+    path = tmp_path / "chain.toml"
+    path.write_text(
+        'scenario = "link-chain"\n'
+        "[set]\nseed = 3\n"
+        "[grid]\nstages = [1, 3]\n"
+        "[[zip]]\nitems = [50, 200, 400]\nsink_interval_cycles = [1, 2, 0]\n" + extra
+    )
+    return str(path)
+
+
+def measured_dropped(table) -> Any:
+    return table.drop_columns(list(sweep.MEASURED))
+
+
+# -- the sweep's points, without a cluster ---------------------------------------------------------
+def test_values_of_an_axis():
+    assert sweep.parse_values("p=4,8,16") == ("p", [4, 8, 16])
+    assert sweep.parse_values("flavour=fwd,bwd") == ("flavour", ["fwd", "bwd"])
+    assert sweep.parse_values("x=1.5, true") == ("x", [1.5, True])
+    assert sweep.parse_values("pair=[1,2],[3,4]") == ("pair", [[1, 2], [3, 4]])
+    with pytest.raises(ConfigError) as err:
+        sweep.parse_values("p")
+    assert str(err.value) == (
+        "config key 'p': an axis must look like KEY=V1,V2,...; e.g. --grid p=4,8,16"
+    )
+
+
+def test_crossed_and_zipped_axes_in_order(tmp_path):
+    sw = sweep.load(grid_sweep(tmp_path), grid=["pipe=false,true"])
+    assert sw.keys == ["stages", "items", "sink_interval_cycles", "pipe"]
+    combos = list(sw.combinations())
+    assert len(combos) == 2 * 3 * 2
+    assert combos[:3] == [
+        {"stages": 1, "items": 50, "sink_interval_cycles": 1, "pipe": False},
+        {"stages": 1, "items": 50, "sink_interval_cycles": 1, "pipe": True},
+        {"stages": 1, "items": 200, "sink_interval_cycles": 2, "pipe": False},
+    ]
+    points = sw.points()
+    assert [p.index for p in points] == list(range(12))
+    assert all(p.params.seed == 3 for p in points if p.params is not None)
+    bad = [p for p in points if p.params is None]  # sink_interval_cycles = 0
+    assert len(bad) == 4 and bad[0].error.startswith(
+        "config key 'sink_interval_cycles' = 0: out of range; allowed: 1 .. 10000"
+    )
+    # --set wins over the file's [set]; the hash follows the full configuration
+    again = sweep.load(grid_sweep(tmp_path), grid=["pipe=false,true"], overrides=["seed=4"])
+    assert again.points()[0].params.seed == 4
+    assert again.points()[0].config_hash != points[0].config_hash
+    assert sweep.load(grid_sweep(tmp_path)).points()[0].config_hash == points[0].config_hash
+
+
+def test_a_key_the_scenario_lacks_is_an_error_of_the_sweep(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        sweep.load("link-chain", grid=["stagse=1,2"]).points()
+    assert str(err.value) == (
+        "config key 'stagse': unknown key; allowed: seed, stages, items, latency_cycles, "
+        "capacity, items_per_cycle, pipe, sink_interval_cycles, clock_hz; did you mean 'stages'?"
+    )
+    with pytest.raises(ScenarioError) as err:
+        sweep.load("link-chain", zip_=["stages=1,2", "items=5"])
+    assert str(err.value) == (
+        "--zip: zipped lists must have the same length (stages has 2, items has 1)"
+    )
+    with pytest.raises(ScenarioError) as err:
+        sweep.load("link-chain", grid=["stages=1,2", "stages=3"])
+    assert str(err.value) == "sweep key(s) stages on more than one axis; keep one"
+
+
+# -- one point, in this process --------------------------------------------------------------------
+class _Waiter(Component):
+    """Waits for a flag nobody sets, one cycle at a time: a livelock (progress stays 0)."""
+
+    def start(self) -> None:
+        self.process(self._run(), "poll")
+
+    def _run(self) -> Any:
+        while True:
+            yield self.env.timeout(self.domain.ticks(1))
+
+    def progress_count(self) -> int:
+        return 0
+
+
+def _stall(sim: Simulation, p: Any) -> None:
+    dom = sim.domain("clk", 1_000_000_000)
+    top = Component(sim, "top", domain=dom)
+    src = Src(top, "src", [1], [0], [])
+    dst = Dst(top, "dst", 2, [0, 0], [])  # waits for a second item never sent
+    sim.connect(src.out, dst.inp, latency_cycles=1, capacity=1)
+
+
+def _livelock(sim: Simulation, p: Any) -> None:
+    _Waiter(sim, "waiter", domain=sim.domain("clk", 1_000_000_000))
+
+
+def _bug(sim: Simulation, p: Any) -> None:
+    raise ZeroDivisionError("a bug in a workload")
+
+
+@pytest.mark.parametrize(
+    ("build", "status", "error_start"),
+    [
+        (_stall, "stalled", "scenario 'test' stalled at cycle "),
+        (_livelock, "livelock", "scenario 'test' livelocked at cycle 39,999:"),
+        (_bug, "failed", "Traceback (most recent call last):"),
+    ],
+)
+def test_a_failing_point_is_an_outcome_not_an_exception(monkeypatch, build, status, error_start):
+    kind = registry.WorkloadKind("test", "", registry.ScenarioParams, build, lambda *a: {})
+    monkeypatch.setitem(registry.KINDS, "test", kind)
+    out = engine.run_point(
+        "test", registry.ScenarioParams(), scenario_name="test", livelock_cycles=1000
+    )
+    assert out["status"] == status and out["metrics"] == {}
+    assert out["error"].startswith(error_start)
+    if status == "failed":
+        assert out["error"].endswith("ZeroDivisionError: a bug in a workload\n")
+    assert out["wall_s"] > 0 and out["peak_rss_bytes"] > 10_000_000
+
+
+def test_a_point_past_its_time_limit_times_out_and_keeps_its_trace(tmp_path):
+    trace = tmp_path / "t.arrows"
+    out = engine.run_point(
+        "link-chain", LinkChainParams(items=100_000), scenario_name="link-chain",
+        trace_path=str(trace), trace_level="summary", time_limit_s=0.01,
+    )  # fmt: skip
+    assert out["status"] == "timeout"
+    assert out["error"] == "still running after the time limit of 0.01 s"
+    assert out["trace"] == str(trace) and trace.exists()
+
+
+# -- on a cluster ----------------------------------------------------------------------------------
+def test_a_sweep_on_two_workers(client2, tmp_path):
+    sw = sweep.load(grid_sweep(tmp_path))
+    out = str(tmp_path / "t.parquet")
+    outcome = engine.run_sweep(client2, sw, out, traces=str(tmp_path / "traces"))
+    assert (outcome.points, outcome.ran, outcome.skipped, outcome.workers) == (6, 4, 0, 2)
+    assert outcome.counts == {"completed": 4, "invalid": 2}
+    assert not os.path.exists(out + ".journal.jsonl")
+    table = pq.read_table(out)
+    assert table.column_names[:5] == ["point", "stages", "items", "sink_interval_cycles", "status"]
+    assert table.column_names[-6:] == [
+        "wall_s", "peak_rss_bytes", "attempts", "config_hash", "config", "trace"
+    ]  # fmt: skip
+    rows = table.to_pylist()
+    assert [r["status"] for r in rows] == ["completed", "completed", "invalid"] * 2
+    for r, p in zip(rows, sw.points(), strict=True):
+        assert (r["stages"], r["items"]) == (p.values["stages"], p.values["items"])
+        assert r["config_hash"] == p.config_hash
+        if r["status"] != "completed":
+            assert r["error"].startswith("config key 'sink_interval_cycles' = 0: out of range")
+            assert r["cycles"] is None and r["attempts"] == 0 and r["trace"] is None
+            continue
+        # the metrics are the simulation's, as a run in this process gives them
+        serial = scenario.run_kind("link-chain", p.params)
+        assert {k: r[k] for k in serial} == serial
+        assert r["error"] is None and r["attempts"] == 1 and r["wall_s"] > 0
+        assert json.loads(r["config"])["items"] == r["items"]
+        assert os.path.exists(r["trace"])
+        assert r["trace"].endswith(f"-{r['config_hash'][:12]}.arrows")
+    # the table's own record of its metrics: resume reads results back from it exactly
+    again = engine.run_sweep(client2, sw, out)
+    assert (again.ran, again.skipped) == (0, 6)
+    assert measured_dropped(pq.read_table(out)).equals(measured_dropped(table))
+
+
+def test_the_same_table_with_one_and_two_workers(client1, client2, tmp_path):
+    sw = sweep.load("link-chain", grid=["stages=1,2,4", "items=30,300"], overrides=["seed=1"])
+    tables = []
+    for client, name in ((client1, "one"), (client2, "two")):
+        out = str(tmp_path / f"{name}.parquet")
+        engine.run_sweep(client, sw, out)
+        tables.append(pq.read_table(out))
+    one, two = tables
+    assert one.num_rows == 6 and set(one.column("status").to_pylist()) == {"completed"}
+    assert measured_dropped(one).equals(measured_dropped(two))
+    assert one.schema.metadata == two.schema.metadata
+
+
+def test_failed_points_are_recorded_retried_and_the_sweep_goes_on(client2, tmp_path):
+    sw = sweep.load("link-chain", grid=["items=20,100000,30"])
+    out = str(tmp_path / "t.parquet")
+    outcome = engine.run_sweep(client2, sw, out, time_limit_s=0.01, retries=1)
+    assert outcome.counts == {"completed": 2, "timeout": 1}
+    rows = pq.read_table(out).to_pylist()
+    assert [(r["status"], r["attempts"]) for r in rows] == [
+        ("completed", 1), ("timeout", 2), ("completed", 1),
+    ]  # fmt: skip
+    assert rows[1]["error"] == "still running after the time limit of 0.01 s"
+    assert rows[1]["received"] is None and rows[0]["received"] == 20
+    # a timeout is not final: a resume runs that point again
+    outcome = engine.run_sweep(client2, sw, out, time_limit_s=0.01)
+    assert (outcome.ran, outcome.skipped) == (1, 2)
+
+
+def test_the_same_configuration_twice_runs_once(client1, tmp_path):
+    sw = sweep.load("link-chain", grid=["items=5,5,6"], overrides=["seed=0"])
+    outcome = engine.run_sweep(client1, sw, str(tmp_path / "d.parquet"))
+    assert (outcome.points, outcome.ran) == (3, 2)
+    rows = pq.read_table(str(tmp_path / "d.parquet")).to_pylist()
+    assert [r["point"] for r in rows] == [0, 1, 2]
+    assert {k: v for k, v in rows[0].items() if k != "point"} == {
+        k: v for k, v in rows[1].items() if k != "point"
+    }
+
+
+def test_a_point_that_kills_its_worker_is_found_and_recorded(client1, tmp_path, monkeypatch):
+    """A task that ends in an error (as when its worker dies: KilledWorker) is a crash. Tiny
+    points travel several to a task; the points of a crashed task run again one per task, so
+    that only the culprit is recorded as crashed."""
+    real = engine.run_chunk
+
+    def dies_at_13(kind, items, **options):
+        if any(params.items == 13 for params, _ in items):
+            raise RuntimeError("the worker died")
+        return real(kind, items, **options)
+
+    monkeypatch.setattr(engine, "run_chunk", dies_at_13)
+    sw = sweep.load("link-chain", grid=["items=" + ",".join(map(str, range(1, 31)))])
+    out = str(tmp_path / "c.parquet")
+    outcome = engine.run_sweep(client1, sw, out, retries=1)
+    assert outcome.counts == {"completed": 29, "crashed": 1}
+    rows = pq.read_table(out).to_pylist()
+    assert [
+        (r["items"], r["error"], r["attempts"]) for r in rows if r["status"] != "completed"
+    ] == [(13, "RuntimeError: the worker died", 2)]
+
+
+def test_resume_after_the_sweep_is_killed(client2, tmp_path):
+    """A ``wafersim sweep`` process is killed (SIGKILL) part-way: a second run reuses the
+    journal's points and ends with the table a sweep without a kill gives."""
+    # points of a quarter of a second or more run one per task: results arrive one by one
+    grid = ["stages=1,2", "items=8000,8001"]
+    out = tmp_path / "k.parquet"
+    journal = Path(str(out) + ".journal.jsonl")
+    cmd = [sys.executable, "-m", "workloads.cli", "sweep", "link-chain", "--quiet",
+           "--scheduler", client2.scheduler.address, "-o", str(out)]  # fmt: skip
+    for g in grid:
+        cmd += ["--grid", g]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and journal.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, proc.stderr.read().decode()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    assert not out.exists()
+    kept = len(sweep.Journal(str(out)).read())
+    assert 1 <= kept < 4
+    sw = sweep.load("link-chain", grid=grid)
+    outcome = engine.run_sweep(client2, sw, str(out))
+    assert (outcome.points, outcome.ran, outcome.skipped) == (4, 4 - kept, kept)
+    fresh = tmp_path / "fresh.parquet"
+    engine.run_sweep(client2, sw, str(fresh))
+    assert measured_dropped(pq.read_table(out)).equals(measured_dropped(pq.read_table(fresh)))
+
+
+def test_validate_with_workers_gives_the_serial_rows(client2):
+    (case,) = registry.find_cases(["wse-bcast"])
+    assert case.run(engine.DaskRunner(client2)) == case.run(scenario.run_points)
+
+
+def test_a_validation_point_that_fails_raises_its_error_in_the_client(client1, monkeypatch):
+    def build(sim, p):
+        raise BuildError("the wafer is too small for this program")
+
+    kind = registry.WorkloadKind("test", "", registry.ScenarioParams, build, lambda *a: {})
+    monkeypatch.setitem(registry.KINDS, "test", kind)  # client1's worker is a thread of ours
+    with pytest.raises(WafersimError) as err:
+        engine.DaskRunner(client1)("test", [registry.ScenarioParams(seed=s) for s in range(3)])
+    assert str(err.value) == "the wafer is too small for this program"
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_sweep_and_plot_sweep_commands(client2, tmp_path, capsys):
+    out = str(tmp_path / "s.parquet")
+    argv = ["sweep", "link-chain", "--grid", "stages=1,2", "--grid", "items=10,20,40",
+            "--scheduler", client2.scheduler.address, "-o", out, "--quiet", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["points"], summary["ran"], summary["counts"]) == (6, 6, {"completed": 6})
+    png = str(tmp_path / "p.png")
+    plot = ["plot", "sweep", out, "--x", "items", "--y", "cycles", "--hue", "stages", "-o", png]
+    assert main([*plot, "--logx", "--logy"]) == 0
+    assert capsys.readouterr().out == f"wrote {png}\n" and os.path.getsize(png) > 10_000
+    assert main(["plot", "sweep", out, "--x", "item", "--y", "cycles", "-o", png]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"wafersim: error: --x item: no such column in '{out}'; did you mean 'items'? columns: "
+    )
+
+
+def test_cluster_options_are_checked(capsys):
+    assert main(["sweep", "link-chain", "--workers", "0", "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        "wafersim: error: config key '--workers' = 0: out of range; allowed: 1 .. inf\n"
+    )
+    assert main(["validate", "link-chain", "--workers", "2", "--scheduler", "tcp://x:1"]) == 2
+    assert capsys.readouterr().err == (
+        "wafersim: error: --workers and --scheduler exclude each other: --workers sizes a local "
+        "cluster, a running cluster at --scheduler has the workers it has\n"
+    )
+
+
+def test_a_sweep_table_that_is_not_one_is_a_clear_error(tmp_path):
+    with pytest.raises(WafersimError) as err:
+        sweep.read_table(str(tmp_path / "none.parquet"))
+    assert str(err.value) == (
+        f"sweep table '{tmp_path / 'none.parquet'}' does not exist (write one with wafersim sweep)"
+    )
+
+
+# -- docs/sweeps.md ------------------------------------------------------------------------------
+DOC = ROOT / "docs" / "sweeps.md"
+
+
+def doc_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_docs_sweep_file_is_a_sweep(tmp_path):
+    (text,) = doc_blocks("toml")
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    sw = sweep.load(str(path))
+    assert sw.output == "out/summa-grid.parquet" and sw.fixed == (("wafer.fidelity", "fast"),)
+    assert sw.keys == ["p", "mt", "seed", "wafer.fabric.hop_latency_cycles", "wafer.clock_hz"]
+    points = sw.points()
+    assert len(points) == 3 * 3 * 2 and all(p.params is not None for p in points)
+    assert (points[-1].params.p, points[-1].params.mt, points[-1].params.seed) == (16, 4, 3)
+    assert points[-1].params.wafer.clock_hz == 1_100_000_000
+
+
+def test_the_docs_reading_examples_run(client1, tmp_path, monkeypatch, capsys):
+    blocks = doc_blocks("python")
+    text = "\n".join(blocks)
+    assert "import duckdb" in text and "import polars" in text and "pyarrow.parquet" in text
+    monkeypatch.chdir(tmp_path)
+    sw = sweep.load("summa", grid=["p=2,4", "mt=1,4,64"])
+    engine.run_sweep(client1, sw, "out/sweep.parquet")
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{DOC}:python block {i}", "exec"), {})
+        assert capsys.readouterr().out.strip()

@@ -1,0 +1,186 @@
+"""TPU collectives and transfers: results equal numpy on every kind of topology (rings, lines,
+several axes, uneven parts), payload=size gives the same times as real data, the bandwidth-bound
+times agree with the spec's formulas, the CLI's fixed keys, and bad input gets one exact message
+each (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simcore import config as cfg
+from simcore.errors import ConfigError
+from workloads import scenario
+from workloads.cli import main
+from workloads.tpu.collective import CollectiveParams
+from workloads.tpu.p2p import P2pParams
+
+SLICES = [
+    ("v5e", "4x4", "x"), ("v5e", "4x4", "xy"), ("v5e", "2x3", "yx"), ("v5e", "16x2", "x"),
+    ("v5e", "16x2", "xy"), ("v5p", "4x4x4", "xyz"), ("v5p", "4x4x4", "z"), ("v4p", "2x2x2", "xz"),
+    ("v6e", "16x1", "x"), ("v3", "3x2", "xy"),
+]  # fmt: skip
+
+
+def collective(**kw) -> dict:
+    return scenario.run_kind("tpu-collective", cfg.load(CollectiveParams, kw))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    where=st.sampled_from(SLICES),
+    op=st.sampled_from(["allgather", "reducescatter", "allreduce", "alltoall"]),
+    ring=st.sampled_from(["bidirectional", "unidirectional"]),
+    blocks=st.integers(1, 5),
+    chunk=st.sampled_from([4, 64, 1 << 20]),
+    dtype=st.sampled_from(["bf16", "f32"]),
+    seed=st.integers(0, 3),
+)
+def test_collectives_equal_numpy_and_size_mode_gives_the_same_time(
+    where, op, ring, blocks, chunk, dtype, seed
+):
+    chip, shape, axes = where
+    n = 1
+    for a in axes:
+        n *= int(shape.split("x")["xyz".index(a)])
+    item = 2 if dtype == "bf16" else 4
+    nbytes = item * n * (n if op == "alltoall" else 1) * blocks
+    kw = dict(chip=chip, topology=shape, axes=axes, op=op, ring=ring, bytes=nbytes, dtype=dtype,
+              seed=seed, ici={"chunk_bytes": chunk})  # fmt: skip
+    real = collective(**kw)
+    size = collective(**kw, payload="size")
+    assert real["correct"] is True
+    assert size["correct"] is None
+    assert real["time_s"] == size["time_s"]
+    assert real["hops"] == size["hops"]
+
+
+@pytest.mark.parametrize(
+    ("chip", "shape", "axes", "op", "ring"),
+    [
+        ("v5e", "16x16", "x", "allgather", "bidirectional"),
+        ("v5e", "16x16", "y", "reducescatter", "bidirectional"),
+        ("v5e", "16x16", "x", "allreduce", "bidirectional"),
+        ("v5e", "16x16", "x", "allgather", "unidirectional"),
+        ("v5e", "8x16", "x", "allgather", "bidirectional"),  # a line: no wraparound on x
+        ("v5p", "4x4x4", "z", "allreduce", "bidirectional"),
+        ("v5e", "16x16", "x", "alltoall", "bidirectional"),
+    ],
+)
+def test_bandwidth_bound_times_match_the_formulas(chip, shape, axes, op, ring):
+    m = collective(chip=chip, topology=shape, axes=axes, op=op, ring=ring,
+                   bytes=1 << 28, payload="size")  # fmt: skip
+    assert m["model_bound"] == "bandwidth"
+    assert abs(m["model_error_pct"]) < 2.5 if op != "alltoall" else abs(m["model_error_pct"]) < 5
+
+
+def test_no_wraparound_doubles_the_time():
+    ring = collective(chip="v5e", topology="16x16", axes="x", bytes=1 << 26, payload="size")
+    line = collective(chip="v5e", topology="8x16", axes="y", bytes=1 << 26, payload="size")
+    assert ring["time_s"] == line["time_s"]  # y wraps on 8x16: the same 16-chip ring
+    cut = collective(chip="v5e", topology="15x16", axes="x", bytes=15 * (1 << 22), payload="size")
+    full = collective(chip="v5e", topology="16x16", axes="x", bytes=15 * (1 << 22), payload="size")
+    assert 1.8 < cut["time_s"] / full["time_s"] < 2.0
+
+
+def test_latency_bound_collectives_take_a_hop_latency_per_hop():
+    m = collective(chip="v5e", topology="16x16", axes="x", bytes=16 * 64, payload="size")
+    assert m["model_bound"] == "latency" and m["hops"] == 8
+    assert 8e-6 < m["time_s"] < 8.2e-6
+
+
+def test_cli_collective_prints_the_fixed_keys(capsys):
+    code = main([
+        "run", "tpu-collective", "--set", "chip=v5e", "--set", "topology=4x4", "--set",
+        "op=allgather", "--set", "axes=x", "--set", "bytes=33554432", "--set", "dtype=bf16",
+        "--json", "--quiet",
+    ])  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("time_s", "hops", "algbw_Bps", "busbw_Bps", "link_utilisation", "correct"):
+        assert key in data
+    assert data["correct"] is True and data["hops"] == 3
+    assert data["algbw_Bps"] == pytest.approx(33554432 / data["time_s"])
+    assert data["busbw_Bps"] == pytest.approx(data["algbw_Bps"] * 3 / 4)
+
+
+def test_cli_p2p_prints_the_fixed_keys(capsys):
+    code = main([
+        "run", "tpu-p2p", "--set", "chip=v5e", "--set", "topology=4x4", "--set", "src=0,0",
+        "--set", "dst=3,3", "--set", "bytes=17000000", "--json", "--quiet",
+    ])  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {k: data[k] for k in ("hops", "paths", "correct")} == {
+        "hops": 6, "paths": 1, "correct": True,
+    }  # fmt: skip
+    assert 0 < data["first_byte_s"] < data["time_s"]
+    assert abs(data["model_error_pct"]) < 0.1
+
+
+def test_p2p_split_over_disjoint_paths_is_faster_and_correct():
+    small = {"bytes": 4_000_000, "ici": {"chunk_bytes": 65536}}
+    one = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, small))
+    two = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, {**small, "paths": 2}))
+    assert two["correct"] is True and two["paths"] == 2
+    assert two["time_s"] < 0.7 * one["time_s"]
+    assert two["first_byte_s"] == one["first_byte_s"]
+    size = scenario.run_kind(
+        "tpu-p2p", cfg.load(P2pParams, {**small, "paths": 2, "payload": "size"})
+    )
+    assert size["time_s"] == two["time_s"]
+
+
+BAD = [
+    ("tpu-collective", ["chip=v9"], "config key 'chip' = 'v9': unknown TPU generation; allowed: "
+     "v3, v4p, v5p, v5e, v6e; pick one with --set chip=v5e"),
+    ("tpu-collective", ["topology=4x4x4"], "config key 'topology' = '4x4x4': v5e slices are 2-D "
+     "(v5e's ICI is a 2-D torus with 4 neighbours per chip); allowed: 2 axes up to 16x16"),
+    ("tpu-collective", ["topology=4x0"], "config key 'topology' = '4x0': every axis needs at "
+     "least one chip; allowed: >= 1 per axis"),
+    ("tpu-collective", ["axes=z"], "config key 'axes' = 'z': the 4x4 slice has no axis 'z'; "
+     "allowed: x, y"),
+    ("tpu-collective", ["bytes=1002"], "config key 'bytes' = 1002: does not divide into 4 shards "
+     "of whole bf16 elements (8 bytes each step; set by op, axes and dtype); allowed: a "
+     "multiple of 8, e.g. 1000 or 1008"),
+    ("tpu-collective", ["bytes=17179869184"], "config key 'bytes' = 17179869184: each chip would "
+     "hold 17,179,869,184 bytes but a v5e chip has 16,000,000,000 bytes of HBM; allowed: at "
+     "most 16,000,000,000 bytes per chip"),
+    ("tpu-p2p", ["src=4,0"], "config key 'src' = '4,0': not a chip of the 4x4 slice; allowed: "
+     "0..3,0..3"),
+    ("tpu-p2p", ["dst=0,0,1"], "config key 'dst' = '0,0,1': not a chip of the 4x4 slice; "
+     "allowed: 0..3,0..3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "sets", "message"), BAD)
+def test_bad_input_gets_one_clear_message(capsys, name, sets, message):
+    argv = ["run", name, "--quiet"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"wafersim: error: {message}\n"
+
+
+def test_real_payload_too_large_to_hold_points_to_size():
+    with pytest.raises(ConfigError) as err:
+        cfg.load(CollectiveParams, {"topology": "16x16", "bytes": 1 << 30})
+    assert str(err.value) == (
+        "config key 'payload' = 'real': real arrays on 256 chips need 549,755,813,888 bytes of "
+        "host memory here (limit 2,147,483,648); allowed: real up to that size, size for "
+        "larger arrays; use --set payload=size (same timing, no data)"
+    )
+
+
+@pytest.mark.slow
+def test_validate_tpu_passes(capsys):
+    """`wafersim validate tpu tpu-explained`: the formulas hold within 5 % where their
+    assumptions do, and every other row names its reason."""
+    assert main(["validate", "tpu", "tpu-explained"]) == 0
+    out = capsys.readouterr().out
+    for line in out.splitlines():
+        if line.startswith("tpu-explained "):
+            assert "[" in line and "]" in line

@@ -1,0 +1,234 @@
+"""Slices of a TPU pod as graphs: which chips exist, which are linked, where axes wrap around.
+
+A slice is a box of chips ``shape = (X, Y[, Z])`` cut from a generation's pod. Chips are named
+by coordinates; ICI links join nearest neighbours only (far chips are reached by hops through
+the chips between). Whether an axis closes into a ring is each generation's rule:
+
+- v4p, v5p (``"cubes"``): pods are made of 4x4x4 cubes joined by optical switches; a slice made of
+  whole cubes (every axis a multiple of 4) wraps on every axis, a smaller one wraps on none;
+- v3, v5e, v6e (``"full-axis"``): one fixed torus; an axis wraps only when it spans the whole pod
+  axis (16 on v5e/v6e: an 8x16 slice wraps on its long axis only).
+
+The graph is a ``networkx.DiGraph`` with one edge per link *direction* (a link is two channels),
+each edge carrying its axis, its sign (+1 or -1) and whether it is a wraparound edge. Axes of
+size 1 have no links; an axis of size 2 that wraps has one link pair (the two directions), not two
+parallel ones. Routes: dimension order (x, then y, then z; on each axis the shorter way, the
+positive one on a tie) and the set of all minimal dimension-ordered paths, for splitting a
+transfer over several ports.
+
+Multi-slice: :class:`DcnPath` is the chain a byte takes between slices (HBM -> PCIe -> host NIC ->
+network -> host -> PCIe -> HBM) with the spec's bandwidths; the bottleneck sets its rate.
+
+Bad shapes are :class:`ConfigError` naming the rule broken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+import networkx as nx
+
+from simcore.errors import ConfigError
+from tpu.chips import DCN_BYTES_PER_S, PCIE_BYTES_PER_S, ChipSpec
+
+AXES = "xyz"
+Coord = tuple[int, ...]
+
+
+def parse_shape(text: str, key: str = "topology") -> tuple[int, ...]:
+    """``"4x4"`` -> ``(4, 4)``; anything else is a ConfigError on ``key``."""
+    parts = str(text).lower().split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(
+            key, text, "not a slice shape", allowed="X x Y or X x Y x Z, e.g. 4x4 or 4x4x8",
+            hint=f"set it with --set {key}=4x4",
+        ) from None  # fmt: skip
+    return shape
+
+
+def wraps(spec: ChipSpec, shape: Sequence[int]) -> tuple[bool, ...]:
+    """Which axes of a slice of ``shape`` close into rings, by the generation's rule."""
+    if spec.wrap_rule == "cubes":
+        whole = all(a % 4 == 0 for a in shape)
+        return tuple(whole and a > 1 for a in shape)
+    return tuple(a == p and a > 1 for a, p in zip(shape, spec.pod, strict=True))
+
+
+def check_shape(spec: ChipSpec, shape: Sequence[int], key: str = "topology") -> None:
+    """Reject a shape the generation cannot have, naming the rule."""
+    text = "x".join(str(a) for a in shape)
+    if len(shape) != spec.dims:
+        raise ConfigError(
+            key, text, f"{spec.name} slices are {spec.dims}-D ({spec.name}'s ICI is a "
+            f"{spec.dims}-D torus with {2 * spec.dims} neighbours per chip)",
+            allowed=f"{spec.dims} axes up to {'x'.join(map(str, spec.pod))}",
+        )  # fmt: skip
+    if any(a < 1 for a in shape):
+        raise ConfigError(key, text, "every axis needs at least one chip", allowed=">= 1 per axis")
+    for name, a, p in zip(AXES, shape, spec.pod, strict=False):
+        if a > p:
+            raise ConfigError(
+                key, text, f"axis {name} has {a} chips but a {spec.name} pod has {p} on it",
+                allowed=f"1 .. {p} on axis {name} (pod {'x'.join(map(str, spec.pod))})",
+            )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    """One direction of one ICI link."""
+
+    src: Coord
+    dst: Coord
+    axis: int
+    sign: int
+    wrap: bool
+
+
+class Slice:
+    """A slice of ``shape`` on generation ``spec``: coordinates, links, wraparound, routes."""
+
+    def __init__(self, spec: ChipSpec, shape: Sequence[int], key: str = "topology") -> None:
+        check_shape(spec, shape, key)
+        self.spec = spec
+        self.shape = tuple(shape)
+        self.wrap = wraps(spec, self.shape)
+        self.coords: list[Coord] = list(itertools.product(*(range(a) for a in self.shape)))
+        self.index = {c: i for i, c in enumerate(self.coords)}
+        self.graph = nx.DiGraph()
+        self.graph.add_nodes_from(self.coords)
+        edges: dict[tuple[Coord, Coord], dict[str, object]] = {}
+        for c in self.coords:
+            for axis, size in enumerate(self.shape):
+                for sign in (1, -1):
+                    n = self.neighbour(c, axis, sign)
+                    if n is None or (c, n) in edges:
+                        continue  # an axis of 2 that wraps: one link pair, not two
+                    wrap = not 0 <= c[axis] + sign < size
+                    edges[(c, n)] = {"axis": axis, "sign": sign, "wrap": wrap}
+        self.graph.add_edges_from((a, b, d) for (a, b), d in edges.items())
+
+    @property
+    def chips(self) -> int:
+        return len(self.coords)
+
+    @property
+    def name(self) -> str:
+        return "x".join(map(str, self.shape))
+
+    def neighbour(self, c: Coord, axis: int, sign: int) -> Coord | None:
+        """The chip one hop from ``c`` along ``axis`` in direction ``sign``, or None at an edge."""
+        size = self.shape[axis]
+        if size == 1:
+            return None
+        v = c[axis] + sign
+        if not 0 <= v < size:
+            if not self.wrap[axis]:
+                return None
+            v %= size
+        return (*c[:axis], v, *c[axis + 1 :])
+
+    def edges(self) -> list[Edge]:
+        """Every link direction, in a fixed order."""
+        return [
+            Edge(a, b, d["axis"], d["sign"], d["wrap"])
+            for a, b, d in sorted(self.graph.edges(data=True))
+        ]
+
+    def axis_index(self, name: str, key: str = "axes") -> int:
+        i = AXES.find(name)
+        if i < 0 or i >= len(self.shape):
+            raise ConfigError(
+                key, name, f"the {self.name} slice has no axis '{name}'",
+                allowed=", ".join(AXES[: len(self.shape)]),
+            )  # fmt: skip
+        return i
+
+    def parse_coord(self, text: str, key: str) -> Coord:
+        try:
+            c = tuple(int(v) for v in str(text).split(","))
+        except ValueError:
+            c = ()
+        inside = len(c) == len(self.shape) and all(
+            0 <= v < a for v, a in zip(c, self.shape, strict=True)
+        )
+        if not inside:
+            raise ConfigError(
+                key, text, f"not a chip of the {self.name} slice",
+                allowed=",".join(f"0..{a - 1}" for a in self.shape),
+            )  # fmt: skip
+        return c
+
+    # -- routes ----------------------------------------------------------------------------------
+    def _axis_moves(self, a: int, b: int, axis: int) -> list[int]:
+        """Signs that reach ``b`` from ``a`` on ``axis`` by a shortest way (two on a tie)."""
+        size, d = self.shape[axis], b - a
+        if d == 0:
+            return []
+        if not self.wrap[axis]:
+            return [1 if d > 0 else -1]
+        fwd, back = d % size, (-d) % size
+        if fwd < back:
+            return [1]
+        if back < fwd:
+            return [-1]
+        return [1, -1]
+
+    def _walk(self, src: Coord, dst: Coord, order: Sequence[int], signs: Sequence[int]) -> list:
+        path, c = [src], src
+        for axis, sign in zip(order, signs, strict=True):
+            while c[axis] != dst[axis]:
+                c = self.neighbour(c, axis, sign)  # type: ignore[assignment]
+                path.append(c)
+        return path
+
+    def route(self, src: Coord, dst: Coord) -> list[Coord]:
+        """Dimension-order route: x first, then y, then z; the shorter way round, + on a tie."""
+        order = [ax for ax in range(len(self.shape)) if src[ax] != dst[ax]]
+        signs = [self._axis_moves(src[ax], dst[ax], ax)[0] for ax in order]
+        return self._walk(src, dst, order, signs)
+
+    def minimal_paths(self, src: Coord, dst: Coord) -> list[list[Coord]]:
+        """Every dimension-ordered minimal path (axis orders x ties in direction): dimension
+        order first, then, greedily, each path sharing no link with those already taken (so the
+        first few leave the source by different ports), then the rest."""
+        moving = [ax for ax in range(len(self.shape)) if src[ax] != dst[ax]]
+        found: list[list[Coord]] = []
+        for order in itertools.permutations(moving):
+            for signs in itertools.product(*(self._axis_moves(src[a], dst[a], a) for a in order)):
+                path = self._walk(src, dst, order, signs)
+                if path not in found:
+                    found.append(path)
+        taken: list[list[Coord]] = []
+        used: set[tuple[Coord, Coord]] = set()
+        for path in found:
+            links = set(itertools.pairwise(path))
+            if not links & used:
+                taken.append(path)
+                used |= links
+        return taken + [p for p in found if p not in taken]
+
+
+@dataclasses.dataclass(frozen=True)
+class DcnPath:
+    """Between two slices: HBM -> PCIe -> host NIC -> network -> host -> PCIe -> HBM."""
+
+    hbm_bytes_per_s: float
+    pcie_bytes_per_s: float = PCIE_BYTES_PER_S
+    dcn_bytes_per_s: float = DCN_BYTES_PER_S
+
+    def stages(self) -> list[tuple[str, float]]:
+        return [
+            ("hbm", self.hbm_bytes_per_s),
+            ("pcie-out", self.pcie_bytes_per_s),
+            ("dcn", self.dcn_bytes_per_s),
+            ("pcie-in", self.pcie_bytes_per_s),
+            ("hbm", self.hbm_bytes_per_s),
+        ]
+
+    @property
+    def bottleneck_bytes_per_s(self) -> float:
+        return min(rate for _, rate in self.stages())

@@ -1,0 +1,444 @@
+"""A CS-2 system in the weight-streaming cluster, at wafer or PE fidelity.
+
+The CS-2 is a component in the wafer's clock domain with two ports, ``weights`` (in, from its
+SwarmX leaf) and ``grads`` (out). It does what each arriving chunk's command says
+(:class:`workloads.cluster.plan.Work`), chunk after chunk: the weight stream drives the wafer.
+Gradient chunks leave through its I/O port (:class:`swarmx.node.Interface`, ``io_bits_per_s`` =
+1.2 Tb/s), a child component with an on-wafer buffer of ``grad_buffer_chunks`` chunks, so
+sending overlaps the next chunk's compute.
+
+How long a chunk takes:
+
+- ``fidelity = "wafer"``: the calibrated row model of :mod:`workloads.cluster.calibration` for
+  the streamed products (fwd, bwd, wgrad) over this system's tokens, and its documented costs
+  for attention, softmax, GELU, residual adds and the embedding gather/scatter;
+- ``fidelity = "pe"``: each streamed product of the chunk runs as the cycle-level ``ws-matmul``
+  program (:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`) on a ``pe_px`` x
+  ``pe_py`` sub-array with the chunk's real data, in a simulation of its own; the chunk takes the
+  cycles those runs measured (the products run one after another), and the result is what the
+  PEs computed. Work without streamed weights keeps its documented cost.
+
+With data (functional runs), the wafer keeps its shard's activations for the step (one set per
+layer) and computes with the weights as streamed (FP16 values); its results come from the
+cycle-level PEs (``pe``) or numpy (``wafer``). ``exposed`` records, per step, the time the wafer
+had nothing to do because the next chunk had not arrived.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from memoryx.plan import Chunk, Entry
+from pe.wafer import WaferConfig
+from simcore.component import Component
+from simcore.config import param, section
+from simcore.sim import Simulation
+from simcore.tracing import TraceLevel
+from swarmx.node import Interface
+from workloads.cluster import calibration as cal
+from workloads.cluster import gpt
+from workloads.cluster.plan import Work
+from workloads.wafer import wsfwd, wsgrad
+from workloads.wafer.wscommon import WsMatmulParams
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Cs2Config:
+    """One CS-2 system (defaults: docs/hardware/cluster.md)."""
+
+    clock_hz: int = param(850_000_000, "wafer clock (the SDK measurements' 850 MHz)", min=1)
+    io_bits_per_s: float = param(1.2e12, "the system's I/O, bits/s each way (1.2 Tb/s)", min=1)
+    sram_bytes: int = param(
+        40 * 10**9, "on-wafer SRAM for stored activations, bytes (WSE-2: 40 GB)", min=1
+    )
+    grad_buffer_chunks: int = param(
+        2, "gradient chunks the wafer buffers while its I/O port sends", min=1
+    )
+    compute: cal.Cs2ComputeConfig = section(cal.Cs2ComputeConfig, "wafer-level compute model")
+    pe_px: int = param(8, "PE fidelity: sub-array columns", min=1, max=750)
+    pe_py: int = param(8, "PE fidelity: sub-array rows", min=1, max=994)
+    wafer: WaferConfig = section(WaferConfig, "PE fidelity: the cycle-level wafer")
+
+
+# -- timing of work without streamed weights (both fidelities) -----------------------------------
+def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -> float:
+    """Documented cost of the chunk's work that streams no weights: attention, loss, epilogues
+    (residual adds, GELU), embedding gather and scatter."""
+    t, h, s = seqs * shape.sequence, shape.hidden, shape.sequence
+    fwd = w.op != "dgrad"
+    if w.op in ("attn", "attn-grad"):
+        fmacs = 2 * seqs * s * s * h  # QK^T and PV
+        ew = seqs * shape.heads * s * s * 5  # scale, mask, exp, sum, divide
+        if w.op == "attn":
+            return cal.fmac_cycles(c, fmacs) + cal.elementwise_cycles(c, ew, 1)
+        return cal.fmac_cycles(c, 2 * fmacs) + cal.elementwise_cycles(c, ew, 2)
+    if w.op == "loss":
+        return cal.elementwise_cycles(c, t * shape.vocab, 5)
+    if w.op in ("embed", "embed-grad"):
+        rows = w.rows if w.op == "embed" else w.grad_rows
+        return cal.elementwise_cycles(c, t * h * rows / shape.vocab, 1)
+    if not w.last or w.op == "wgrad":
+        return 0.0
+    name = w.tensor.rpartition(".")[2]
+    # forward: residual add after proj and fc2, GELU (8 ops) after fc1; backward: GELU'
+    # and the product (9) after fc2's dX, residual adds after fc1 and qkv.
+    table = {"proj": 1, "fc1": 8, "fc2": 1} if fwd else {"fc1": 1, "qkv": 1, "fc2": 9}
+    ops = table.get(name, 0)
+    width = 4 * h if name == "fc1" or (name == "fc2" and not fwd) else h
+    return cal.elementwise_cycles(c, t * width, ops)
+
+
+def matmul_cycles(w: Work, tokens: int, c: cal.Cs2ComputeConfig) -> float:
+    """Wafer-level cycles of a chunk's streamed product: forward and activation gradient (the
+    same program, on W or W^T) or weight gradient."""
+    if w.op in ("matmul", "dgrad"):
+        return cal.matmul_cycles(cal.FWD, c, w.rows, w.width, tokens, w.density)
+    if w.op == "wgrad":
+        return cal.matmul_cycles(cal.WGRAD, c, w.grad_rows, w.grad_width, tokens, w.density)
+    return 0.0
+
+
+# -- the function (real data) --------------------------------------------------------------------
+class Function:
+    """A CS-2's shard of a GPT step on real data; ``matmul`` and ``wgrad`` compute the streamed
+    products (numpy, or the cycle-level PEs) and return (result, cycles)."""
+
+    def __init__(
+        self,
+        shape: gpt.Shape,
+        ids: np.ndarray,
+        targets: np.ndarray,
+        global_tokens: int,
+        pe: PeProducts | None,
+    ) -> None:
+        self.shape = shape
+        self.seqs = ids.shape[0]
+        self.ids = ids.reshape(-1)
+        self.targets = targets.reshape(-1)
+        self.global_tokens = global_tokens
+        self.pe = pe
+        self.act: dict[str, np.ndarray] = {}
+        self.out: np.ndarray | None = None
+        self.loss = 0.0
+
+    # the streamed products
+    def _fwd(self, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int]:
+        if self.pe is not None:
+            return self.pe.fwd(x, rows)
+        return (x @ rows.T).astype(np.float32), 0
+
+    def _wgrad(self, x: np.ndarray, dy: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, int]:
+        if self.pe is not None:
+            return self.pe.wgrad(x, dy, mask)
+        return np.where(mask, dy.T @ x, np.float32(0)).astype(np.float32), 0
+
+    def _input(self, tensor: str) -> str:
+        """The activation a matrix multiplies (forward), by the matrix's name."""
+        name = tensor.rpartition(".")[2]
+        layer = tensor.partition(".")[0]
+        return {
+            "qkv": f"{layer}.x",
+            "proj": f"{layer}.a",
+            "fc1": f"{layer}.h",
+            "fc2": f"{layer}.g",
+            "head": "y",
+        }[name]
+
+    def _dout(self, tensor: str) -> str:
+        """The gradient of a matrix's output (backward), by the matrix's name."""
+        name = tensor.rpartition(".")[2]
+        layer = tensor.partition(".")[0]
+        return {
+            "qkv": f"{layer}.dqkv",
+            "proj": f"{layer}.dh",
+            "fc1": f"{layer}.du",
+            "fc2": f"{layer}.dy",
+            "head": "dlogits",
+        }[name]
+
+    def run(self, e: Entry, payload: Any) -> tuple[Any, int]:
+        """Do entry ``e``'s work; returns (gradient rows or None, cycles measured on PEs)."""
+        w: Work = e.work
+        a, shape = self.act, self.shape
+        if w.op == "embed":
+            if w.first:
+                self.out = np.zeros((len(self.ids), shape.hidden), np.float32)
+            sel = (self.ids >= e.lo) & (self.ids < e.hi)
+            self.out[sel] = payload["rows"][self.ids[sel] - e.lo]  # type: ignore[index]
+            if w.last:
+                a["l0.x"] = self.out
+            return None, 0
+        if w.op == "attn":
+            a[f"l{w.layer}.a"], a[f"l{w.layer}.p"] = gpt.attention(
+                a[f"l{w.layer}.qkv"], self.seqs, shape.heads
+            )
+            return None, 0
+        if w.op == "attn-grad":
+            lay = f"l{w.layer}"
+            a[f"{lay}.dqkv"] = gpt.attention_grad(
+                a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads
+            )
+            return None, 0
+        if w.op == "loss":
+            self.loss, a["dlogits"] = gpt.loss_grad(a["logits"], self.targets, self.global_tokens)
+            return None, 0
+        if w.op == "embed-grad":
+            dx = a["l0.dx"]
+            sel = (self.ids >= e.glo) & (self.ids < e.ghi)
+            g = np.zeros((e.ghi - e.glo, shape.hidden), np.float32)
+            np.add.at(g, self.ids[sel] - e.glo, dx[sel])
+            return g, 0
+        if w.op == "matmul":
+            return None, self._matmul_fwd(e, payload["rows"])
+        if w.op == "dgrad":
+            return None, self._dgrad(e, payload["rows"])
+        return self._wgrad_rows(e, payload["request"])
+
+    def _matmul_fwd(self, e: Entry, rows: np.ndarray) -> int:
+        w: Work = e.work
+        x = self.act[self._input(w.tensor)]
+        if w.first:
+            self.out = np.zeros((x.shape[0], _rows_of(self.shape, w.tensor)), np.float32)
+        part, cycles = self._fwd(x, rows)
+        self.out[:, e.lo : e.hi] = part  # type: ignore[index]
+        if w.last:
+            self._fwd_epilogue(w, self.out)  # type: ignore[arg-type]
+        return cycles
+
+    def _fwd_epilogue(self, w: Work, out: np.ndarray) -> None:
+        a = self.act
+        name = w.tensor.rpartition(".")[2]
+        lay = f"l{w.layer}"
+        if name == "qkv":
+            a[f"{lay}.qkv"] = out
+        elif name == "proj":
+            a[f"{lay}.h"] = a[f"{lay}.x"] + out
+        elif name == "fc1":
+            a[f"{lay}.u"] = out
+            a[f"{lay}.g"] = gpt.gelu(out)
+        elif name == "fc2":
+            y = a[f"{lay}.h"] + out
+            a["y" if w.layer == self.shape.layers - 1 else f"l{w.layer + 1}.x"] = y
+        else:
+            a["logits"] = out
+
+    def _dgrad(self, e: Entry, rows: np.ndarray) -> int:
+        """dX[:, lo:hi] = dY · W[:, lo:hi]: the forward program on rows lo..hi of W^T."""
+        w: Work = e.work
+        dy = self.act[self._dout(w.tensor)]
+        if w.first:
+            self.out = np.zeros((dy.shape[0], self.act[self._input(w.tensor)].shape[1]), np.float32)
+        part, cycles = self._fwd(dy, rows)
+        self.out[:, e.lo : e.hi] = part  # type: ignore[index]
+        if w.last:
+            self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
+        return cycles
+
+    def _wgrad_rows(self, e: Entry, request: np.ndarray) -> tuple[np.ndarray, int]:
+        """dW[glo:ghi] = dY[:, glo:ghi]^T · X on the request mask."""
+        w: Work = e.work
+        dy = self.act[self._dout(w.tensor)]
+        x = self.act[self._input(w.tensor)]
+        return self._wgrad(x, dy[:, e.glo : e.ghi], request)
+
+    def _bwd_epilogue(self, w: Work, dx: np.ndarray) -> None:
+        a = self.act
+        name = w.tensor.rpartition(".")[2]
+        lay = f"l{w.layer}"
+        if name == "head":
+            a[f"l{self.shape.layers - 1}.dy"] = dx
+        elif name == "fc2":
+            a[f"{lay}.du"] = dx * gpt.gelu_grad(a[f"{lay}.u"])
+        elif name == "fc1":
+            a[f"{lay}.dh"] = a[f"{lay}.dy"] + dx
+        elif name == "proj":
+            a[f"{lay}.da"] = dx
+        else:
+            d = a[f"{lay}.dh"] + dx
+            a[f"l{w.layer - 1}.dy" if w.layer > 0 else "l0.dx"] = d
+
+
+def _rows_of(shape: gpt.Shape, tensor: str) -> int:
+    return {name: r for name, r, _ in shape.tensors()}[tensor]
+
+
+class PeProducts:
+    """The streamed products on the cycle-level wafer: a ``px`` x ``py`` sub-array runs the
+    ``ws-matmul`` programs with the chunk's data, each in a simulation of its own."""
+
+    def __init__(self, px: int, py: int, wafer: WaferConfig, seed: int) -> None:
+        self.px, self.py, self.wafer, self.seed = px, py, wafer, seed
+        self.runs = 0
+        self.events = 0
+
+    def _params(self, flavour: str, rows: int, cols: int, tokens: int) -> WsMatmulParams:
+        return WsMatmulParams(
+            flavour=flavour,
+            rows=rows,
+            cols=cols,
+            tokens=tokens,
+            density=1.0,
+            px=self.px,
+            py=self.py,
+            wafer=self.wafer,
+        )
+
+    def fwd(self, x: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, int]:
+        """X · M^T with M's rows streamed in (fwd; bwd is the same program on W^T)."""
+        p = self._params("fwd", m.shape[0], m.shape[1], x.shape[0])
+        sim = Simulation(seed=self.seed)
+        run = wsfwd.build(sim, p, data=(x, m))
+        self._run(sim)
+        return wsfwd.result_matrix(p, run), run.wafer.span_cycles()
+
+    def wgrad(self, x: np.ndarray, dy: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, int]:
+        """dY^T · X on ``mask``, the mask streamed in and the gradients out of the south edge."""
+        p = self._params("wgrad", mask.shape[0], mask.shape[1], x.shape[0])
+        sim = Simulation(seed=self.seed)
+        run = wsgrad.build(sim, p, data=(x, dy, mask))
+        self._run(sim)
+        out = np.zeros(mask.shape, np.float32)
+        for col, got in enumerate(wsgrad.result(run)):
+            block = out[:, col * p.f0 : (col + 1) * p.f0]
+            block[mask[:, col * p.f0 : (col + 1) * p.f0]] = got
+        return out, run.wafer.span_cycles()
+
+    def _run(self, sim: Simulation) -> None:
+        result = sim.run()
+        if result.status != "completed":
+            raise RuntimeError(f"PE-level product ended {result.status}: {result.report}")
+        self.runs += 1
+        self.events += result.events
+
+
+# -- the component -------------------------------------------------------------------------------
+class Cs2(Component):
+    """One CS-2: ``weights`` in, ``grads`` out; see the module docstring."""
+
+    def __init__(
+        self,
+        parent: Any,
+        name: str,
+        cfg: Cs2Config,
+        *,
+        shape: gpt.Shape,
+        seqs: int,
+        entries: int,
+        gradients: int,
+        fidelity: str,
+        function: Function | None,
+        pe: PeProducts | None,
+    ) -> None:
+        super().__init__(parent, name)
+        self.cfg = cfg
+        self.shape = shape
+        self.seqs = seqs
+        self.tokens = seqs * shape.sequence
+        self.entries = entries
+        self.fidelity = fidelity
+        self.function = function
+        self.pe = pe
+        self.in_port("weights")
+        self.out_port("to_io")
+        self.io = _GradPort(self, cfg.io_bits_per_s, gradients)
+        parent.sim.connect(
+            self.ports["to_io"],
+            self.io.ports["in"],
+            latency_cycles=0,
+            capacity=cfg.grad_buffer_chunks,
+            name=f"{self.path}/grad-buffer",
+        )
+        self.grads = self.io.ports["out"]
+        self.exposed: dict[int, int] = {}  # step -> ticks waiting for the next chunk
+        self.busy_ticks = 0
+        self.done = 0
+        self.step_end: dict[int, int] = {}
+
+    def start(self) -> None:
+        self.process(self._run(), "compute")
+
+    def progress_count(self) -> int:
+        return self.done
+
+    def pending(self) -> str | None:
+        left = self.entries - self.done
+        return f"{left} chunk(s) of the plan not yet computed" if left else None
+
+    def cycles_of(self, e: Entry, payload: Any) -> tuple[float, Any]:
+        """(cycles, gradient payload) of one chunk."""
+        w: Work = e.work
+        grad, pe_cycles = (None, 0)
+        if self.function is not None:
+            grad, pe_cycles = self.function.run(e, payload)
+        side = side_cycles(w, self.shape, self.seqs, self.cfg.compute)
+        if self.fidelity == "pe" and w.op == "matmul":
+            return pe_cycles + side, grad
+        return matmul_cycles(w, self.tokens, self.cfg.compute) + side, grad
+
+    def _run(self) -> Any:
+        inp, out = self.ports["weights"], self.ports["to_io"]
+        ops = self.sim.trace_level >= TraceLevel.OPS
+        for _ in range(self.entries):
+            t0 = self.env.now
+            chunk = yield inp.get()
+            e: Entry = chunk.entry
+            now = self.env.now
+            self.exposed[e.step] = self.exposed.get(e.step, 0) + now - t0
+            cycles, grad = self.cycles_of(e, chunk.payload)
+            dur = self.domain.ticks(round(cycles))
+            if dur:
+                yield self.env.timeout(dur)
+            self.busy_ticks += dur
+            if ops:
+                if now > t0:
+                    self.trace("wait", "wait for weights", t0, now - t0, entry=e.index)
+                self.trace(
+                    "compute",
+                    f"{e.pass_} {e.work}",
+                    now,
+                    dur,
+                    step=e.step,
+                    layer=e.work.layer,
+                    lo=e.lo,
+                    hi=e.hi,
+                    entry=e.index,
+                )
+            if e.returns_gradient:
+                yield out.put(Chunk(e, e.grad_bytes, grad))
+            self.done += 1
+            self.step_end[e.step] = self.env.now
+
+
+class _GradPort(Component):
+    """The CS-2's I/O port for gradients: serialises each chunk at the system's I/O rate."""
+
+    def __init__(self, cs2: Cs2, bits_per_s: float, gradients: int) -> None:
+        super().__init__(cs2, "io")
+        self.iface = Interface(f"{self.path}", self.domain, bits_per_s)
+        self.gradients = gradients
+        self.in_port("in")
+        self.out_port("out")
+
+    def start(self) -> None:
+        self.process(self._run(), "send")
+
+    def _run(self) -> Any:
+        inp, out = self.ports["in"], self.ports["out"]
+        ops = self.sim.trace_level >= TraceLevel.OPS
+        for _ in range(self.gradients):
+            chunk = yield inp.get()
+            start, end = self.iface.reserve(self.env.now, chunk.nbytes)
+            yield self.env.timeout(end - self.env.now)
+            if ops:
+                self.trace(
+                    "stream",
+                    "gradient",
+                    start,
+                    end - start,
+                    bytes=chunk.nbytes,
+                    entry=chunk.entry.index,
+                )
+            yield out.put(chunk)

@@ -1,0 +1,207 @@
+"""Analytical models of weight-streamed training, beside the simulation (never feeding it).
+
+**Requirements** (the spec's formulas, per model of the table): training FLOPs 6·tokens·P; the
+PFLOP/s that train in one week, 6·tokens·P / 604,800 s; MemoryX capacity 20 B·P; interconnect
+bandwidth each way P · iterations · 32 bit / 604,800 s, iterations = tokens / batch (FP16
+weights in twice, FP32 gradients out, per parameter per step). P and tokens are the table's
+(a custom model: its structural P and 3·10^11 tokens).
+
+**Step time** of the simulated configuration, read from the same execution plan the simulation
+walks (:func:`workloads.cluster.plan.build_plan`), as a recurrence over its chunks
+(:func:`step_model`): the wafer's compute per chunk (the CS-2's compute model, the one the
+wafer-level component uses), each chunk's serialisations and link latencies over the h links
+between MemoryX and a CS-2, the updates. The step boundary is what nothing hides: the first
+forward chunk of the next step (the embedding) needs the update of a gradient the wafer sends
+at the very end of the backward pass, so the wafer waits for the round trip::
+
+    round trip = gradient chunk up (h serialisations + h link latencies)
+               + its update (max(tier bytes / tier bandwidth, flops / ALU rate))
+               + the weight chunk read and sent down (h serialisations + h link latencies)
+
+The **latency-hiding condition** of the spec: the round trip is hidden when the first layer's
+compute exceeds it; here the wafer computes the weight gradients in forward order, so what
+covers the round trip is its work after sending the first streamed chunk's gradient: the first
+layer's weight gradients and the later layers' (``first_layer_compute_s`` vs ``round_trip_s``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from memoryx.plan import Entry
+from memoryx.store import BYTES_PER_PARAM
+from swarmx.tree import FANOUT
+from workloads.cluster import gpt
+from workloads.cluster.cs2 import matmul_cycles, side_cycles
+from workloads.cluster.plan import build_plan
+
+SECONDS_PER_WEEK = 604_800
+CUSTOM_TOKENS = 3e11
+
+
+def requirements(
+    name: str, p_params: float, tokens: float, batch_tokens: float
+) -> dict[str, float]:
+    """The spec's four requirement formulas."""
+    flops = 6 * tokens * p_params
+    iterations = tokens / batch_tokens
+    return {
+        "train_flops": flops,
+        "pflops_one_week": flops / SECONDS_PER_WEEK / 1e15,
+        "memoryx_bytes": BYTES_PER_PARAM * p_params,
+        "interconnect_bits_per_s": p_params * iterations * 32 / SECONDS_PER_WEEK,
+        "iterations": iterations,
+    }
+
+
+def tree_shape(systems: int, mode: str) -> tuple[int, int]:
+    """(logical nodes, links MemoryX -> CS-2) of the SwarmX tree, by formula."""
+    f = FANOUT[mode]
+    nodes, level, depth = 0, systems, 0
+    while depth == 0 or level > 1:
+        level = math.ceil(level / f)
+        nodes += level
+        depth += 1
+    return nodes, depth + 1
+
+
+def entry_compute_s(p: Any, e: Entry, shape: gpt.Shape, seqs: int) -> float:
+    c = p.cs2.compute
+    cycles = matmul_cycles(e.work, seqs * shape.sequence, c) + side_cycles(e.work, shape, seqs, c)
+    return round(cycles) / p.cs2.clock_hz
+
+
+def step_model(p: Any) -> dict[str, float]:
+    """Step time, exposed latency and the latency-hiding terms of configuration ``p``.
+
+    A walk of the plan (no events, no queues but FIFO order): chunk k leaves MemoryX when its
+    dependencies' updates are done and the tier and the I/O port have served chunk k-1; it
+    reaches the wafers h serialisations and h link latencies later (store and forward), no
+    sooner than one serialisation after chunk k-1; the wafer starts it when it arrives and
+    chunk k-1 is done, for the compute model's time; gradients go up the same way and are
+    applied in order, the wafer's gradient buffer holding ``grad_buffer_chunks`` and the weight
+    stream running at most 3·h chunks ahead of the wafer (two per link, one per node and in
+    MemoryX's port), each link passing at most ``link_buffer_chunks`` chunks per latency and
+    serialisation (its credit loop). Left out: the reader's prefetch buffer and the
+    tier's contention between reads and updates.
+    """
+    shape, seqs = p.shape(), p.seqs()
+    plan = build_plan(shape, p.plan_config())
+    mx, sw = p.memoryx, p.swarmx
+    _, h = tree_shape(p.systems, sw.mode)
+    io_rate = mx.io_bits_per_s / 8
+    down_rate = min(io_rate, sw.port_bits_per_s / 8)
+    up_rate = min(p.cs2.io_bits_per_s, sw.port_bits_per_s) / 8
+    latency = sw.link_latency_cycles / sw.clock_hz
+    tier_rate = {"dram": mx.dram_bytes_per_s, "flash": mx.flash_bytes_per_s}
+    tiers = p.placement().tier_of
+    opt = mx.opt()
+
+    def update_s(e: Entry) -> float:
+        mem = e.params * mx.bytes_per_update() / tier_rate[tiers[e.tensor]]
+        return max(mem, e.params * opt.flops_per_param / mx.update_flops_per_s)
+
+    done: dict[tuple[int, str, int], float] = {}
+    read = sent = arrived = finished = grad_sent = grad_in = updated = 0.0
+    exposed: dict[int, float] = {}
+    step_end: dict[int, float] = {}
+    compute: dict[int, float] = {}
+    per_entry: list[float] = []
+    begun: list[float] = []  # when the wafer started each chunk
+    slots = 3 * h
+    link_slots = sw.link_buffer_chunks
+    arrivals: list[float] = []
+    grads_in: list[float] = []
+    starts: list[float] = []  # when each gradient chunk left the wafer's buffer
+    for e in plan:
+        ready = max((done[(e.step - 1, *k)] for k in e.needs), default=0.0)
+        read = max(read, ready) + (e.stream_bytes / tier_rate[tiers.get(e.tensor, "dram")]
+                                   if e.tensor else 0.0)  # fmt: skip
+        ser = e.stream_bytes / down_rate
+        # The stream runs ahead of the wafer by the slots on its way (two per link, one in
+        # each node and in MemoryX's port): chunk k leaves once the wafer took chunk k - slots.
+        if len(begun) >= slots:
+            read = max(read, begun[-slots])
+        sent = max(sent, read) + e.stream_bytes / io_rate
+        # ... and a link passes at most C chunks per credit loop (latency + serialisation)
+        arrived = max(sent + (h - 1) * ser + h * latency, arrived + ser)
+        if len(arrivals) >= link_slots:
+            arrived = max(arrived, arrivals[-link_slots] + latency + ser)
+        arrivals.append(arrived)
+        exposed[e.step] = exposed.get(e.step, 0.0) + max(0.0, arrived - finished)
+        c = entry_compute_s(p, e, shape, seqs)
+        compute[e.step] = compute.get(e.step, 0.0) + c
+        per_entry.append(c)
+        begun.append(max(finished, arrived))
+        finished = begun[-1] + c
+        if e.returns_gradient:
+            # The wafer's gradient buffer: chunk k goes in once chunk k - B has left it.
+            if len(starts) >= p.cs2.grad_buffer_chunks:
+                finished = max(finished, starts[-p.cs2.grad_buffer_chunks])
+            gser = e.grad_bytes / up_rate
+            starts.append(max(grad_sent, finished))
+            grad_sent = starts[-1] + gser
+            grad_in = max(grad_sent + (h - 1) * gser + h * latency, grad_in + gser)
+            if len(grads_in) >= link_slots:
+                grad_in = max(grad_in, grads_in[-link_slots] + latency + gser)
+            grads_in.append(grad_in)
+            updated = max(updated, grad_in) + update_s(e)
+            done[(e.step, *e.key)] = updated  # type: ignore[misc]
+            step_end[e.step] = updated
+    last = p.steps - 1
+    step = step_end[last] - step_end[last - 1] if last else step_end[0]
+    # The round trip of the step boundary: the first chunk's gradient up, its update, the
+    # chunk of the next step down.
+    first = plan[0]
+    grad = next(e for e in plan if e.key == (first.tensor, 0))
+    # What hides it: the wafer's work after sending that gradient (the first layer's weight
+    # gradients and every later layer's).
+    first_layer = sum(per_entry[grad.index + 1 : len(plan) // p.steps])
+    round_trip = (
+        h * (grad.grad_bytes / up_rate + latency)
+        + update_s(grad)
+        + first.stream_bytes / tier_rate[tiers.get(first.tensor, "dram")]
+        + first.stream_bytes / io_rate
+        + (h - 1) * first.stream_bytes / down_rate
+        + h * latency
+    )
+    return {
+        "step_time_s": step,
+        "compute_s": compute[last],
+        "exposed_latency_s": exposed[last],
+        "round_trip_s": round_trip,
+        "first_layer_compute_s": first_layer,
+        "latency_hidden": first_layer > round_trip,
+    }
+
+
+def model(p: Any) -> dict[str, Any]:
+    """``wafersim model gpt-ws``: the requirements of the model and the configuration's step."""
+    shape = p.shape()
+    table = gpt.MODELS.get(p.model)
+    seqs = p.seqs()
+    if table:
+        req = requirements(p.model, table["params"], table["tokens"], table["batch_tokens"])
+    else:
+        req = requirements(p.model, shape.params, CUSTOM_TOKENS,
+                           p.systems * seqs * shape.sequence)  # fmt: skip
+    step = step_model(p)
+    nodes, hops = tree_shape(p.systems, p.swarmx.mode)
+    tokens = p.systems * seqs * shape.sequence
+    one = step if p.systems == 1 else step_model(_with(p, systems=1, batch=seqs))
+    return {
+        **req,
+        "params": shape.params,
+        "batch": seqs,
+        **step,
+        "tokens_per_s": tokens / step["step_time_s"],
+        "scaling_efficiency": one["step_time_s"] / step["step_time_s"],
+        "swarmx_nodes": nodes,
+        "swarmx_hops": hops,
+    }
+
+
+def _with(p: Any, **changes: Any) -> Any:
+    return dataclasses.replace(p, **changes)

@@ -1,0 +1,278 @@
+"""``jitq``: just-in-time MX quantization of a BF16 weight matrix by the HBM's PIM units.
+
+The master matrix (seeded random BF16 values with a spread of exponents, zeros among them) is
+resident in the even banks in the chosen placement (:mod:`pim.jitq`); the command stream the
+host sends each pseudo-channel runs the quantization kernel, and the units leave the MX copy in
+the odd banks. Time is what the controllers take to issue the stream under the standard's
+constraint table (:mod:`pim.timing`), refresh included.
+
+Two fidelities (``fidelity``): ``stack`` simulates every pseudo-channel of every stack, each
+with its own data; ``pch`` simulates pseudo-channel 0 command by command and scales: every
+pseudo-channel receives the same broadcast stream and the same amount of (padded) work, so it
+takes the same time, and the system's commands are the per-channel counts times the channels
+(docs/design.md, "PIM: two fidelities"). ``correct`` compares, bit for bit, every simulated
+unit's output with :mod:`pim.mx`'s reference.
+
+The analytical model (:func:`model`, never used for timing): triggers x tCCD_L, plus each row
+switch's precharge and activation, plus each phase's register programming, stretched by refresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from pim import jitq as kernel
+from pim import mx
+from pim.stack import HbmConfig, HbmStack
+from simcore.config import param, section
+from simcore.sim import RunResult, Simulation
+from workloads import registry
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JitqParams(registry.ScenarioParams):
+    format: str = param("mx6", "MX format of the low-precision copy", choices=kernel.FORMATS)
+    placement: str = param(
+        "tiled", "data placement: tiled, strided, or strided with the shift counter (opt)",
+        choices=kernel.PLACEMENTS,
+    )  # fmt: skip
+    direction: str = param(
+        "row", "quantize along rows (row) or down columns (col)", choices=kernel.DIRECTIONS
+    )
+    rows: int = param(256, "rows of the weight matrix (a multiple of 16)", min=16, max=1 << 20)
+    cols: int = param(256, "columns of the weight matrix (a multiple of 16)", min=16, max=1 << 20)
+    master: str = param("bf16", "precision of the master weights", choices=("bf16",))
+    fidelity: str = param(
+        "pch", "simulate one pseudo-channel and scale (pch) or every one (stack)",
+        choices=("pch", "stack"),
+    )  # fmt: skip
+    batch_groups: int = param(
+        8, "groups of 16 words each CRF program runs over before the next phase", min=1, max=64
+    )
+    zero_fraction: float = param(0.05, "share of exact zeros in the random matrix", min=0, max=1)
+    hbm: HbmConfig = section(HbmConfig, "the HBM stacks")
+
+    def check(self) -> None:
+        std = self.hbm.standard()
+        kernel.make_layout(
+            self.rows, self.cols, self.placement, self.direction, std.org,
+            std.org.pchs * self.hbm.stacks,
+        )  # fmt: skip
+
+
+def matrix(p: JitqParams) -> np.ndarray:
+    """The seeded BF16 master matrix: normal values scaled by 2^[-8, 8), some exact zeros."""
+    rng = np.random.default_rng([p.seed, 12])
+    vals = rng.standard_normal((p.rows, p.cols)) * np.exp2(rng.integers(-8, 8, (p.rows, p.cols)))
+    vals[rng.random((p.rows, p.cols)) < p.zero_fraction] = 0.0
+    return mx.to_bf16_bits(vals.astype(np.float32))
+
+
+@dataclasses.dataclass
+class JitqRun:
+    stack: HbmStack
+    layout: kernel.Layout
+    plan: kernel.Plan
+    bits: np.ndarray
+    words: np.ndarray
+
+
+def plan_for(p: JitqParams, stack: HbmStack) -> tuple[kernel.Layout, kernel.Plan]:
+    org = stack.std.org
+    lay = kernel.make_layout(p.rows, p.cols, p.placement, p.direction, org, org.pchs * p.hbm.stacks)
+    pch = stack.pchs[0]
+    plan = kernel.compile_jitq(
+        lay, p.format, batch_groups=p.batch_groups, conf_row=pch.row_conf,
+        abmr_row=pch.row_abmr, sbmr_row=pch.row_sbmr,
+    )  # fmt: skip
+    return lay, plan
+
+
+def build(sim: Simulation, p: JitqParams) -> JitqRun:
+    p.check()
+    std = p.hbm.standard()
+    total = std.org.pchs * p.hbm.stacks
+    stack = HbmStack(sim, p.hbm, pchs=1 if p.fidelity == "pch" else total)
+    lay, plan = plan_for(p, stack)
+    bits = matrix(p)
+    words = lay.scatter(bits)
+    upc = std.org.banks // 2
+    for k, (pch, ctl) in enumerate(zip(stack.pchs, stack.controllers, strict=True)):
+        kernel.load(pch, words[k * upc : (k + 1) * upc])
+        ctl.submit_stream(plan.stream)
+    return JitqRun(stack, lay, plan, bits, words)
+
+
+def _counts(stack: HbmStack) -> dict[str, Any]:
+    """Per pseudo-channel command counts (the same on every channel)."""
+    ctl = stack.controllers[0]
+    units = stack.pchs[0].units
+    shift = {k.split(":")[1]: v for k, v in sorted(units.by_role.items()) if k.startswith("shift")}
+    out: dict[str, Any] = {
+        c: ctl.counts.get(c, 0) for c in ("ACT", "PRE", "PREA", "RD", "WR", "REF")
+    }
+    out["pim_triggers"] = units.triggers
+    out["pim_by_instruction"] = dict(sorted(units.by_op.items()))
+    out["shift_related"] = {**shift, "total": sum(shift.values())}
+    return out
+
+
+def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> dict[str, Any]:
+    stack, lay = run.stack, run.layout
+    std = stack.std
+    upc = std.org.banks // 2
+    ref = mx.quantize_matrix(run.bits, p.format, p.direction)
+    ref_codes, ref_scale = mx.lanes(ref, (p.rows, p.cols), p.direction)
+    want_codes, want_scale = lay.scatter(ref_codes), lay.scatter(ref_scale)
+    correct = True
+    for k, pch in enumerate(stack.pchs):
+        codes, scale = kernel.read_back(pch, lay)
+        sl = slice(k * upc, (k + 1) * upc)
+        correct &= bool(np.array_equal(codes, want_codes[sl]))
+        correct &= bool(np.array_equal(scale, want_scale[sl]))
+    cycles = stack.end_cycle()
+    total = stack.total_pchs
+    per = _counts(stack)
+    scale_by = total
+    system = {
+        k: (v * scale_by if isinstance(v, int) else {kk: vv * scale_by for kk, vv in v.items()})
+        for k, v in per.items()
+    }
+    busy = sum(c.bus_busy_cycles for c in stack.controllers) / len(stack.controllers)
+    time_s = cycles / std.timing.clock_hz
+    m = model(p)
+    return {
+        "time_s": time_s,
+        "cycles": cycles,
+        "commands": system,
+        "commands_per_pch": per,
+        "row_activations": system["ACT"],
+        "pch_bus_utilisation": busy / cycles if cycles else 0.0,
+        "correct": correct,
+        "elements": p.rows * p.cols,
+        "elements_per_s": p.rows * p.cols / time_s if time_s else 0.0,
+        "simulated_pchs": len(stack.pchs),
+        "total_pchs": total,
+        "groups_per_unit": lay.groups,
+        "model_time_s": m["time_s"],
+        "model_cycles": m["cycles"],
+        "model_error_pct": 100.0 * (time_s - m["time_s"]) / m["time_s"],
+    }
+
+
+# -- analytical model ----------------------------------------------------------------------------
+def stream_counts(p: JitqParams) -> dict[str, int]:
+    """Static counts of the compiled stream (no simulation): triggers, row switches after a RD
+    or a WR, register writes, phases."""
+    sim = Simulation()
+    stack = HbmStack(sim, p.hbm, pchs=1)
+    _, plan = plan_for(p, stack)
+    conf = stack.pchs[0].row_conf
+    t = p.hbm.standard().timing
+    trig = rd_switch = wr_switch = reg = rd_to_wr = wr_to_rd = ras = 0
+    open_row = [-1, -1]
+    opened_at = [0, 0]  # column commands issued when the parity's row was opened
+    last = ["RD", "RD"]  # the last column command to each parity
+    prev = "RD"
+    for c in plan.stream:
+        if c.cmd in ("RD", "WR"):
+            if open_row[c.bank % 2] == conf:
+                reg += 1
+            else:
+                trig += 1
+            rd_to_wr += prev == "RD" and c.cmd == "WR"
+            wr_to_rd += prev == "WR" and c.cmd == "RD"
+            prev = last[c.bank % 2] = c.cmd
+        elif c.cmd == "ACT":
+            if open_row[c.bank % 2] == -1:
+                if last[c.bank % 2] == "WR":
+                    wr_switch += 1
+                else:
+                    rd_switch += 1
+            open_row[c.bank % 2] = c.row
+            opened_at[c.bank % 2] = trig + reg
+        elif c.cmd == "PRE":
+            # ACT to ACT of a bank is at least tRC (tRAS + tRP): short visits wait for it
+            gap = t.nRTP if last[c.bank % 2] == "RD" else t.nCWL + t.nBL + t.nWR
+            held = t.nRCD + (trig + reg - opened_at[c.bank % 2] - 1) * t.nCCD_L + gap + t.nRP
+            ras += max(0, t.nRC - held)
+            open_row[c.bank % 2] = -1
+        elif c.cmd == "PREA":
+            open_row = [-1, -1]
+    return {
+        "triggers": trig, "rd_switches": rd_switch, "wr_switches": wr_switch, "reg_writes": reg,
+        "rd_to_wr": rd_to_wr, "wr_to_rd": wr_to_rd, "ras_wait": ras,
+    }  # fmt: skip
+
+
+def model(p: JitqParams) -> dict[str, Any]:
+    """T = (triggers + register writes) x tCCD_L + bus turnarounds (RD -> WR, WR -> RD) beyond
+    tCCD_L + row switches x (the PRE's gap after a RD or a WR + tRP + tRCD), stretched by
+    refresh: (tRFC + tRP + tRCD) every tREFI. A row visit shorter than tRC waits for it
+    (``ras_wait``)."""
+    std = p.hbm.standard()
+    t = std.timing
+    n = stream_counts(p)
+    after_rd = t.nRTP + t.nRP + t.nRCD
+    after_wr = t.nCWL + t.nBL + t.nWR + t.nRP + t.nRCD
+    cycles = (
+        (n["triggers"] + n["reg_writes"]) * t.nCCD_L
+        + n["rd_switches"] * after_rd
+        + n["wr_switches"] * after_wr
+        + n["rd_to_wr"] * max(0, t.nCL + t.nBL + 2 - t.nCWL - t.nCCD_L)
+        + n["wr_to_rd"] * max(0, t.nCWL + t.nBL + t.nWTR_L - t.nCCD_L)
+        + n["ras_wait"]
+    )
+    if p.hbm.refresh == "all-bank":
+        cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
+    return {"time_s": cycles / t.clock_hz, "cycles": cycles, **n}
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="jitq",
+            summary="JIT-Q: MX quantization of a BF16 matrix by HBM-PIM units, command-level",
+            params=JitqParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="pim",
+            summary="JIT-Q cycles: command-level simulation vs the closed-form stream model, "
+            "every format, placement and direction at two sizes",
+            run=_validate,
+            tolerance=5.0,
+            criterion="mape",
+            origin=__name__,
+        )
+    )
+
+
+# -- validation ----------------------------------------------------------------------------------
+#: (rows, cols) of the sweep: 1 and 32 tiles per unit (tiled), 1 and 2 super-tiles (strided).
+VALIDATE_SIZES = ((256, 256), (2048, 1024))
+
+
+def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
+    points = [
+        JitqParams(format=f, placement=pl, direction=d, rows=r, cols=c)
+        for r, c in VALIDATE_SIZES
+        for pl in kernel.PLACEMENTS
+        for d in kernel.DIRECTIONS
+        for f in kernel.FORMATS
+    ]
+    rows = []
+    for p, m in zip(points, runner("jitq", points), strict=True):
+        if not m["correct"]:
+            raise RuntimeError(f"jitq {p.format} {p.placement} {p.direction}: wrong bits")
+        label = f"{p.rows}x{p.cols} {p.format} {p.placement} {p.direction}"
+        rows.append(registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"]))
+    return rows

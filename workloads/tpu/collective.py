@@ -1,0 +1,199 @@
+"""``tpu-collective``: one collective over axes of a TPU slice, moving real shards.
+
+The workload layer: it draws each chip's input (``payload=real``: small integers, so every sum is
+exact and the check against numpy is bit-for-bit), starts a :class:`tpu.collectives.Collective`
+at time 0 and reads the time the last chip finishes. ``payload=size`` moves byte counts through
+the same flows and links (for arrays too large to hold), with the same timing.
+
+Metrics (NCCL's definitions): ``algbw_Bps`` = S / time with S = ``bytes`` (AllGather,
+ReduceScatter, AllReduce) or ``bytes / N`` (AllToAll: what one rank sends); ``busbw_Bps`` =
+algbw x 2(N-1)/N for AllReduce, x (N-1)/N otherwise (N = chips in a group).
+``link_utilisation``: mean busy fraction of the link directions that carried traffic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from simcore.component import Component
+from simcore.config import param
+from simcore.errors import ConfigError
+from simcore.sim import RunResult, Simulation
+from tpu.collectives import OPS, RINGS, Collective
+from tpu.network import IciNetwork
+from tpu.topology import Slice
+from workloads.tpu import models
+from workloads.tpu.common import (
+    DTYPES,
+    REAL_LIMIT_BYTES,
+    SliceParams,
+    build_slice,
+    link_utilisation,
+    parse_axes,
+    seconds,
+    small_ints,
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CollectiveParams(SliceParams):
+    op: str = param("allgather", "the collective", choices=OPS)
+    axes: str = param("x", "axes it runs over: x, y, z or a combination such as xy")
+    bytes: int = param(33_554_432, "size V of the full (gathered) array per group", min=1)
+    dtype: str = param("bf16", "element type (bytes counted at its size)", choices=tuple(DTYPES))
+    ring: str = param("bidirectional", "ring algorithm on wrapped axes", choices=RINGS)
+    payload: str = param(
+        "real", "real: numpy arrays move; size: byte counts only, same timing",
+        choices=("real", "size"),
+    )  # fmt: skip
+
+    def check(self) -> None:
+        topo = self.slice()
+        axes = parse_axes(topo, self.axes)
+        n = 1
+        for a in axes:
+            n *= topo.shape[a]
+        item = DTYPES[self.dtype]
+        unit = item * n * (n if self.op == "alltoall" else 1)
+        if self.bytes % unit:
+            what = f"{n} x {n} blocks" if self.op == "alltoall" else f"{n} shards"
+            lo = (self.bytes // unit) * unit
+            raise ConfigError(
+                "bytes", self.bytes,
+                f"does not divide into {what} of whole {self.dtype} elements "
+                f"({unit} bytes each step; set by op, axes and dtype)",
+                allowed=f"a multiple of {unit}, e.g. {lo or unit} or {lo + unit}",
+            )  # fmt: skip
+        per_chip = self.bytes // n if self.op == "alltoall" else self.bytes
+        hbm = topo.spec.hbm_bytes
+        if per_chip > hbm:
+            raise ConfigError(
+                "bytes", self.bytes,
+                f"each chip would hold {per_chip:,} bytes but a {topo.spec.name} chip has "
+                f"{hbm:,} bytes of HBM",
+                allowed=f"at most {hbm:,} bytes per chip",
+            )  # fmt: skip
+        held = topo.chips * per_chip // item * 4
+        if self.payload == "real" and held > REAL_LIMIT_BYTES:
+            raise ConfigError(
+                "payload", self.payload,
+                f"real arrays on {topo.chips} chips need {held:,} bytes of host memory here "
+                f"(limit {REAL_LIMIT_BYTES:,})",
+                allowed="real up to that size, size for larger arrays",
+                hint="use --set payload=size (same timing, no data)",
+            )  # fmt: skip
+
+
+class CollectiveRun(Component):
+    """Starts the collective at time 0 and remembers when it finished."""
+
+    def __init__(self, parent: Component, coll: Collective) -> None:
+        super().__init__(parent, "collective")
+        self.coll = coll
+        self.done = False
+        coll.on_done = self._done
+
+    def start(self) -> None:
+        self.coll.start()
+
+    def _done(self, coll: Collective) -> None:
+        self.done = True
+
+    def pending(self) -> str | None:
+        return None if self.done else f"{self.coll.op}: {self.coll.chips_left} chip part(s) left"
+
+
+@dataclasses.dataclass
+class Handle:
+    topo: Slice
+    net: IciNetwork
+    coll: Collective
+    run: CollectiveRun
+    inputs: dict[Any, np.ndarray] | None
+
+
+def inputs(p: CollectiveParams, topo: Slice) -> dict[Any, np.ndarray]:
+    """Each chip's input, drawn from the scenario's seed."""
+    rng = np.random.default_rng(p.seed)
+    item = DTYPES[p.dtype]
+    axes = parse_axes(topo, p.axes)
+    n = 1
+    for a in axes:
+        n *= topo.shape[a]
+    elems = p.bytes // item
+    size = elems // n if p.op in ("allgather", "alltoall") else elems
+    return {c: small_ints(rng, size) for c in topo.coords}
+
+
+def build(sim: Simulation, p: CollectiveParams) -> Handle:
+    top, topo, net = build_slice(sim, p)
+    axes = parse_axes(topo, p.axes)
+    data = inputs(p, topo) if p.payload == "real" else None
+    coll = Collective(net, p.op, axes, p.bytes, DTYPES[p.dtype], ring=p.ring, inputs=data)
+    return Handle(topo, net, coll, CollectiveRun(top, coll), data)
+
+
+def reference(p: CollectiveParams, h: Handle) -> dict[Any, np.ndarray]:
+    """What numpy says each chip should end with."""
+    out: dict[Any, np.ndarray] = {}
+    assert h.inputs is not None
+    for g in h.coll.groups:
+        xs = [h.inputs[c] for c in g.chips]
+        if p.op == "allgather":
+            full = np.concatenate(xs)
+            out.update({c: full for c in g.chips})
+        elif p.op == "allreduce":
+            total = np.sum(xs, axis=0, dtype=np.float32)
+            out.update({c: total for c in g.chips})
+        elif p.op == "reducescatter":
+            total = np.sum(xs, axis=0, dtype=np.float32)
+            for part, c in zip(np.split(total, g.n), g.chips, strict=True):
+                out[c] = part
+        else:  # alltoall: block j of rank i goes to rank j, as block i there
+            blocks = np.stack([np.split(x, g.n) for x in xs])  # [src, dst, elems]
+            for j, c in enumerate(g.chips):
+                out[c] = np.concatenate(list(blocks[:, j]))
+    return out
+
+
+def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) -> dict:
+    coll = h.coll
+    t = seconds(sim, coll.end_ticks)
+    n = coll.n
+    size = p.bytes // n if p.op == "alltoall" else p.bytes
+    algbw = size / t if t > 0 else 0.0
+    factor = 2 * (n - 1) / n if p.op == "allreduce" else (n - 1) / n
+    correct: bool | None = None
+    if h.inputs is not None and coll.end_ticks >= 0:
+        want = reference(p, h)
+        correct = all(np.array_equal(coll.outputs.get(c), want[c]) for c in h.topo.coords)
+    m = model(p)
+    return {
+        "time_s": t,
+        "hops": coll.hops,
+        "algbw_Bps": algbw,
+        "busbw_Bps": algbw * factor,
+        "link_utilisation": link_utilisation(h.net, coll.end_ticks),
+        "correct": correct,
+        "ranks": n,
+        "groups": len(coll.groups),
+        "wraparound": "".join(a for a, w in zip("xyz", h.topo.wrap, strict=False) if w) or "none",
+        "flows": coll.flows,
+        "chunks_sent": sum(lk.chunks for lk in h.net.links.values()),
+        "model_time_s": m["time_s"],
+        "model_bound": m["bound"],
+        "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"] if m["time_s"] else 0.0,
+    }
+
+
+def model(p: CollectiveParams) -> dict[str, Any]:
+    topo = p.slice()
+    axes = parse_axes(topo, p.axes)
+    return models.collective_time(
+        p.op, p.bytes, tuple(topo.shape[a] for a in axes), tuple(topo.wrap[a] for a in axes),
+        topo.spec, hop_latency_s=p.ici.hop_latency_ns * 1e-9, ring=p.ring,
+        link_bytes_per_s=p.ici.link_bytes_per_s,
+    )  # fmt: skip

@@ -1,0 +1,142 @@
+"""``tpu-p2p``: one transfer between two chips of a slice, routed over the torus.
+
+The message (real numpy data, or byte counts with ``payload=size``) takes the dimension-order
+route (x, then y, then z; the shorter way round on a wrapped axis) or, with ``paths = n``, is
+split evenly over up to ``n`` minimal paths, those leaving the source by different ports first,
+so both (or all) of the source's links in the useful directions send at once. Each part is a
+:class:`tpu.network.Flow`: chunks hop chip to chip, store and forward per chunk.
+
+Metrics: ``time_s`` when the last byte arrives, ``first_byte_s`` when the first chunk does,
+``hops`` of the longest path used, ``paths`` used, ``correct`` (received bytes equal sent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from simcore.component import Component
+from simcore.config import param
+from simcore.errors import ConfigError
+from simcore.sim import RunResult, Simulation
+from tpu.network import Chunk, Flow, IciNetwork
+from tpu.topology import Coord, Slice
+from workloads.tpu import models
+from workloads.tpu.common import SliceParams, build_slice, link_utilisation, seconds
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class P2pParams(SliceParams):
+    src: str = param("0,0", "source chip coordinates, e.g. 0,0 (or 0,0,0 on 3-D slices)")
+    dst: str = param("3,3", "destination chip coordinates")
+    bytes: int = param(17_000_000, "message size", min=1)
+    paths: int = param(
+        1, "1: dimension-order route; n: split over up to n minimal paths", min=1, max=64
+    )
+    payload: str = param(
+        "real", "real: numpy bytes move; size: byte counts only, same timing",
+        choices=("real", "size"),
+    )  # fmt: skip
+
+    def check(self) -> None:
+        topo = self.slice()
+        src = topo.parse_coord(self.src, "src")
+        dst = topo.parse_coord(self.dst, "dst")
+        if src == dst:
+            raise ConfigError(
+                "dst", self.dst, "is the source chip", allowed="any other chip of the slice"
+            )
+        if self.bytes > topo.spec.hbm_bytes:
+            raise ConfigError(
+                "bytes", self.bytes,
+                f"larger than a {topo.spec.name} chip's HBM ({topo.spec.hbm_bytes:,} bytes)",
+                allowed=f"1 .. {topo.spec.hbm_bytes:,}",
+            )  # fmt: skip
+
+
+def chosen_paths(p: P2pParams, topo: Slice) -> list[list[Coord]]:
+    src, dst = topo.parse_coord(p.src, "src"), topo.parse_coord(p.dst, "dst")
+    if p.paths == 1:
+        return [topo.route(src, dst)]
+    return topo.minimal_paths(src, dst)[: p.paths]
+
+
+class Transfer(Component):
+    """Starts the parts of the message at time 0; gathers what arrives at the destination."""
+
+    def __init__(self, parent: Component, net: IciNetwork, paths: list, p: P2pParams) -> None:
+        super().__init__(parent, "transfer")
+        self.data = None
+        if p.payload == "real":
+            self.data = self.rng.integers(0, 256, size=p.bytes, dtype=np.uint8)
+            self.received = np.zeros(p.bytes, np.uint8)
+        cuts = [i * p.bytes // len(paths) for i in range(len(paths) + 1)]
+        self.flows = []
+        for i, path in enumerate(paths):
+            lo, hi = cuts[i], cuts[i + 1]
+            part = None if self.data is None else self.data[lo:hi]
+            flow = Flow(
+                net, path, hi - lo, data=part, itemsize=1, visit=self._land, name="p2p", tag=lo
+            )
+            self.flows.append(flow)
+
+    def _land(self, flow: Flow, ch: Chunk) -> bool:
+        if ch.data is not None and ch.hop == flow.hops:
+            lo = flow.tag + ch.index * flow.net.cfg.chunk_bytes
+            self.received[lo : lo + len(ch.data)] = ch.data
+        return True
+
+    def start(self) -> None:
+        for f in self.flows:
+            f.start()
+
+    def pending(self) -> str | None:
+        left = sum(len(f.sizes) - f.arrived for f in self.flows)
+        return f"{left} chunk(s) not yet at the destination" if left else None
+
+
+@dataclasses.dataclass
+class Handle:
+    topo: Slice
+    net: IciNetwork
+    transfer: Transfer
+
+
+def build(sim: Simulation, p: P2pParams) -> Handle:
+    top, topo, net = build_slice(sim, p)
+    return Handle(topo, net, Transfer(top, net, chosen_paths(p, topo), p))
+
+
+def metrics(sim: Simulation, p: P2pParams, h: Handle, result: RunResult) -> dict[str, Any]:
+    flows = h.transfer.flows
+    last = max(f.last_arrival for f in flows)
+    first = min(f.first_arrival for f in flows if f.first_arrival >= 0)
+    correct = None
+    if h.transfer.data is not None:
+        correct = bool(np.array_equal(h.transfer.received, h.transfer.data))
+    m = model(p)
+    t = seconds(sim, last)
+    return {
+        "time_s": t,
+        "first_byte_s": seconds(sim, first),
+        "hops": max(f.hops for f in flows),
+        "paths": len(flows),
+        "correct": correct,
+        "route": " | ".join(">".join(",".join(map(str, c)) for c in f.path) for f in flows),
+        "link_utilisation": link_utilisation(h.net, last),
+        "model_time_s": m["time_s"],
+        "model_first_byte_s": m["first_byte_s"],
+        "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"],
+    }
+
+
+def model(p: P2pParams) -> dict[str, Any]:
+    topo = p.slice()
+    paths = chosen_paths(p, topo)
+    return models.p2p_time(
+        p.bytes, max(len(x) - 1 for x in paths), len(paths), topo.spec,
+        hop_latency_s=p.ici.hop_latency_ns * 1e-9, chunk_bytes=p.ici.chunk_bytes,
+        link_bytes_per_s=p.ici.link_bytes_per_s,
+    )  # fmt: skip

@@ -1,0 +1,224 @@
+"""Sparse matrices for ``spmv``: where they come from and how they are split over the PEs.
+
+Sources (the ``matrix`` parameter): a Matrix Market file (``path/to/file.mtx``, read with
+:func:`scipy.io.mmread`), or a generator: ``random`` (seeded, a given ``density``), ``banded``
+(``bandwidth`` diagonals each side of the main one, seeded values), ``poisson2d`` (the 5-point
+stencil of a square grid, n = side²) or ``laplacian`` (the graph Laplacian of a seeded networkx
+graph). Every source gives a SciPy CSR matrix in float32.
+
+Partition: A (n_rows x n_cols) over px x py PEs. PE (x, y) holds the block of rows
+``y·rb .. (y+1)·rb`` and columns ``x·cb .. (x+1)·cb`` (rb = ceil(n_rows / py), cb = ceil(n_cols /
+px); the last blocks are padded with empty rows and columns). A block is stored as CSR (a row
+pointer per row) or, when it is hypersparse (fewer non-zeros than rows), as DCSR: only its
+non-empty rows, with their row indices. Both keep FP32 values and 16-bit column indices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+
+import networkx as nx
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from simcore.errors import ConfigError
+
+GENERATORS = ("random", "banded", "poisson2d", "laplacian")
+GRAPHS = ("barabasi_albert", "erdos_renyi", "watts_strogatz", "grid")
+LAYOUTS = ("auto", "csr", "dcsr")
+WORD_BYTES = 4
+INDEX_BYTES = 2  # column indices, row pointers and row ids are 16-bit
+
+
+@functools.lru_cache(maxsize=16)
+def load(
+    matrix: str, n: int, density: float, bandwidth: int, graph: str, degree: int, seed: int
+) -> sp.csr_matrix:
+    """The matrix named by ``matrix`` (a generator name or a .mtx path), CSR float32.
+
+    Errors name the ``matrix`` key: a missing file, a file that is not Matrix Market, a
+    generator's bad size. Results are cached (``check`` and ``build`` both load)."""
+    if matrix in GENERATORS:
+        a = _generate(matrix, n, density, bandwidth, graph, degree, seed)
+    else:
+        a = read_mtx(matrix)
+    a = sp.csr_matrix(a, dtype=np.float32)
+    a.sum_duplicates()
+    a.eliminate_zeros()
+    a.sort_indices()
+    return a
+
+
+def read_mtx(path: str) -> sp.spmatrix:
+    allowed = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
+    if not os.path.isfile(path):
+        raise ConfigError("matrix", path, "no such file", allowed=allowed)
+    try:
+        a = scipy.io.mmread(path)
+    except Exception as err:  # scipy raises ValueError, IndexError... on malformed files
+        raise ConfigError(
+            "matrix",
+            path,
+            f"not a readable Matrix Market file ({type(err).__name__}: {err})",
+            allowed=allowed,
+        ) from None
+    if not sp.issparse(a):  # an 'array' (dense) Matrix Market file
+        a = sp.csr_matrix(np.asarray(a))
+    if a.shape[0] < 1 or a.shape[1] < 1:
+        raise ConfigError("matrix", path, f"the matrix is {a.shape[0]} x {a.shape[1]}")
+    if np.iscomplexobj(a.data):
+        raise ConfigError("matrix", path, "complex values; spmv is FP32 real")
+    return a
+
+
+def _generate(
+    kind: str, n: int, density: float, bandwidth: int, graph: str, degree: int, seed: int
+) -> sp.spmatrix:
+    rng = np.random.default_rng([seed, 11])
+    if kind == "random":
+        if not 0.0 < density <= 1.0:
+            raise ConfigError("density", density, "must be in (0, 1]", allowed="(0, 1]")
+        return sp.random(n, n, density=density, format="csr", rng=rng, dtype=np.float64)
+    if kind == "banded":
+        if not 0 <= bandwidth < n:
+            raise ConfigError(
+                "bandwidth", bandwidth, f"must be below n = {n}", allowed=f"0 .. {n - 1}"
+            )
+        offsets = list(range(-bandwidth, bandwidth + 1))
+        diags = [rng.standard_normal(n - abs(k)) for k in offsets]
+        return sp.diags(diags, offsets, shape=(n, n), format="csr")
+    if kind == "poisson2d":
+        side = math.isqrt(n)
+        if side * side != n:
+            raise ConfigError(
+                "n", n, "matrix = 'poisson2d' needs a square grid: n must be a perfect square",
+                allowed=f"e.g. {side * side} or {(side + 1) ** 2}",
+            )  # fmt: skip
+        return poisson2d(side)
+    return laplacian(n, graph, degree, density, seed)
+
+
+def poisson2d(side: int) -> sp.csr_matrix:
+    """The 5-point Laplacian of a side x side grid (Dirichlet): 4 on the diagonal, -1 to each
+    grid neighbour; order side²."""
+    t = sp.diags([-np.ones(side - 1), 4 * np.ones(side), -np.ones(side - 1)], [-1, 0, 1])
+    i = sp.identity(side)
+    off = sp.diags([-np.ones(side - 1), -np.ones(side - 1)], [-1, 1])
+    return sp.csr_matrix(sp.kron(i, t) + sp.kron(off, i))
+
+
+def laplacian(n: int, graph: str, degree: int, density: float, seed: int) -> sp.csr_matrix:
+    """L = D - A of a seeded networkx graph with n nodes."""
+    if graph == "barabasi_albert":
+        if not 1 <= degree < n:
+            raise ConfigError("degree", degree, f"must be in 1 .. {n - 1} for n = {n}")
+        g = nx.barabasi_albert_graph(n, degree, seed=seed)
+    elif graph == "erdos_renyi":
+        g = nx.gnp_random_graph(n, density, seed=seed)
+    elif graph == "watts_strogatz":
+        if not 2 <= degree < n:
+            raise ConfigError("degree", degree, f"must be in 2 .. {n - 1} for n = {n}")
+        g = nx.watts_strogatz_graph(n, degree, 0.1, seed=seed)
+    else:
+        side = math.isqrt(n)
+        if side * side != n:
+            raise ConfigError("n", n, "graph = grid needs n to be a perfect square")
+        g = nx.convert_node_labels_to_integers(nx.grid_2d_graph(side, side))
+    return sp.csr_matrix(nx.laplacian_matrix(g, nodelist=range(n)), dtype=np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One PE's block: local CSR (``rowptr`` over ``rows`` = the stored rows, all of them in CSR,
+    the non-empty ones in DCSR with their ids in ``row_ids``), FP32 values, 16-bit columns."""
+
+    fmt: str  # "csr" or "dcsr"
+    n_rows: int  # rows of the block (padding included)
+    n_cols: int
+    rowptr: np.ndarray  # uint16, len(stored rows) + 1
+    row_ids: np.ndarray  # uint16, the stored rows' local ids (DCSR); arange in CSR
+    cols: np.ndarray  # uint16, per non-zero
+    vals: np.ndarray  # float32, per non-zero
+
+    @property
+    def nnz(self) -> int:
+        return len(self.vals)
+
+    @property
+    def stored_rows(self) -> int:
+        return len(self.rowptr) - 1
+
+    def nbytes(self) -> int:
+        """SRAM bytes of the format: values, column indices, row pointers (and row ids)."""
+        ids = self.stored_rows * INDEX_BYTES if self.fmt == "dcsr" else 0
+        return self.nnz * (WORD_BYTES + INDEX_BYTES) + (self.stored_rows + 1) * INDEX_BYTES + ids
+
+
+def block_shape(shape: tuple[int, int], px: int, py: int) -> tuple[int, int]:
+    """(rows, columns) of every PE's block: rb = ceil(n_rows / py), cb = ceil(n_cols / px)."""
+    return -(-shape[0] // py), -(-shape[1] // px)
+
+
+def block_nnz(a: sp.csr_matrix, px: int, py: int) -> np.ndarray:
+    """Non-zeros per PE block, shape (py, px)."""
+    rb, cb = block_shape(a.shape, px, py)
+    coo = a.tocoo()
+    counts = np.bincount((coo.row // rb) * px + coo.col // cb, minlength=px * py)
+    return counts.reshape(py, px)
+
+
+def pe_bytes(a: sp.csr_matrix, px: int, py: int, layout: str, vector_words: int) -> int:
+    """The largest SRAM footprint of any PE's data: its block in the format ``layout`` chooses
+    (without building the blocks: counts only) plus ``vector_words`` FP32 words per block row and
+    column (see :func:`workloads.wafer.spmv.vector_words`)."""
+    rb, cb = block_shape(a.shape, px, py)
+    coo = a.tocoo()
+    pe = (coo.row // rb) * px + coo.col // cb
+    nnz = np.bincount(pe, minlength=px * py)
+    nonempty_rows = np.bincount(np.unique(pe * rb + coo.row % rb) // rb, minlength=px * py)
+    csr = nnz * (WORD_BYTES + INDEX_BYTES) + (rb + 1) * INDEX_BYTES
+    dcsr = nnz * (WORD_BYTES + INDEX_BYTES) + (2 * nonempty_rows + 1) * INDEX_BYTES
+    fmt = choose_format(nnz, rb, layout)
+    data = np.where(fmt, dcsr, csr)
+    return int(data.max()) + vector_words * WORD_BYTES
+
+
+def choose_format(nnz: np.ndarray | int, rows: int, layout: str) -> np.ndarray:
+    """True where a block is stored as DCSR: always (``dcsr``), never (``csr``), or when it
+    has fewer non-zeros than rows (``auto``: a hypersparse block)."""
+    if layout == "dcsr":
+        return np.ones_like(nnz, dtype=bool)
+    if layout == "csr":
+        return np.zeros_like(nnz, dtype=bool)
+    return np.asarray(nnz) < rows
+
+
+def split(a: sp.csr_matrix, px: int, py: int, layout: str) -> dict[tuple[int, int], Block]:
+    """Every PE's block, keyed (x, y)."""
+    rb, cb = block_shape(a.shape, px, py)
+    out = {}
+    for y in range(py):
+        rows = a[y * rb : min((y + 1) * rb, a.shape[0])]
+        for x in range(px):
+            blk = sp.csr_matrix(rows[:, x * cb : min((x + 1) * cb, a.shape[1])])
+            ptr = np.zeros(rb + 1, np.int64)
+            ptr[1 : blk.shape[0] + 1] = blk.indptr[1:]
+            ptr[blk.shape[0] + 1 :] = blk.indptr[-1]
+            dcsr = bool(choose_format(blk.nnz, rb, layout))
+            if dcsr:
+                counts = np.diff(ptr)
+                ids = np.flatnonzero(counts)
+                rowptr = np.concatenate(([0], np.cumsum(counts[ids])))
+            else:
+                ids = np.arange(rb)
+                rowptr = ptr
+            out[(x, y)] = Block(
+                "dcsr" if dcsr else "csr", rb, cb, rowptr.astype(np.uint16),
+                ids.astype(np.uint16), blk.indices.astype(np.uint16),
+                blk.data.astype(np.float32),
+            )  # fmt: skip
+    return out

@@ -1,0 +1,449 @@
+"""Sparse matrix-vector product y = A·x on a px x py rectangle of PEs (docs/spmv.md).
+
+A comes from a Matrix Market file or a generator (:mod:`.sparse`); PE (x, y) holds block
+A[y, x] (rows of block row y, columns of block column x) as CSR, or as DCSR when the block is
+hypersparse, and the block x_x of the vector. One product:
+
+1. **x down the columns**: the PE of column c that holds x_c (the diagonal PE (c, c) when px =
+   py, else PE (c, 0)) broadcasts it down its column with the collectives library
+   (``Collectives.y``); the others receive it into their x buffer.
+2. **local sparse product** (DSD-driven, in the broadcast's callback task): the PE zeroes its
+   partial sums (``fmovs``), then walks its CSR/DCSR arrays read from SRAM: per stored row it
+   pays ``row_overhead_cycles`` of scalar work (row pointers, branch); per non-zero
+   ``nnz_overhead_cycles`` (load the column index, move the descriptors) and one ``fmacs`` over
+   one element: y[i] += x[col]·a. The WSE-2 has no gather descriptor, so a sparse row cannot be
+   one vector instruction; the fmacs's cost (issue overhead included) comes from :mod:`pe.isa`.
+3. **partial sums along the rows**: a chain reduction (``Collectives.x.reduce_fadds``) to the
+   PE at x = 0 of each row, which ends with y's block.
+
+``iterations = K > 1`` repeats it as a power iteration: y_1 = A·x_0 and y_{k+1} = A·(y_k /
+||y_k||). Between products, on the wafer: the row roots (column 0) compute their sum of squares
+(``fmacs`` into a stride-0 accumulator), reduce it down column 0 (``Collectives.y``), PE (0, 0)
+takes 1/sqrt (``rsqrt_cycles``, scalar work) and broadcasts the scale up column 0, each row
+root scales its block (``fmuls``) and broadcasts it along its row (``Collectives.x``) so the
+diagonal PE (r, r) holds x_r for the next product (the others' x buffers are overwritten by the
+next column broadcast). The result is y_K = A·x_{K-1}; ``steady_iteration_cycles`` is one whole
+iteration (normalisation included) once the pipeline is full.
+
+Timing: the PEs' timestamp marks, ``cycles = max(end) - min(start)``. Every cost comes from the
+PE and fabric mechanisms and the three named scalar-work parameters (the PE model has no scalar
+instructions). The analytical model (:func:`model`) is built from the SDK study's fits and the
+matrix's block structure; it never feeds the simulation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from pe.collectives import Collectives
+from pe.dsd import MemDsd
+from pe.program import Layout, PeBuilder
+from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
+from simcore.config import param, section
+from simcore.errors import ConfigError
+from simcore.sim import RunResult, Simulation
+from workloads import registry
+from workloads.wafer import sparse
+from workloads.wafer.calibration import (
+    STREAM_CYCLES_PER_WORD,
+    t_bcast_reference,
+    t_fmac_reference,
+)
+
+#: Local task ids (the collectives library takes 24..28).
+MAIN, X_DONE, RED_DONE, SUM_DONE, SCALE_DONE, ROW_DONE = 10, 11, 12, 13, 14, 15
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SpmvParams(registry.ScenarioParams):
+    matrix: str = param(
+        "poisson2d",
+        "the matrix: a Matrix Market file (path/to/file.mtx) or a generator: "
+        + ", ".join(sparse.GENERATORS),
+    )
+    n: int = param(256, "order of a generated matrix (poisson2d, grid: a perfect square)", min=1)
+    density: float = param(0.02, "fraction of non-zeros (random; erdos_renyi edge probability)")
+    bandwidth: int = param(2, "diagonals each side of the main one (banded)", min=0)
+    graph: str = param("barabasi_albert", "networkx graph of laplacian", choices=sparse.GRAPHS)
+    degree: int = param(2, "edges per new node (barabasi_albert), neighbours (watts_strogatz)")
+    px: int = param(4, "PE columns; A's columns and x are split over them", min=1, max=MAX_WIDTH)
+    py: int = param(4, "PE rows; A's rows and y are split over them", min=1, max=MAX_WIDTH)
+    iterations: int = param(1, "products y_{k+1} = A·(y_k/||y_k||); 1: y = A·x", min=1)
+    layout: str = param(
+        "auto", "block format: csr, dcsr (non-empty rows only), auto (dcsr when nnz < rows)",
+        choices=sparse.LAYOUTS,
+    )  # fmt: skip
+    row_overhead_cycles: float = param(
+        4.0, "scalar work per stored row of a block (load row pointers, branch)", min=0.0
+    )
+    nnz_overhead_cycles: float = param(
+        2.0, "scalar work per non-zero besides its fmacs (load column index, move DSDs)", min=0.0
+    )
+    rsqrt_cycles: int = param(40, "scalar 1/sqrt of the squared norm (power iteration)", min=0)
+    wafer: WaferConfig = section(WaferConfig, "the wafer-scale engine")
+
+    def matrix_csr(self) -> sp.csr_matrix:
+        return sparse.load(
+            self.matrix, self.n, self.density, self.bandwidth, self.graph, self.degree, self.seed
+        )
+
+    def check(self) -> None:
+        if not 0.0 < self.density <= 1.0:
+            raise ConfigError("density", self.density, "must be in (0, 1]", allowed="(0, 1]")
+        a = self.matrix_csr()
+        if self.iterations > 1:
+            if a.shape[0] != a.shape[1]:
+                raise ConfigError(
+                    "matrix",
+                    self.matrix,
+                    f"is {a.shape[0]} x {a.shape[1]}; iterations = {self.iterations} needs a "
+                    "square matrix (y feeds the next product)",
+                    allowed="iterations = 1 for a rectangular matrix",
+                )
+            if self.px != self.py:
+                raise ConfigError(
+                    "px",
+                    self.px,
+                    f"iterations > 1 needs a square PE block (px = py; py = {self.py}): block "
+                    "row r of y becomes block column r of x on the diagonal",
+                )
+        for key, parts, n in (("px", self.px, a.shape[1]), ("py", self.py, a.shape[0])):
+            if parts > n:
+                raise ConfigError(key, parts, f"more PEs than the matrix's {n} rows/columns")
+        free = self.wafer.pe.sram_bytes - self.wafer.pe.code_bytes
+        need = sparse.pe_bytes(a, self.px, self.py, self.layout, vector_words(self, a.shape))
+        if need > free:
+            fit = smallest_fit(self, a, free)
+            raise ConfigError(
+                "matrix",
+                self.matrix,
+                f"{a.shape[0]} x {a.shape[1]} with {a.nnz:,} non-zeros needs {need:,} B per PE "
+                f"on {self.px} x {self.py} PEs but a PE has {free:,} B beside the code",
+                hint=f"the smallest square rectangle that fits is {fit}",
+            )
+
+
+def vector_words(p: SpmvParams, shape: tuple[int, int]) -> int:
+    """FP32 words a PE holds besides its block: x (cb), partial y (rb), two scalars."""
+    rb, cb = sparse.block_shape(shape, p.px, p.py)
+    return cb + rb + 2
+
+
+def smallest_fit(p: SpmvParams, a: sp.csr_matrix, free: int) -> str:
+    """'s x s' for the smallest square PE block whose largest PE fits in ``free`` bytes."""
+    for s in range(1, MAX_WIDTH + 1):
+        if s > min(a.shape):
+            break
+        q = dataclasses.replace(p, px=s, py=s)
+        if sparse.pe_bytes(a, s, s, p.layout, vector_words(q, a.shape)) <= free:
+            return f"{s} x {s} (--set px={s} --set py={s})"
+    return f"none up to {MAX_WIDTH} x {MAX_WIDTH}"
+
+
+def initial_x(p: SpmvParams, n_cols: int) -> np.ndarray:
+    """The seeded FP32 x_0."""
+    return np.random.default_rng([p.seed, 12]).standard_normal(n_cols).astype(np.float32)
+
+
+def x_root(p: SpmvParams, column: int) -> int:
+    """The PE row that holds x's block ``column``: the diagonal when px = py, else row 0."""
+    return column if p.px == p.py else 0
+
+
+@dataclasses.dataclass
+class PeState:
+    it: int = 0
+
+
+@dataclasses.dataclass
+class SpmvRun:
+    wafer: Wafer
+    a: sp.csr_matrix
+    x0: np.ndarray
+    y: dict[int, MemDsd]  # block row -> the row root's partial-sum buffer
+    blocks: dict[tuple[int, int], sparse.Block]
+
+
+def build(sim: Simulation, p: SpmvParams) -> SpmvRun:
+    p.check()
+    a = p.matrix_csr()
+    rb, cb = sparse.block_shape(a.shape, p.px, p.py)
+    x0 = initial_x(p, a.shape[1])
+    x_pad = np.zeros(cb * p.px, np.float32)
+    x_pad[: a.shape[1]] = x0
+    blocks = sparse.split(a, p.px, p.py, p.layout)
+    run = SpmvRun(None, a, x0, {}, blocks)  # type: ignore[arg-type]
+    last = p.iterations - 1
+
+    def code(pe: PeBuilder) -> None:
+        c, r = pe.x, pe.y
+        blk = blocks[(c, r)]
+        coll = Collectives(pe)
+        # The block in SRAM: values, 16-bit column indices, row pointers, row ids (DCSR).
+        vals = pe.array("vals", blk.vals) if blk.nnz else None
+        cols = pe.array("cols", blk.cols, "u16") if blk.nnz else None
+        rowptr = pe.array("rowptr", blk.rowptr, "u16")
+        dcsr = blk.fmt == "dcsr"
+        row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and blk.nnz else None
+        xbuf = pe.array("x", x_pad[c * cb : (c + 1) * cb])
+        ypart = pe.zeros("y", rb)
+        scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
+        if c == 0:
+            run.y[r] = ypart
+        state = PeState()
+        x_cells = [xbuf.with_length(1).with_offset(j) for j in range(cb)]
+        y_cells = [ypart.with_length(1).with_offset(i) for i in range(rb)]
+        sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
+        s0, s1 = scal.with_length(1), scal.with_length(1).with_offset(1)
+
+        def start_iteration(t: Any) -> None:
+            t.mark(f"it{state.it}")
+            if p.py > 1:
+                coll.y.broadcast(t, x_root(p, c), xbuf, X_DONE)  # type: ignore[union-attr]
+            else:
+                t.activate(X_DONE)
+
+        @pe.local_task(id=MAIN)
+        def main(t: Any) -> None:
+            t.mark("start")
+            start_iteration(t)
+
+        @pe.local_task(id=X_DONE)
+        def local_product(t: Any) -> None:
+            t.fmovs(ypart, 0.0)
+            if blk.nnz:
+                v = pe.read(vals).tolist()  # type: ignore[arg-type]
+                col = pe.read(cols).tolist()  # type: ignore[arg-type]
+                ptr = pe.read(rowptr).tolist()
+                ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
+                op = t.op
+                row_oh, nnz_oh = p.row_overhead_cycles, p.nnz_overhead_cycles
+                debt = 0.0
+                for s, i in enumerate(ids):
+                    debt += row_oh
+                    y_i = y_cells[i]
+                    for k in range(ptr[s], ptr[s + 1]):
+                        op("fmacs", y_i, y_i, x_cells[col[k]], v[k])
+                        debt += nnz_oh
+                        whole = int(debt)
+                        t.now += whole
+                        debt -= whole
+                t.now += math.ceil(debt)
+            elif not dcsr:  # CSR walks its row pointers even when they are all equal
+                t.now += math.ceil(p.row_overhead_cycles * rb)
+            if p.px > 1:
+                coll.x.reduce_fadds(t, 0, ypart, RED_DONE)
+            else:
+                t.activate(RED_DONE)
+
+        @pe.local_task(id=RED_DONE)
+        def reduced(t: Any) -> None:
+            if state.it == last:
+                t.mark("end")
+                return
+            if c != 0:  # wait for the scaled y block along the row
+                coll.x.broadcast(t, 0, xbuf, ROW_DONE)
+                return
+            t.fmovs(s0, 0.0)
+            t.fmacs(sumsq, sumsq, ypart, ypart)
+            if p.py > 1:
+                coll.y.reduce_fadds(t, 0, s0, SUM_DONE)  # type: ignore[union-attr]
+            else:
+                t.activate(SUM_DONE)
+
+        @pe.local_task(id=SUM_DONE)
+        def summed(t: Any) -> None:  # column 0 only
+            if r == 0:
+                total = float(pe.read(s0)[0])
+                t.now += p.rsqrt_cycles
+                t.fmovs(s1, float(np.float32(1.0) / np.sqrt(np.float32(total))))
+            if p.py > 1:
+                coll.y.broadcast(t, 0, s1, SCALE_DONE)  # type: ignore[union-attr]
+            else:
+                t.activate(SCALE_DONE)
+
+        @pe.local_task(id=SCALE_DONE)
+        def scaled(t: Any) -> None:  # column 0 only
+            t.fmuls(ypart, ypart, float(pe.read(s1)[0]))
+            if r == 0:
+                t.fmovs(xbuf, ypart)  # PE (0, 0) is block row 0's diagonal
+            if p.px > 1:
+                coll.x.broadcast(t, 0, ypart, ROW_DONE)
+            else:
+                t.activate(ROW_DONE)
+
+        @pe.local_task(id=ROW_DONE)
+        def next_iteration(t: Any) -> None:
+            state.it += 1
+            start_iteration(t)
+
+        pe.start(main)
+
+    layout = Layout(p.px, p.py)
+    layout.set_rectangle_code(code)
+    run.wafer = Wafer(sim, p.wafer, layout)
+    return run
+
+
+def reference(a: sp.csr_matrix, x0: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+    """(y_K, x_{K-1}) in float64 with the simulation's steps: y_1 = A·x_0, x_k = y_k/||y_k||."""
+    a64 = a.astype(np.float64)
+    x = x0.astype(np.float64)
+    y = a64 @ x
+    for _ in range(iterations - 1):
+        x = y / np.linalg.norm(y)
+        y = a64 @ x
+    return y, x
+
+
+def metrics(sim: Simulation, p: SpmvParams, run: SpmvRun, result: RunResult) -> dict[str, Any]:
+    wafer, a = run.wafer, run.a
+    rb = sparse.block_shape(a.shape, p.px, p.py)[0]
+    got = np.concatenate([run.y[r].read(wafer.ce(0, r).sram) for r in range(p.py)])[
+        : a.shape[0]
+    ].astype(np.float64)
+    ref, x_prev = reference(a, run.x0, p.iterations)
+    err = np.abs(got - ref)
+    # FP32: each row sums at most (row nnz + px) rounded terms; the normalisation adds a few
+    # relative roundings per iteration to x.
+    n_terms = int(np.diff(a.indptr).max(initial=0)) + p.px + 1
+    u = 2.0**-24
+    bound = n_terms * u / (1 - n_terms * u) * (abs(a) @ np.abs(x_prev))
+    if p.iterations > 1:
+        bound = bound + 8 * p.iterations * (a.shape[0] + 8) * u * (abs(a) @ np.abs(x_prev))
+    correct = bool(np.all(err <= bound + 1e-30))
+    cycles = wafer.span_cycles()
+    its = []
+    for k in range(p.iterations):
+        begin = max(pe.ce.marks[f"it{k}"] for pe in wafer.pes.values())
+        end_key = f"it{k + 1}" if k + 1 < p.iterations else "end"
+        its.append(max(pe.ce.marks[end_key] for pe in wafer.pes.values()) - begin)
+    blocks = run.blocks.values()
+    m = model(p)
+    return {
+        "cycles": cycles,
+        "iteration_cycles": its,
+        "steady_iteration_cycles": its[-2] if p.iterations > 1 else cycles,
+        "rows": a.shape[0],
+        "cols": a.shape[1],
+        "nnz": int(a.nnz),
+        "block_rows": rb,
+        "max_block_nnz": max(b.nnz for b in blocks),
+        "dcsr_blocks": sum(b.fmt == "dcsr" for b in blocks),
+        "pe_bytes": sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape)),
+        "gflops": 2.0 * a.nnz * p.iterations * p.wafer.clock_hz / cycles / 1e9,
+        "model_cycles": m["cycles"],
+        "model_error_pct": 100.0 * (cycles - m["cycles"]) / m["cycles"],
+        "max_abs_error": float(err.max(initial=0.0)),
+        "correct": correct,
+    }
+
+
+# -- analytical model ----------------------------------------------------------------------------
+def model(p: SpmvParams) -> dict[str, Any]:
+    """Cycles from the study's fits and the blocks' sizes, never from a simulation.
+
+    Per product: a column broadcast of cb words, T_bcast(cb); the slowest PE's local product,
+    its non-zeros x (T_fmac(1) + nnz overhead) plus its stored rows x row overhead plus zeroing
+    y, T_fmac-like rb/2 (the fmovs's rate); the row reduction of rb words over px PEs,
+    T_bcast(rb) plus one stream cycle per word for every extra hop of the chain's pipeline is
+    not paid (the chain streams), plus px hops. Between products the normalisation: a sum of
+    squares T_fmac(rb), a column reduction and broadcast of one word, 2·T_bcast(1), the
+    rsqrt, a scale T_fmac(rb)/2 and a row broadcast T_bcast(rb).
+    """
+    a = p.matrix_csr()
+    rb, cb = sparse.block_shape(a.shape, p.px, p.py)
+    nnz = sparse.block_nnz(a, p.px, p.py)
+    dcsr = sparse.choose_format(nnz, rb, p.layout)
+    coo = a.tocoo()
+    pe = (coo.row // rb) * p.px + coo.col // cb
+    stored = np.bincount(np.unique(pe * rb + coo.row % rb) // rb, minlength=p.px * p.py)
+    stored = np.where(dcsr.reshape(-1), stored, rb).reshape(p.py, p.px)
+    local = (
+        nnz * (t_fmac_reference(1) + p.nnz_overhead_cycles)
+        + stored * p.row_overhead_cycles
+        + t_fmac_reference(rb) / 2
+    )
+    t_local = float(local.max())
+    t_x = t_bcast_reference(cb) if p.py > 1 else 0.0
+    t_red = t_bcast_reference(rb) + p.px if p.px > 1 else 0.0
+    product = t_x + t_local + t_red
+    norm = (
+        t_fmac_reference(rb)
+        + (2 * t_bcast_reference(1) if p.py > 1 else 0.0)
+        + p.rsqrt_cycles
+        + t_fmac_reference(rb) / 2
+        + (t_bcast_reference(rb) if p.px > 1 else 0.0)
+    )
+    cycles = product * p.iterations + norm * (p.iterations - 1)
+    return {
+        "cycles": cycles,
+        "steady_iteration_cycles": product + norm if p.iterations > 1 else product,
+        "local_cycles": t_local,
+        "x_broadcast_cycles": t_x,
+        "reduce_cycles": t_red,
+        "normalise_cycles": norm,
+        "rows": a.shape[0],
+        "cols": a.shape[1],
+        "nnz": int(a.nnz),
+        "stream_cycles_per_word": STREAM_CYCLES_PER_WORD,
+    }
+
+
+# -- registration and validation -----------------------------------------------------------------
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="spmv",
+            summary="sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
+            params=SpmvParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="spmv",
+            summary="spmv cycles vs the block-structure model (study fits), 2-D Poisson, "
+            "banded, random and graph Laplacians on 2x2 .. 8x8 PEs",
+            run=functools.partial(_sweep, points=VALIDATE_POINTS),
+            tolerance=VALIDATE_TOLERANCE_PCT,
+            criterion="mape",
+            origin=__name__,
+        )
+    )
+
+
+#: (label, parameters) of the validation sweep.
+VALIDATE_POINTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("poisson2d n=256 2x2", {"matrix": "poisson2d", "n": 256, "px": 2, "py": 2}),
+    ("poisson2d n=256 4x4", {"matrix": "poisson2d", "n": 256, "px": 4, "py": 4}),
+    ("poisson2d n=1024 8x8", {"matrix": "poisson2d", "n": 1024, "px": 8, "py": 8}),
+    ("banded n=512 bw=4 4x4", {"matrix": "banded", "n": 512, "bandwidth": 4}),
+    ("random n=512 d=0.02 4x4", {"matrix": "random", "n": 512, "density": 0.02}),
+    ("laplacian n=256 4x4", {"matrix": "laplacian", "n": 256}),
+    ("poisson2d n=256 4x4 K=4", {"matrix": "poisson2d", "n": 256, "iterations": 4}),
+    ("random n=1024 d=0.001 8x8", {"matrix": "random", "n": 1024, "density": 0.001,
+                                   "px": 8, "py": 8}),
+)  # fmt: skip
+VALIDATE_TOLERANCE_PCT = 3.5
+
+
+def _sweep(
+    runner: registry.Runner, *, points: tuple[tuple[str, dict[str, Any]], ...]
+) -> list[registry.ValidationRow]:
+    runs = runner("spmv", [SpmvParams(**kw) for _, kw in points])
+    rows = []
+    for (label, _), m in zip(points, runs, strict=True):
+        if not m["correct"]:
+            raise RuntimeError(f"spmv {label}: wrong product ({m['max_abs_error']:g})")
+        rows.append(registry.ValidationRow("spmv", label, m["cycles"], m["model_cycles"]))
+    return rows
