@@ -43,7 +43,6 @@ The main thread shares the datapath (docs/pe-isa.md, "One issue per cycle")
     launches, route writes, marks) keeps the cycle computed then; only its end (and so the next
     task, and the low microthreads waiting for it) moves with the stolen cycles.
 
-
 Trace flows (ops level and above)
     Slices carry send/receive flows along what causes what, so a trace's critical path can walk
     across PEs: a task -> the async operations it starts; a send operation -> the operations
@@ -590,13 +589,13 @@ class ComputeEngine:
             return
         ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
         self.running = task
+        self._task_flow = None
         self.hold_from = ctx.now
         express = self.express_issue
         if self.express_until >= ctx.now and express and express[2][0] >= MAIN_THREAD_RANK:
             # The reference would hold the express stream's microthread while this task runs;
             # the fast fidelity keeps the stream's schedule (counted; see fabric/express.py).
             self.engine.fast_conflicts += 1
-        self._task_flow = None
         arg: list[Any] = []
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":

@@ -111,8 +111,8 @@ class Wafer(Component):
         self.engine = FabricEngine(self.sched, cfg.fabric, layout.width, layout.height)
         self.engine.fast = cfg.fidelity == "fast"
         self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
-        self.sram_arena = SramArena()  # the PEs' SRAMs: only touched pages cost memory
         self.flows_issued = 0  # trace flow ids handed out by the compute engines (tracing only)
+        self.sram_arena = SramArena()  # the PEs' SRAMs: only touched pages cost memory
         self.pes: dict[tuple[int, int], Pe] = {}
         for y in range(layout.height):
             for x in range(layout.width):

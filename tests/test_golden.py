@@ -20,7 +20,7 @@ import pytest
 from workloads import registry, scenario
 
 GOLDEN = Path(__file__).parent / "golden"
-NOISY = {"wall_s", "kernel_events", "trace", "params"}  # host-dependent or inputs: not compared
+NOISY = {"wall_s", "kernel_events", "trace", "config"}  # host-dependent or inputs: not compared
 
 
 def metrics(name: str) -> dict[str, Any]:

@@ -195,7 +195,8 @@ def test_poisson_needs_square_n():
     with pytest.raises(ConfigError) as exc:
         cfg.load(spmv.SpmvParams, {"matrix": "poisson2d", "n": 50})
     assert str(exc.value) == (
-        "config key 'n' = 50: matrix = poisson2d needs a square grid: n must be a perfect square; "
+        "config key 'n' = 50: matrix = 'poisson2d' needs a square grid: n must be a perfect "
+        "square; "
         "allowed: e.g. 49 or 64"
     )
 

@@ -367,9 +367,11 @@ def test_sweep_and_plot_sweep_commands(client2, tmp_path, capsys):
 
 
 def test_cluster_options_are_checked(capsys):
-    assert main(["sweep", "link-chain", "--workers", "0", "--quiet"]) == 2
-    assert capsys.readouterr().err == (
-        "wafersim: error: config key '--workers' = 0: out of range; allowed: 1 .. inf\n"
+    with pytest.raises(SystemExit) as exc:  # a checked type (workloads/argtypes.py)
+        main(["sweep", "link-chain", "--workers", "0", "--quiet"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "wafersim sweep: error: argument --workers: 0 is too small; give a number >= 1\n"
     )
     assert main(["validate", "link-chain", "--workers", "2", "--scheduler", "tcp://x:1"]) == 2
     assert capsys.readouterr().err == (

@@ -144,8 +144,8 @@ BAD = [
     ("tpu-collective", ["axes=z"], "config key 'axes' = 'z': the 4x4 slice has no axis 'z'; "
      "allowed: x, y"),
     ("tpu-collective", ["bytes=1002"], "config key 'bytes' = 1002: does not divide into 4 shards "
-     "(the chips of axes 'x') of whole bf16 elements (8 bytes each step); allowed: a multiple of "
-     "8, e.g. 1000 or 1008"),
+     "of whole bf16 elements (8 bytes each step; set by op, axes and dtype); allowed: a "
+     "multiple of 8, e.g. 1000 or 1008"),
     ("tpu-collective", ["bytes=17179869184"], "config key 'bytes' = 17179869184: each chip would "
      "hold 17,179,869,184 bytes but a v5e chip has 16,000,000,000 bytes of HBM; allowed: at "
      "most 16,000,000,000 bytes per chip"),

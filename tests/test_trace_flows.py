@@ -17,13 +17,13 @@ from workloads.cli import main
 
 #: (scenario, overrides, the largest share of the path between its slices). Between slices
 #: the path is in flight on the fabric (ops-level traces have no per-hop slices) or waiting:
-#: wgrad's ring passes control wavelets hop by hop, so a sixth of its path is in flight.
+#: ws-matmul's rings pass wavelets hop by hop, so up to a sixth of its path is in flight.
 CASES = [
     ("wse-bcast", ["pes=12"], 0.02),
     ("wse-bcast", ["pes=6", "wafer.fidelity=reference"], 0.02),
     ("summa", ["p=3", "mt=4"], 0.02),
     ("summa", ["p=3", "mt=2", "overlap=true"], 0.06),
-    ("ws-matmul", [], 0.06),
+    ("ws-matmul", [], 0.2),
     ("ws-matmul", ["flavour=wgrad"], 0.3),
 ]
 

@@ -26,7 +26,7 @@ from simcore.tracing import LEVEL_NAMES, TraceLevel
 from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import __version__, outputs, registry, scenario, sweep
+from workloads import __version__, argtypes, outputs, registry, scenario, sweep
 from workloads.progress import PointProgress, RunProgress
 
 #: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
@@ -53,8 +53,7 @@ def _cases_epilog() -> str:
     return "\n".join(lines)
 
 
-#: An argparse type: a whole number >= 0 (every whole-number option of the CLI is one).
-_count = sweep.count
+_count = argtypes.count  # every numeric option takes a checked type (workloads/argtypes.py)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -192,11 +191,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
     q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
-    q.add_argument("path", metavar="TABLE.parquet", help="a table wafersim sweep wrote")
-    q.add_argument(
-        "--x", required=True, metavar="COLUMN", help="the column along x (a swept parameter)"
-    )
-    q.add_argument("--y", required=True, metavar="COLUMN", help="the column along y (a metric)")
+    q.add_argument("path", metavar="TABLE.parquet", help="a table written by wafersim sweep")
+    q.add_argument("--x", required=True, metavar="COLUMN", help="the column on the x axis")
+    q.add_argument("--y", required=True, metavar="COLUMN", help="the column on the y axis")
     q.add_argument("--hue", metavar="COLUMN", help="one line per value of COLUMN")
     q.add_argument("--logx", action="store_true", help="logarithmic x axis")
     q.add_argument("--logy", action="store_true", help="logarithmic y axis")
@@ -343,6 +340,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace, runner: registry.Runner, points: PointProgress) -> int:
+    """Run the cases with ``runner``, which reports each point to ``points`` as it finishes."""
     results = []
     ok = True
     for case in registry.find_cases(args.cases):

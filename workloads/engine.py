@@ -302,7 +302,7 @@ class DaskRunner:
         self, client: Client, on_point: Callable[[registry.PointDone], None] | None = None
     ) -> None:
         self.client = client
-        self.on_point = on_point
+        self.on_point = on_point  # called here as each point's result comes back
 
     def __call__(
         self, kind: str, points: Sequence[registry.ScenarioParams]
@@ -333,9 +333,8 @@ class DaskRunner:
                     out[i] = metrics
                     queue.walls.append(wall)
                     if self.on_point is not None:
-                        self.on_point(
-                            registry.PointDone(kind, i, len(points), params, metrics, wall)
-                        )
+                        done = registry.PointDone(kind, i, len(points), params, metrics, wall)
+                        self.on_point(done)
                 fut.release()
             fill()
         return out

@@ -157,7 +157,7 @@ class RunOutput:
         out["wall_s"] = round(self.result.wall_s, 6)
         out["kernel_events"] = self.result.events
         out["trace"] = self.trace_path
-        out["params"] = cfg.to_dict(self.params)  # every effective parameter, nested
+        out["config"] = cfg.to_dict(self.params)  # every effective parameter, nested
         return out
 
 

@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from simcore import config as cfg
 from simcore.errors import MISSING, ConfigError, ScenarioError, WafersimError
 from simcore.tracing import LEVEL_NAMES
-from workloads import __version__, outputs, scenario
+from workloads import __version__, argtypes, outputs, scenario
 
 #: How a point can end (the ``status`` column).
 #:
@@ -409,9 +409,11 @@ def build_table(
 
 
 def write_table(table: pa.Table, output: str) -> None:
-    """Write atomically (:func:`workloads.outputs.atomic`): a sweep killed or failing while
-    writing leaves the previous table (or none), and a failed write is a clear error."""
-    with outputs.atomic(output, "the table (-o)") as tmp:
+    """Write atomically: a sweep killed while writing leaves the previous table (or none)."""
+    folder = os.path.dirname(output)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    with outputs.atomic(output, "the sweep table (-o)") as tmp:  # a full disk: a clear error
         pq.write_table(table, tmp)
 
 
@@ -443,35 +445,11 @@ def summarise(statuses: Iterable[str]) -> dict[str, int]:
 
 
 # -- command line ----------------------------------------------------------------------------------
-def count(text: str) -> int:
-    """An argparse type: a whole number >= 0 (every whole-number option of the CLI is one)."""
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; give a number >= 0")
-    return value
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds >= 0."""
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value:g} is negative; give a number of seconds > 0")
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{value} is not a finite number of seconds")
-    return value
-
-
 def add_cluster_arguments(p: argparse.ArgumentParser, *, workers_default: str) -> None:
     """``--workers`` and ``--scheduler``, shared by ``sweep`` and ``validate``."""
     p.add_argument(
         "--workers",
-        type=count,
+        type=argtypes.positive,
         metavar="N",
         help=f"worker processes of the local Dask cluster (default: {workers_default})",
     )
@@ -505,20 +483,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_cluster_arguments(p, workers_default="one per core")
     p.add_argument(
-        "--retries", type=count, default=0, metavar="N",
+        "--retries", type=argtypes.count, default=0, metavar="N",
         help="run a point that failed, timed out or crashed its worker up to N more times",
     )  # fmt: skip
     p.add_argument(
-        "--time-limit", type=seconds, metavar="SECONDS",
+        "--time-limit", type=argtypes.seconds, metavar="SECONDS",
         help="end a point still running after SECONDS (status timeout)",
     )  # fmt: skip
     p.add_argument("--traces", metavar="DIR", help="write each point's Arrow trace into DIR")
     p.add_argument(
         "--trace-level", default="ops", choices=LEVEL_NAMES,
-        help="how much each point's trace records, with --traces (default: ops)",
+        help="how much each point's trace records (default: ops)",
     )  # fmt: skip
     p.add_argument(
-        "--livelock-cycles", type=count, default=1_000_000, metavar="N",
+        "--livelock-cycles", type=argtypes.count, default=1_000_000, metavar="N",
         help="as for run (default 1,000,000; 0: never)",
     )  # fmt: skip
     p.add_argument(

@@ -68,8 +68,8 @@ class CollectiveParams(SliceParams):
             lo = (self.bytes // unit) * unit
             raise ConfigError(
                 "bytes", self.bytes,
-                f"does not divide into {what} (the chips of axes '{self.axes}') of whole "
-                f"{self.dtype} elements ({unit} bytes each step)",
+                f"does not divide into {what} of whole {self.dtype} elements "
+                f"({unit} bytes each step; set by op, axes and dtype)",
                 allowed=f"a multiple of {unit}, e.g. {lo or unit} or {lo + unit}",
             )  # fmt: skip
         per_chip = self.bytes // n if self.op == "alltoall" else self.bytes

@@ -85,8 +85,9 @@ class MatmulParams(SliceParams):
             key = "k" if self.sharding == "contracting" else "i"
             raise ConfigError(
                 "blocks", self.blocks,
-                f"does not divide the {col} {'columns (k)' if key == 'k' else 'rows per chip (i)'} "
-                "that are communicated in blocks",
+                f"does not divide the {col} {'columns' if key == 'k' else 'rows per chip'} "
+                f"that are communicated in blocks ({key} = {getattr(self, key)}, sharding = "
+                f"{self.sharding!r})",
                 allowed=f"a divisor of {col}",
             )  # fmt: skip
         hbm = topo.spec.hbm_bytes

@@ -95,7 +95,7 @@ def _generate(
         side = math.isqrt(n)
         if side * side != n:
             raise ConfigError(
-                "n", n, "matrix = poisson2d needs a square grid: n must be a perfect square",
+                "n", n, "matrix = 'poisson2d' needs a square grid: n must be a perfect square",
                 allowed=f"e.g. {side * side} or {(side + 1) ** 2}",
             )  # fmt: skip
         return poisson2d(side)
