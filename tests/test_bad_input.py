@@ -227,7 +227,6 @@ MODEL_IGNORES = {
     ("gpt-ws", "fidelity"): "a simulator setting (how each chunk's compute is simulated), not "
     "hardware: the model predicts the same CS-2 at either fidelity",
     ("gpt-ws", "functional"): "real data or sizes only: the same timing by design (tested equal)",
-    ("jitq", "master"): "one allowed value (bf16): nothing to vary",
     ("jitq", "fidelity"): "a simulator setting (one pseudo-channel scaled, or every one), not "
     "hardware: the model is per pseudo-channel, which both simulate alike",
     ("jitq", "zero_fraction"): "values only: the command stream, and so the time, is the same "
@@ -242,6 +241,7 @@ BASES = {
     "gpt-ws": [{}, _TINY_GPT],
     "ws-matmul": [{}, {"ring_priority": "low"}],
     "jitq": [{}, {"rows": 2048, "cols": 2048}],
+    "hbm-read": [{}, {"pattern": "random"}],
     "spmv": [{}, {"matrix": "random"}, {"matrix": "banded"}, {"matrix": "laplacian"},
              {"matrix": "laplacian", "graph": "erdos_renyi"},
              {"matrix": "random", "layout": "dcsr"}],

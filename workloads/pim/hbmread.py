@@ -23,6 +23,7 @@ from pim.stack import HbmConfig, HbmStack
 from simcore.config import param, section
 from simcore.sim import RunResult, Simulation
 from workloads import registry
+from workloads.pim.jitq import PCH_BYTES
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -95,7 +96,11 @@ def model(p: HbmReadParams) -> dict[str, Any]:
     std = p.hbm.standard()
     t, org = std.timing, std.org
     activation_rate = max(t.nRRD_S, t.nFAW / 4, t.nRC / org.banks)
-    per = float(t.nCCD_S) if p.pattern == "stream" else activation_rate
+    if p.pattern == "stream":
+        per = float(t.nCCD_S)
+    else:  # a random read hits the open row with probability 1 / (rows it draws from)
+        hit = 1.0 / min(p.rows_spanned, org.rows - 3)
+        per = hit * t.nCCD_S + (1.0 - hit) * activation_rate
     cycles = p.requests * per
     if p.hbm.refresh == "all-bank":
         cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
@@ -119,6 +124,18 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
     return rows
 
 
+#: Host bytes of one request (the request object, its expected word and the address arrays).
+REQUEST_BYTES = 200
+
+
+def footprint(p: HbmReadParams) -> registry.Footprint:
+    """The stack and its one pseudo-channel (a controller with its banks and PIM track), and
+    the requests."""
+    return registry.Footprint(
+        3 + p.hbm.standard().org.banks, PCH_BYTES + REQUEST_BYTES * p.requests, "requests"
+    )
+
+
 def register() -> None:
     registry.register_kind(
         registry.WorkloadKind(
@@ -129,6 +146,7 @@ def register() -> None:
             metrics=metrics,
             model=model,
             origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

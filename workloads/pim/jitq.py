@@ -308,9 +308,10 @@ BYTES_PER_ELEMENT = 32
 
 
 def footprint(p: JitqParams) -> registry.Footprint:
-    """The stack and its simulated pseudo-channels (one at fidelity pch, all at stack) and the
-    matrix in its host forms."""
-    pchs = 1 if p.fidelity == "pch" else p.hbm.standard().org.pchs * p.hbm.stacks
+    """The stack and its simulated pseudo-channels (one at fidelity pch, all at stack), each a
+    controller with its banks and PIM track, and the matrix in its host forms."""
+    org = p.hbm.standard().org
+    pchs = 1 if p.fidelity == "pch" else org.pchs * p.hbm.stacks
     return registry.Footprint(
-        1 + pchs, pchs * PCH_BYTES + BYTES_PER_ELEMENT * p.rows * p.cols, "rows"
+        1 + pchs * (2 + org.banks), pchs * PCH_BYTES + BYTES_PER_ELEMENT * p.rows * p.cols, "rows"
     )

@@ -254,6 +254,7 @@ def register() -> None:
 
 
 def footprint(p: StudyParams) -> registry.Footprint:
-    """Nothing is built (the calibration runs are simulations of their own, one pseudo-channel
-    each, made and dropped one after another): no components, the tables' few kilobytes."""
-    return registry.Footprint(0, 1 << 20, "")
+    """The timeline (itself, its GPU and PIM tracks); the calibration runs are simulations of
+    their own, one pseudo-channel each, made and dropped one after another; the tables' few
+    kilobytes."""
+    return registry.Footprint(3, 1 << 20, "")
