@@ -44,4 +44,6 @@ def test_docs_have_no_internal_references(path):
     text = path.read_text()
     # "issue #4" is the tracker's; a journal's "vol. 43, issue 3" is a citation.
     assert not re.search(r"\bissue #\d+", text, flags=re.I), f"{path}: internal issue number"
+    bare = re.search(r"(?<!, )\bissues? \d+", text, flags=re.I)  # not "vol. 43, issue 3"
+    assert not bare, f"{path}: internal issue number {bare.group(0)!r}"
     assert "still landing" not in text

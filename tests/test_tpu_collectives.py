@@ -157,8 +157,9 @@ BAD = [
      "chip's HBM (16,000,000,000 bytes); allowed: 1 .. 16,000,000,000"),
     ("tpu-matmul", ["j=2050"], "config key 'j' = 2050: does not shard evenly over the 4 chips "
      "of axes 'x'; allowed: a multiple of 4"),
-    ("tpu-matmul", ["blocks=3"], "config key 'blocks' = 3: does not divide the 1024 columns (k) "
-     "that are communicated in blocks; allowed: a divisor of 1024"),
+    ("tpu-matmul", ["blocks=3"], "config key 'blocks' = 3: does not divide the 1024 columns "
+     "that are communicated in blocks (k = 1024, sharding = 'contracting'); allowed: a divisor "
+     "of 1024"),
     ("tpu-matmul", ["i=65536", "j=65536", "k=65536", "payload=size"], "config key 'i' = 65536: "
      "A, B and C need 34,359,738,368 bytes but a v5e chip has 16,000,000,000 bytes of HBM; "
      "allowed: smaller i, j, k"),
