@@ -214,17 +214,32 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 def apply_override(data: dict[str, Any], text: str) -> None:
     """Apply one ``--set a.b=value`` to a nested dict in place."""
-    key, value = parse_override(text)
-    parts = key.split(".")
+    set_key(data, *parse_override(text))
+
+
+def set_key(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """``data[a][b] = value`` for ``a.b`` (sections made as needed), as ``--set a.b=value``."""
+    parts = dotted.split(".")
     node = data
     for i, part in enumerate(parts[:-1]):
         nxt = node.setdefault(part, {})
         if not isinstance(nxt, dict):
             raise ConfigError(
-                ".".join(parts[: i + 1]), nxt, "is a value, not a section", hint=f"drop '{key}'"
+                ".".join(parts[: i + 1]), nxt, "is a value, not a section", hint=f"drop '{dotted}'"
             )
         node = nxt
     node[parts[-1]] = value
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested dict as ``{"a.b": value}``, the keys ``--set`` takes."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
 
 
 def to_dict(obj: Any) -> dict[str, Any]:

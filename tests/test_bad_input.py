@@ -187,9 +187,9 @@ def test_params_shows_the_values_a_run_uses(capsys, name):
     assert code == 0
     rows = {r["key"]: r for r in json.loads(out)}
     sc = scenario.find(name)
-    used = cli._flat(cfg.to_dict(scenario.resolve_params(sc, ["seed=5"])))
+    used = cfg.flatten(cfg.to_dict(scenario.resolve_params(sc, ["seed=5"])))
     assert {k: r["value"] for k, r in rows.items()} == json.loads(json.dumps(used))
-    in_file = cli._flat(sc.data)
+    in_file = cfg.flatten(sc.data)
     for key, r in rows.items():
         expected = "--set" if key == "seed" else "scenario" if key in in_file else "default"
         assert r["source"] == expected, key

@@ -221,24 +221,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = value
-    return out
-
-
 def cmd_params(args: argparse.Namespace) -> int:
     sc = scenario.find(args.scenario)
-    values = _flat(cfg.to_dict(scenario.resolve_params(sc, args.overrides)))
+    values = cfg.flatten(cfg.to_dict(scenario.resolve_params(sc, args.overrides)))
     overridden: dict[str, Any] = {}
     for text in args.overrides:
         cfg.apply_override(overridden, text)
-    source = {key: "scenario" for key in _flat(sc.data)}
-    source.update({key: "--set" for key in _flat(overridden)})
+    source = {key: "scenario" for key in cfg.flatten(sc.data)}
+    source.update({key: "--set" for key in cfg.flatten(overridden)})
     rows = [
         {"key": key, "value": values[key], "source": source.get(key, "default"),
          "default": default, "allowed": allowed, "description": doc}

@@ -128,19 +128,9 @@ class RunProgress(Progress):
 
 def describe_point(params: registry.ScenarioParams) -> str:
     """``key=value`` for each parameter that differs from its kind's default."""
-    flat = _flat(cfg.to_dict(params))
-    defaults = _flat(cfg.to_dict(type(params)()))
+    flat = cfg.flatten(cfg.to_dict(params))
+    defaults = cfg.flatten(cfg.to_dict(type(params)()))
     return " ".join(f"{k}={v}" for k, v in flat.items() if defaults.get(k) != v) or "defaults"
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = value
-    return out
 
 
 class PointProgress:

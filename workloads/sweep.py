@@ -173,13 +173,13 @@ class Sweep:
         that point ``invalid``; a key the scenario does not have is an error of the sweep."""
         base = scenario._deepcopy(self.scen.data)
         for key, value in self.fixed:
-            set_key(base, key, value)
+            cfg.set_key(base, key, value)
         return [self._point(i, values, base) for i, values in enumerate(self.combinations())]
 
     def _point(self, index: int, values: dict[str, Any], base: dict[str, Any]) -> Point:
         data = scenario._deepcopy(base)
         for key, value in values.items():
-            set_key(data, key, value)
+            cfg.set_key(data, key, value)
         try:
             params = cfg.load(self.scen.kind.params, data)
         except ConfigError as err:
@@ -197,20 +197,6 @@ def config_hash(kind: str, config: str, livelock_cycles: int | None = None) -> s
     livelock limit and the wafersim version (another version may simulate differently)."""
     blob = json.dumps([__version__, kind, config, livelock_cycles])
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def set_key(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """``data[a][b] = value`` for ``a.b``, as ``--set a.b=value`` does."""
-    parts = dotted.split(".")
-    node = data
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.setdefault(part, {})
-        if not isinstance(nxt, dict):
-            raise ConfigError(
-                ".".join(parts[: i + 1]), nxt, "is a value, not a section", hint=f"drop '{dotted}'"
-            )
-        node = nxt
-    node[parts[-1]] = value
 
 
 _FILE_KEYS = ("scenario", "description", "output", "set", "grid", "zip")
