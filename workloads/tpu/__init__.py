@@ -18,55 +18,20 @@ from __future__ import annotations
 from workloads import registry
 from workloads.tpu import collective, matmul, p2p, trainstep, validation
 
+KINDS = (
+    ("tpu-collective", "a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
+     collective.CollectiveParams, collective),
+    ("tpu-p2p", "one transfer between two chips of a TPU slice, routed over the torus",
+     p2p.P2pParams, p2p),
+    ("tpu-matmul", "a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
+     matmul.MatmulParams, matmul),
+    ("tpu-train-step", "one layer's data-parallel or FSDP training step on a TPU slice",
+     trainstep.TrainStepParams, trainstep),
+)  # fmt: skip
+
 
 def register() -> None:
     """Register the family's kinds and validation cases."""
-    registry.register_kind(
-        registry.WorkloadKind(
-            name="tpu-collective",
-            summary="a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
-            params=collective.CollectiveParams,
-            build=collective.build,
-            metrics=collective.metrics,
-            model=collective.model,
-            footprint=collective.footprint,
-            origin=collective.__name__,
-        )
-    )
-    registry.register_kind(
-        registry.WorkloadKind(
-            name="tpu-p2p",
-            summary="one transfer between two chips of a TPU slice, routed over the torus",
-            params=p2p.P2pParams,
-            build=p2p.build,
-            metrics=p2p.metrics,
-            model=p2p.model,
-            footprint=p2p.footprint,
-            origin=p2p.__name__,
-        )
-    )
-    registry.register_kind(
-        registry.WorkloadKind(
-            name="tpu-matmul",
-            summary="a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
-            params=matmul.MatmulParams,
-            build=matmul.build,
-            metrics=matmul.metrics,
-            model=matmul.model,
-            footprint=matmul.footprint,
-            origin=matmul.__name__,
-        )
-    )
-    registry.register_kind(
-        registry.WorkloadKind(
-            name="tpu-train-step",
-            summary="one layer's data-parallel or FSDP training step on a TPU slice",
-            params=trainstep.TrainStepParams,
-            build=trainstep.build,
-            metrics=trainstep.metrics,
-            model=trainstep.model,
-            footprint=trainstep.footprint,
-            origin=trainstep.__name__,
-        )
-    )
+    for name, summary, params, module in KINDS:
+        registry.register_kind(registry.module_kind(name, summary, params, module))
     validation.register()
