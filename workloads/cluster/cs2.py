@@ -42,6 +42,7 @@ from simcore.tracing import TraceLevel
 from swarmx.node import Interface
 from workloads.cluster import calibration as cal
 from workloads.cluster import gpt
+from workloads.cluster.pekernels import PeSideWork
 from workloads.cluster.plan import Work
 from workloads.wafer import wsfwd, wsgrad
 from workloads.wafer.wscommon import WsMatmulParams
@@ -122,6 +123,7 @@ class Function:
         targets: np.ndarray,
         global_tokens: int,
         pe: PeProducts | None,
+        side: PeSideWork | None = None,
     ) -> None:
         self.shape = shape
         self.seqs = ids.shape[0]
@@ -129,6 +131,7 @@ class Function:
         self.targets = targets.reshape(-1)
         self.global_tokens = global_tokens
         self.pe = pe
+        self.side = side
         self.act: dict[str, np.ndarray] = {}
         self.out: np.ndarray | None = None
         self.loss = 0.0
@@ -180,18 +183,30 @@ class Function:
             if w.last:
                 a["l0.x"] = self.out
             return None, 0
+        side = self.side
         if w.op == "attn":
-            a[f"l{w.layer}.a"], a[f"l{w.layer}.p"] = gpt.attention(
-                a[f"l{w.layer}.qkv"], self.seqs, shape.heads
-            )
+            lay = f"l{w.layer}"
+            if side is not None:
+                a[f"{lay}.a"], a[f"{lay}.p"], cycles = side.attention(
+                    a[f"{lay}.qkv"], self.seqs, shape.heads
+                )
+                return None, cycles
+            a[f"{lay}.a"], a[f"{lay}.p"] = gpt.attention(a[f"{lay}.qkv"], self.seqs, shape.heads)
             return None, 0
         if w.op == "attn-grad":
             lay = f"l{w.layer}"
-            a[f"{lay}.dqkv"] = gpt.attention_grad(
-                a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads
-            )
+            args = (a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads)
+            if side is not None:
+                a[f"{lay}.dqkv"], cycles = side.attention_grad(*args)
+                return None, cycles
+            a[f"{lay}.dqkv"] = gpt.attention_grad(*args)
             return None, 0
         if w.op == "loss":
+            if side is not None:
+                self.loss, a["dlogits"], cycles = side.loss(
+                    a["logits"], self.targets, self.global_tokens
+                )
+                return None, cycles
             self.loss, a["dlogits"] = gpt.loss_grad(a["logits"], self.targets, self.global_tokens)
             return None, 0
         if w.op == "embed-grad":
@@ -214,25 +229,37 @@ class Function:
         part, cycles = self._fwd(x, rows)
         self.out[:, e.lo : e.hi] = part  # type: ignore[index]
         if w.last:
-            self._fwd_epilogue(w, self.out)  # type: ignore[arg-type]
+            cycles += self._fwd_epilogue(w, self.out)  # type: ignore[arg-type]
         return cycles
 
-    def _fwd_epilogue(self, w: Work, out: np.ndarray) -> None:
+    def _ew(self, kind: str, *inputs: np.ndarray) -> tuple[np.ndarray, int]:
+        """An element-wise epilogue: on the PEs, or numpy."""
+        if self.side is not None:
+            return self.side.elementwise(kind, *inputs)
+        if kind == "add":
+            return inputs[0] + inputs[1], 0
+        if kind == "gelu":
+            return gpt.gelu(inputs[0]), 0
+        return inputs[0] * gpt.gelu_grad(inputs[1]), 0
+
+    def _fwd_epilogue(self, w: Work, out: np.ndarray) -> int:
         a = self.act
         name = w.tensor.rpartition(".")[2]
         lay = f"l{w.layer}"
+        cycles = 0
         if name == "qkv":
             a[f"{lay}.qkv"] = out
         elif name == "proj":
-            a[f"{lay}.h"] = a[f"{lay}.x"] + out
+            a[f"{lay}.h"], cycles = self._ew("add", a[f"{lay}.x"], out)
         elif name == "fc1":
             a[f"{lay}.u"] = out
-            a[f"{lay}.g"] = gpt.gelu(out)
+            a[f"{lay}.g"], cycles = self._ew("gelu", out)
         elif name == "fc2":
-            y = a[f"{lay}.h"] + out
+            y, cycles = self._ew("add", a[f"{lay}.h"], out)
             a["y" if w.layer == self.shape.layers - 1 else f"l{w.layer + 1}.x"] = y
         else:
             a["logits"] = out
+        return cycles
 
     def _dgrad(self, e: Entry, rows: np.ndarray) -> int:
         """dX[:, lo:hi] = dY · W[:, lo:hi]: the forward program on rows lo..hi of W^T."""
@@ -243,7 +270,7 @@ class Function:
         part, cycles = self._fwd(dy, rows)
         self.out[:, e.lo : e.hi] = part  # type: ignore[index]
         if w.last:
-            self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
+            cycles += self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
         return cycles
 
     def _wgrad_rows(self, e: Entry, request: np.ndarray) -> tuple[np.ndarray, int]:
@@ -253,21 +280,23 @@ class Function:
         x = self.act[self._input(w.tensor)]
         return self._wgrad(x, dy[:, e.glo : e.ghi], request)
 
-    def _bwd_epilogue(self, w: Work, dx: np.ndarray) -> None:
+    def _bwd_epilogue(self, w: Work, dx: np.ndarray) -> int:
         a = self.act
         name = w.tensor.rpartition(".")[2]
         lay = f"l{w.layer}"
+        cycles = 0
         if name == "head":
             a[f"l{self.shape.layers - 1}.dy"] = dx
         elif name == "fc2":
-            a[f"{lay}.du"] = dx * gpt.gelu_grad(a[f"{lay}.u"])
+            a[f"{lay}.du"], cycles = self._ew("gelu-grad", dx, a[f"{lay}.u"])
         elif name == "fc1":
-            a[f"{lay}.dh"] = a[f"{lay}.dy"] + dx
+            a[f"{lay}.dh"], cycles = self._ew("add", a[f"{lay}.dy"], dx)
         elif name == "proj":
             a[f"{lay}.da"] = dx
         else:
-            d = a[f"{lay}.dh"] + dx
+            d, cycles = self._ew("add", a[f"{lay}.dh"], dx)
             a[f"l{w.layer - 1}.dy" if w.layer > 0 else "l0.dx"] = d
+        return cycles
 
 
 def _rows_of(shape: gpt.Shape, tensor: str) -> int:
@@ -383,8 +412,12 @@ class Cs2(Component):
         grad, pe_cycles = (None, 0)
         if self.function is not None:
             grad, pe_cycles = self.function.run(e, payload)
-        if self.fidelity == "pe" and w.op in ("matmul", "dgrad", "wgrad"):
-            return pe_cycles + side_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
+        if self.fidelity == "pe":
+            # everything but the embedding's gather and scatter ran on the PEs
+            rest = 0.0
+            if w.op in ("embed", "embed-grad"):
+                rest = side_cycles(w, self.shape, self.seqs, self.cfg.compute)
+            return pe_cycles + rest, grad
         return wafer_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
 
     def _run(self) -> Any:

@@ -42,6 +42,7 @@ from workloads import registry
 from workloads.cluster import gpt
 from workloads.cluster import model as cluster_model
 from workloads.cluster.cs2 import Cs2, Cs2Config, Function, PeProducts
+from workloads.cluster.pekernels import PeSideWork
 from workloads.cluster.plan import PlanConfig, build_plan
 
 MODEL_NAMES = (*gpt.MODELS, "custom")
@@ -257,12 +258,13 @@ def build(sim: Simulation, p: GptWsParams) -> Cluster:
     top = Component(sim, "cs2", domain=sim.domain("cs2", p.cs2.clock_hz))
     systems, functions = [], []
     for k in range(p.systems):
-        fn = pe = None
+        fn = pe = side = None
         if p.fidelity == "pe":
             pe = PeProducts(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, p.seed)
+            side = PeSideWork(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, p.seed)
         if tokens is not None:
             ids, tgt = (a[k * seqs : (k + 1) * seqs] for a in tokens)
-            fn = Function(shape, ids, tgt, seqs * p.systems * shape.sequence, pe)
+            fn = Function(shape, ids, tgt, seqs * p.systems * shape.sequence, pe, side)
         functions.append(fn)
         systems.append(
             Cs2(
@@ -400,6 +402,10 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         out.update(functional_check(p, c))
     if p.fidelity == "pe":
         out["pe_runs"] = sum(s.pe.runs for s in c.systems if s.pe is not None)
+        sides = [f.side.stats for f in c.functions if f is not None and f.side is not None]
+        out["pe_side_runs"] = sum(st.runs for st in sides)
+        kinds = sorted({k for st in sides for k in st.cycles})
+        out["pe_side_cycles"] = {k: sum(st.cycles.get(k, 0) for st in sides) for k in kinds}
     return out
 
 
