@@ -73,6 +73,11 @@ def test_pe_fidelity_step_equals_the_reference(optimizer):
     _, _c, m = run(p)
     assert m["correct"], m
     assert m["pe_runs"] == 2 * 15  # per system: 5 matrices x (fwd, bwd, wgrad)
+    # and per system 9 programs without streamed weights: attention, its backward, the loss,
+    # 2 residual adds and GELU forward, GELU' and 2 residual adds backward
+    assert m["pe_side_runs"] == 2 * 9
+    assert set(m["pe_side_cycles"]) == {"attention", "attention-grad", "loss", "add", "gelu",
+                                        "gelu-grad"}  # fmt: skip
 
 
 @pytest.mark.slow
