@@ -41,7 +41,7 @@ from simcore.sim import Simulation
 from simcore.tracing import TraceLevel
 from swarmx.node import Interface
 from workloads.cluster import calibration as cal
-from workloads.cluster import gpt
+from workloads.cluster import gpt, sidecal
 from workloads.cluster.pekernels import PeSideWork
 from workloads.cluster.plan import Work
 from workloads.wafer import wsfwd, wsgrad
@@ -66,32 +66,37 @@ class Cs2Config:
     wafer: WaferConfig = section(WaferConfig, "PE fidelity: the cycle-level wafer")
 
 
-# -- timing of work without streamed weights (both fidelities) -----------------------------------
+# -- timing of work without streamed weights (wafer fidelity; the embedding at both) -------------
+#: The element-wise program after a matrix's last chunk: forward, backward.
+EPILOGUES = (
+    {"proj": "add", "fc1": "gelu", "fc2": "add"},
+    {"fc1": "add", "qkv": "add", "fc2": "gelu-grad"},
+)
+
+
 def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -> float:
-    """Documented cost of the chunk's work that streams no weights: attention, loss, epilogues
-    (residual adds, GELU), embedding gather and scatter."""
+    """Wafer-level cost of the chunk's work that streams no weights: attention, loss and
+    epilogues from the models of their PE programs (:mod:`workloads.cluster.sidecal`) on the
+    whole array; the embedding's gather and scatter at a documented cost."""
     t, h, s = seqs * shape.sequence, shape.hidden, shape.sequence
-    fwd = w.op != "dgrad"
+    px, py = c.pe_columns, c.pe_rows
     if w.op in ("attn", "attn-grad"):
-        fmacs = 2 * seqs * s * s * h  # QK^T and PV
-        ew = seqs * shape.heads * s * s * 5  # scale, mask, exp, sum, divide
-        if w.op == "attn":
-            return cal.fmac_cycles(c, fmacs) + cal.elementwise_cycles(c, ew, 1)
-        return cal.fmac_cycles(c, 2 * fmacs) + cal.elementwise_cycles(c, ew, 2)
+        kind = "attention" if w.op == "attn" else "attention-grad"
+        return sidecal.cycles(c.side, kind, (seqs * shape.heads, s, h // shape.heads, px, py))
     if w.op == "loss":
-        return cal.elementwise_cycles(c, t * shape.vocab, 5)
+        return sidecal.cycles(c.side, "loss", (t, shape.vocab, px, py))
     if w.op in ("embed", "embed-grad"):
         rows = w.rows if w.op == "embed" else w.grad_rows
         return cal.elementwise_cycles(c, t * h * rows / shape.vocab, 1)
     if not w.last or w.op == "wgrad":
         return 0.0
     name = w.tensor.rpartition(".")[2]
-    # forward: residual add after proj and fc2, GELU (8 ops) after fc1; backward: GELU'
-    # and the product (9) after fc2's dX, residual adds after fc1 and qkv.
-    table = {"proj": 1, "fc1": 8, "fc2": 1} if fwd else {"fc1": 1, "qkv": 1, "fc2": 9}
-    ops = table.get(name, 0)
+    fwd = w.op != "dgrad"
+    kind = EPILOGUES[0 if fwd else 1].get(name)
+    if kind is None:
+        return 0.0
     width = 4 * h if name == "fc1" or (name == "fc2" and not fwd) else h
-    return cal.elementwise_cycles(c, t * width, ops)
+    return sidecal.cycles(c.side, kind, (t * width, px, py))
 
 
 def matmul_cycles(w: Work, tokens: int, c: cal.Cs2ComputeConfig) -> float:
