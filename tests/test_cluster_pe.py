@@ -146,11 +146,12 @@ FRESH = (
 @pytest.mark.parametrize("kind, dims", FRESH, ids=[f"{k}{d}" for k, d in FRESH])
 def test_wafer_level_side_cost_against_a_fresh_pe_run(kind, dims):
     """The fitted models of sidecal (MAPE over POINTS: 0 % element-wise, 0.3 % attention,
-    0.1 % backward, 1.6 % loss) on sizes they were not fitted to: within 5 %."""
+    0.1 % backward, 1.6 % loss) on sizes they were not fitted to: within 8 % (measured: at
+    most -4.7 %, the backward of 3 pairs of 10 tokens on 4x3 PEs)."""
     assert (kind, dims) not in sidecal.POINTS
     run = sidecal.measure(kind, dims)
     model = sidecal.cycles(sidecal.SideCostConfig(), kind, dims)
-    assert abs(model - run) / run < 0.05, (run, model)
+    assert abs(model - run) / run < 0.08, (run, model)
 
 
 def test_the_fit_recovers_the_defaults():
@@ -162,3 +163,35 @@ def test_the_fit_recovers_the_defaults():
     assert fitted["gelu_cycles_per_element"] == want.gelu_cycles_per_element
     assert fitted["gelu_fixed_cycles"] == want.gelu_fixed_cycles
     assert mape["gelu"] < 0.01
+
+
+# -- in the GPT step ---------------------------------------------------------------------------
+def test_pe_step_traces_each_program_inside_its_chunk():
+    """At PE fidelity every chunk's compute slice holds one pe-program slice per cycle-level
+    run, back to back from its start; they fill it except for the embedding's documented
+    gather and scatter."""
+    from simcore.tracing import ListTracer, TraceLevel
+    from tests.test_cluster import params, run
+
+    p = params(layers=1, hidden=8, sequence=4, vocab=16, systems=1, fidelity="pe",
+               cs2={"pe_px": 2, "pe_py": 2})  # fmt: skip
+    tracer = ListTracer(TraceLevel.OPS)
+    _, _, m = run(p, tracer)
+    assert m["correct"]
+    mine = [e for e in tracer.events if e["component"] == "cs2/cs2[0]"]
+    computes = {e["args"]["entry"]: e for e in mine if e["category"] == "compute"}
+    programs = [e for e in mine if e["category"] == "pe-program"]
+    names = {e["name"] for e in programs}
+    assert names == {"ws-matmul", "ws-matmul wgrad", "attention", "attention-grad", "loss", "add",
+                     "gelu", "gelu-grad"}  # fmt: skip
+    by_entry: dict[int, list] = {}
+    for e in programs:
+        by_entry.setdefault(e["args"]["entry"], []).append(e)
+    for entry, parts in by_entry.items():
+        c = computes[entry]
+        t = c["ts_ticks"]
+        for e in parts:
+            assert e["ts_ticks"] == t
+            t += e["dur_ticks"]
+        if not c["name"].split()[1].startswith("embed"):
+            assert t == c["ts_ticks"] + c["dur_ticks"], c["name"]

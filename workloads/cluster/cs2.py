@@ -10,14 +10,16 @@ sending overlaps the next chunk's compute.
 How long a chunk takes:
 
 - ``fidelity = "wafer"``: the calibrated row model of :mod:`workloads.cluster.calibration` for
-  the streamed products (fwd, dgrad, wgrad) over this system's tokens, and its documented costs
-  for attention, softmax, GELU, residual adds and the embedding gather/scatter;
+  the streamed products (fwd, dgrad, wgrad) over this system's tokens, and for attention, its
+  backward, the loss and the epilogues (residual adds, GELU, GELU') the models of their PE
+  programs fitted to PE-level runs (:mod:`workloads.cluster.sidecal`), on the whole array;
 - ``fidelity = "pe"``: the chunk's streamed product (forward; activation gradient, the same
   program on W^T; or weight gradient on the request mask) runs as the cycle-level ``ws-matmul``
   program (:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`) on a ``pe_px`` x
-  ``pe_py`` sub-array with the chunk's real data, in a simulation of its own; the chunk takes the
-  cycles that run measured, and the result is what the PEs computed. Work without streamed
-  weights keeps its documented cost.
+  ``pe_py`` sub-array with the chunk's real data, in a simulation of its own, and so do its
+  attention, loss and epilogue (:mod:`workloads.cluster.pekernels`); the chunk takes the cycles
+  those runs measured, and the results are what the PEs computed. Only the embedding's gather
+  and scatter keep a documented cost.
 
 With data (functional runs), the wafer keeps its shard's activations for the step (one set per
 layer) and computes with the weights as streamed (FP16 values); its results come from the
@@ -137,6 +139,7 @@ class Function:
         self.global_tokens = global_tokens
         self.pe = pe
         self.side = side
+        self.parts: list[tuple[str, int]] = []  # (PE program, cycles) of the last run()
         self.act: dict[str, np.ndarray] = {}
         self.out: np.ndarray | None = None
         self.loss = 0.0
@@ -144,12 +147,16 @@ class Function:
     # the streamed products
     def _fwd(self, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int]:
         if self.pe is not None:
-            return self.pe.fwd(x, rows)
+            out, cycles = self.pe.fwd(x, rows)
+            self.parts.append(("ws-matmul", cycles))
+            return out, cycles
         return (x @ rows.T).astype(np.float32), 0
 
     def _wgrad(self, x: np.ndarray, dy: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, int]:
         if self.pe is not None:
-            return self.pe.wgrad(x, dy, mask)
+            out, cycles = self.pe.wgrad(x, dy, mask)
+            self.parts.append(("ws-matmul wgrad", cycles))
+            return out, cycles
         return np.where(mask, dy.T @ x, np.float32(0)).astype(np.float32), 0
 
     def _input(self, tensor: str) -> str:
@@ -195,6 +202,7 @@ class Function:
                 a[f"{lay}.a"], a[f"{lay}.p"], cycles = side.attention(
                     a[f"{lay}.qkv"], self.seqs, shape.heads
                 )
+                self.parts.append(("attention", cycles))
                 return None, cycles
             a[f"{lay}.a"], a[f"{lay}.p"] = gpt.attention(a[f"{lay}.qkv"], self.seqs, shape.heads)
             return None, 0
@@ -203,6 +211,7 @@ class Function:
             args = (a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads)
             if side is not None:
                 a[f"{lay}.dqkv"], cycles = side.attention_grad(*args)
+                self.parts.append(("attention-grad", cycles))
                 return None, cycles
             a[f"{lay}.dqkv"] = gpt.attention_grad(*args)
             return None, 0
@@ -211,6 +220,7 @@ class Function:
                 self.loss, a["dlogits"], cycles = side.loss(
                     a["logits"], self.targets, self.global_tokens
                 )
+                self.parts.append(("loss", cycles))
                 return None, cycles
             self.loss, a["dlogits"] = gpt.loss_grad(a["logits"], self.targets, self.global_tokens)
             return None, 0
@@ -240,7 +250,9 @@ class Function:
     def _ew(self, kind: str, *inputs: np.ndarray) -> tuple[np.ndarray, int]:
         """An element-wise epilogue: on the PEs, or numpy."""
         if self.side is not None:
-            return self.side.elementwise(kind, *inputs)
+            out, cycles = self.side.elementwise(kind, *inputs)
+            self.parts.append((kind, cycles))
+            return out, cycles
         if kind == "add":
             return inputs[0] + inputs[1], 0
         if kind == "gelu":
@@ -416,6 +428,7 @@ class Cs2(Component):
         w: Work = e.work
         grad, pe_cycles = (None, 0)
         if self.function is not None:
+            self.function.parts.clear()
             grad, pe_cycles = self.function.run(e, payload)
         if self.fidelity == "pe":
             # everything but the embedding's gather and scatter ran on the PEs
@@ -455,10 +468,21 @@ class Cs2(Component):
                     hi=e.hi,
                     entry=e.index,
                 )
+                if self.fidelity == "pe" and self.function is not None:
+                    self._trace_programs(now, e)
             if e.returns_gradient:
                 yield out.put(Chunk(e, e.grad_bytes, grad))
             self.done += 1
             self.step_end[e.step] = self.env.now
+
+    def _trace_programs(self, start: int, e: Entry) -> None:
+        """One ``pe-program`` slice per cycle-level program the chunk ran, in the order they
+        ran, inside its ``compute`` slice."""
+        t = start
+        for name, cycles in self.function.parts:  # type: ignore[union-attr]
+            dur = self.domain.ticks(cycles)
+            self.trace("pe-program", name, t, dur, entry=e.index, cycles=cycles)
+            t += dur
 
 
 class _GradPort(Component):
