@@ -195,3 +195,21 @@ def test_pe_step_traces_each_program_inside_its_chunk():
             t += e["dur_ticks"]
         if not c["name"].split()[1].startswith("embed"):
             assert t == c["ts_ticks"] + c["dur_ticks"], c["name"]
+
+
+@pytest.mark.parametrize("px, py", [(2, 2), (4, 1), (1, 4), (8, 8)])
+def test_data_words_is_what_the_programs_allocate(px, py):
+    """The SRAM check of PE fidelity (gptws) uses data_words: exactly the busiest PE's data."""
+    seqs, heads, s, h, vocab = 2, 2, 8, 8, 24
+    t = seqs * s
+    rng = np.random.default_rng(1)
+    side = pk.PeSideWork(px, py, WAFER, 0)
+    u = rng.standard_normal((t, 4 * h)).astype(np.float32)
+    for kind, args in (("add", (u, u)), ("gelu", (u,)), ("gelu-grad", (u, u))):
+        side.elementwise(kind, *args)
+    qkv = rng.standard_normal((t, 3 * h)).astype(np.float32)
+    a, p, _ = side.attention(qkv, seqs, heads)
+    side.attention_grad(a, qkv, p, seqs, heads)
+    side.loss(rng.standard_normal((t, vocab)).astype(np.float32), np.zeros(t, int), t)
+    want = pk.data_words(t, h, heads, s, vocab, px, py)
+    assert side.stats.data_bytes == {k: 4 * w for k, w in want.items()}

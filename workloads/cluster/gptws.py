@@ -42,7 +42,7 @@ from workloads import registry
 from workloads.cluster import gpt
 from workloads.cluster import model as cluster_model
 from workloads.cluster.cs2 import Cs2, Cs2Config, Function, PeProducts
-from workloads.cluster.pekernels import PeSideWork
+from workloads.cluster.pekernels import PeSideWork, data_words
 from workloads.cluster.plan import PlanConfig, build_plan
 
 MODEL_NAMES = (*gpt.MODELS, "custom")
@@ -209,6 +209,18 @@ class GptWsParams(registry.ScenarioParams):
                 f"{px}x{py} sub-array but a PE has {free:,} B beside the code",
                 hint="use a larger sub-array (cs2.pe_px, cs2.pe_py), a smaller model, or "
                 "fidelity = 'wafer'",
+            )
+        # attention, loss and epilogues run on the same sub-array (pekernels)
+        need = data_words(tokens, s.hidden, s.heads, s.sequence, s.vocab, px, py)
+        kind, most = max(need.items(), key=lambda kv: kv[1])
+        if most * 4 > free:
+            raise ConfigError(
+                "fidelity",
+                "pe",
+                f"the {kind} program needs {most * 4:,} B of data per PE on a {px}x{py} "
+                f"sub-array but a PE has {free:,} B beside the code",
+                hint="use a larger sub-array (cs2.pe_px, cs2.pe_py), a shorter sequence, a "
+                "smaller model, or fidelity = 'wafer'",
             )
 
 

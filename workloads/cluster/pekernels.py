@@ -205,6 +205,29 @@ class Stats:
     runs: int = 0
     events: int = 0
     cycles: dict[str, int] = dataclasses.field(default_factory=dict)
+    data_bytes: dict[str, int] = dataclasses.field(default_factory=dict)  # busiest PE's SRAM
+
+
+def data_words(
+    tokens: int, hidden: int, heads: int, sequence: int, vocab: int, px: int, py: int
+) -> dict[str, int]:
+    """FP32 words of data the busiest PE allocates in each program (what :class:`PeSideWork`
+    allocates: the element-wise programs on the widest activation, T x 4H)."""
+    pes = px * py
+    per = -(-tokens * 4 * hidden // pes)
+    pairs = tokens // sequence * heads
+    dh, s = hidden // heads, sequence
+    r = -(-pairs // py)
+    m = r * -(-s // px)
+    rows = -(-tokens // pes)
+    return {
+        "add": 3 * per,
+        "gelu": 6 * per,
+        "gelu-grad": 8 * per,
+        "attention": 2 * r * dh * s + 2 * m * dh + m * s + 2 * m + max(s, m) + 1,
+        "attention-grad": 4 * r * dh * s + 3 * m * dh + m * s + s + 1,
+        "loss": rows * vocab + 3 * rows + max(vocab, rows) + 1,
+    }
 
 
 class PeSideWork:
@@ -225,6 +248,8 @@ class PeSideWork:
             raise RuntimeError(f"PE-level {kind} ended {result.status}: {result.report}")
         self.stats.runs += 1
         self.stats.events += result.events
+        data = max(pe.ce.sram.used_bytes - pe.ce.sram.code_bytes for pe in wafer.pes.values())
+        self.stats.data_bytes[kind] = max(self.stats.data_bytes.get(kind, 0), data)
         return wafer
 
     def _count(self, kind: str, cycles: int) -> int:
