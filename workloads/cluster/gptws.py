@@ -442,24 +442,43 @@ def _run_alone(p: GptWsParams) -> float:
     return step_window(sim, c)[0]
 
 
+#: Gradient noise the functional check allows, relative to a tensor's largest gradient: FP32
+#: sums in another order, and at PE fidelity the software exp (relative error < 1e-5).
+GRAD_NOISE = 1e-6
+
+
 def functional_check(p: GptWsParams, c: Cluster) -> dict[str, Any]:
     """Loss, and for a one-step run the weights MemoryX holds after the step against
-    :func:`reference_update` (numpy, whole batch at once)."""
+    :func:`reference_update` (numpy, whole batch at once).
+
+    A weight may differ by 1e-4 of the largest weight change (+ 1e-7), and with Adam by what a
+    gradient error of ``GRAD_NOISE`` x the tensor's largest gradient moves it: Adam's first
+    step is lr·g/(|g| + eps), whose slope lr·eps/(|g| + eps)^2 is up to lr/eps = 10^6 at g = 0,
+    so where a gradient is as small as FP32 noise the step's size is noise too (the other
+    elements keep the tight bound; SGD's slope is lr, inside it)."""
     loss = sum(f.loss for f in c.functions if f is not None)
     out: dict[str, Any] = {"loss": loss}
     if p.steps != 1 or c.weights0 is None or c.tokens is None:
         return out
-    ref_loss, ref = reference_update(p, c.shape, c.weights0, *c.tokens)
-    err = 0.0
-    scale = 0.0
+    ref_loss, ref, grads = reference_update(p, c.shape, c.weights0, *c.tokens)
+    err = excess = scale = 0.0
     for name, w in ref.items():
-        got = c.memx.data[name].dense.w
-        err = max(err, float(np.max(np.abs(got - w))))
         scale = max(scale, float(np.max(np.abs(w - c.weights0[name][0] * c.weights0[name][1]))))
+    tight = 1e-4 * max(scale, 1e-6) + 1e-7
+    opt = p.memoryx
+    for name, w in ref.items():
+        e = np.abs(c.memx.data[name].dense.w - w)
+        err = max(err, float(e.max()))
+        tol = np.full(e.shape, tight)
+        if opt.optimizer == "adam":
+            g = np.abs(grads[name])
+            noise = GRAD_NOISE * float(g.max())
+            tol += np.minimum(2 * opt.lr, opt.lr * opt.eps * noise / (g + opt.eps) ** 2)
+        excess = max(excess, float(np.max(e - tol)))
     out["reference_loss"] = ref_loss
     out["max_weight_error"] = err
     out["max_weight_change"] = scale
-    out["correct"] = bool(err <= 1e-4 * max(scale, 1e-6) + 1e-7 and abs(loss - ref_loss) < 1e-4)
+    out["correct"] = bool(excess <= 0 and abs(loss - ref_loss) < 1e-4)
     return out
 
 
@@ -469,9 +488,10 @@ def reference_update(
     weights0: dict[str, tuple[np.ndarray, np.ndarray]],
     ids: np.ndarray,
     targets: np.ndarray,
-) -> tuple[float, dict[str, np.ndarray]]:
+) -> tuple[float, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """One data-parallel step in plain numpy: the whole batch's gradient with the FP16 weights
-    the wafers see, then the optimizer on the FP32 masters (:mod:`memoryx.store`)."""
+    the wafers see, then the optimizer on the FP32 masters (:mod:`memoryx.store`). Returns the
+    loss, the updated weights and the gradients."""
     regrow = p.memoryx.regrow_threshold > 0
     masters = {}
     seen = {}
@@ -486,7 +506,7 @@ def reference_update(
         d.g[:] = grads[name]
         update_rows(d, slice(0, d.w.shape[0]), opt, 1)
         from_store[name] = d.w
-    return loss, from_store
+    return loss, from_store, grads
 
 
 def register() -> None:
