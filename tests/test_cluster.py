@@ -74,6 +74,11 @@ def test_pe_fidelity_step_equals_the_reference(optimizer):
     _, _c, m = run(p)
     assert m["correct"], m
     assert m["pe_runs"] == 2 * 15  # per system: 5 matrices x (fwd, bwd, wgrad)
+    # and per system 9 programs without streamed weights: attention, its backward, the loss,
+    # 2 residual adds and GELU forward, GELU' and 2 residual adds backward
+    assert m["pe_side_runs"] == 2 * 9
+    assert set(m["pe_side_cycles"]) == {"attention", "attention-grad", "loss", "add", "gelu",
+                                        "gelu-grad"}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -287,6 +292,11 @@ BAD = [
       "fidelity=pe"], "config key 'cs2.pe_px' = 8: PE fidelity splits every matrix dimension "
      "over cs2.pe_px = 8 columns and the 8 tokens per system over cs2.pe_py = 8 rows; "
      "dimension(s) 12, 36 do not divide; choose a sub-array whose sides divide them"),
+    (["model=custom", "layers=1", "hidden=16", "sequence=256", "vocab=32", "heads=1", "batch=1",
+      "fidelity=pe"], "config key 'fidelity' = 'pe': the attention-grad program needs 105,476 B "
+     "of data per PE on a 8x8 sub-array but a PE has 47,104 B beside the code; use a larger "
+     "sub-array (cs2.pe_px, cs2.pe_py), a shorter sequence, a smaller model, or fidelity = "
+     "'wafer'"),
     (["model=gpt3-175b", "batch=64"], "config key 'batch' = 64: the stored activations need "
      "309,237,645,312 B but a wafer holds 40,000,000,000 B (cs2.sram_bytes); lower batch (or 0 "
      "for the largest that fits)"),

@@ -42,6 +42,7 @@ from workloads import registry
 from workloads.cluster import gpt
 from workloads.cluster import model as cluster_model
 from workloads.cluster.cs2 import Cs2, Cs2Config, Function, PeProducts
+from workloads.cluster.pekernels import PeSideWork, data_words
 from workloads.cluster.plan import PlanConfig, build_plan
 
 MODEL_NAMES = (*gpt.MODELS, "custom")
@@ -209,6 +210,18 @@ class GptWsParams(registry.ScenarioParams):
                 hint="use a larger sub-array (cs2.pe_px, cs2.pe_py), a smaller model, or "
                 "fidelity = 'wafer'",
             )
+        # attention, loss and epilogues run on the same sub-array (pekernels)
+        need = data_words(tokens, s.hidden, s.heads, s.sequence, s.vocab, px, py)
+        kind, most = max(need.items(), key=lambda kv: kv[1])
+        if most * 4 > free:
+            raise ConfigError(
+                "fidelity",
+                "pe",
+                f"the {kind} program needs {most * 4:,} B of data per PE on a {px}x{py} "
+                f"sub-array but a PE has {free:,} B beside the code",
+                hint="use a larger sub-array (cs2.pe_px, cs2.pe_py), a shorter sequence, a "
+                "smaller model, or fidelity = 'wafer'",
+            )
 
 
 # -- build ---------------------------------------------------------------------------------------
@@ -257,12 +270,13 @@ def build(sim: Simulation, p: GptWsParams) -> Cluster:
     top = Component(sim, "cs2", domain=sim.domain("cs2", p.cs2.clock_hz))
     systems, functions = [], []
     for k in range(p.systems):
-        fn = pe = None
+        fn = pe = side = None
         if p.fidelity == "pe":
             pe = PeProducts(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, p.seed)
+            side = PeSideWork(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, p.seed)
         if tokens is not None:
             ids, tgt = (a[k * seqs : (k + 1) * seqs] for a in tokens)
-            fn = Function(shape, ids, tgt, seqs * p.systems * shape.sequence, pe)
+            fn = Function(shape, ids, tgt, seqs * p.systems * shape.sequence, pe, side)
         functions.append(fn)
         systems.append(
             Cs2(
@@ -394,6 +408,10 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         out.update(functional_check(p, c))
     if p.fidelity == "pe":
         out["pe_runs"] = sum(s.pe.runs for s in c.systems if s.pe is not None)
+        sides = [f.side.stats for f in c.functions if f is not None and f.side is not None]
+        out["pe_side_runs"] = sum(st.runs for st in sides)
+        kinds = sorted({k for st in sides for k in st.cycles})
+        out["pe_side_cycles"] = {k: sum(st.cycles.get(k, 0) for st in sides) for k in kinds}
     return out
 
 
