@@ -172,6 +172,26 @@ class CycleScheduler:
         else:
             slot.append((fn, args))
 
+    def at_each(self, times: Sequence[int], fn: Callable[..., None], *args: Any) -> None:
+        """``at(t, fn, *args)`` for each ``t`` of ``times`` in turn (e.g. the credits of a
+        stream still on their way back): the same due actions in the same order, one call."""
+        now = self.env._now // self.period
+        due = self._due
+        action = (fn, args)
+        for t in times:
+            if t <= now:
+                raise ValueError(
+                    f"{self.owner.path}: action scheduled for cycle {t}, which is not after "
+                    f"the current cycle {now}"
+                )
+            slot = due.get(t)
+            if slot is None:
+                due[t] = [action]
+                if t not in self._ticking:
+                    self._tick_at(t)
+            else:
+                slot.append(action)
+
     def at_or_now(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """``at(t, ...)``, or call at once when ``t`` is the current cycle (inside a step)."""
         if t <= self.env._now // self.period:
