@@ -20,8 +20,9 @@ from workloads import scenario
 from workloads.cli import main
 from workloads.cluster import calibration as cal
 from workloads.cluster import gptws
-from workloads.cluster.model import step_model
+from workloads.cluster.model import model_flops, step_model
 from workloads.cluster.plan import PlanConfig, build_plan, split
+from workloads.cluster.validation import sparse_reference_rows
 from workloads.wafer.wscommon import WsMatmulParams
 
 TINY = dict(model="custom", layers=2, hidden=16, sequence=8, vocab=32, heads=2, batch=1, steps=1)
@@ -121,6 +122,32 @@ def test_sparsity_cuts_streamed_bytes_and_step_time_nearly_linearly():
     assert 0.25 < sparse["step_time_s"] / dense["step_time_s"] < 0.35
     # a non-zero costs 4 B (FP16 value, 16-bit index) and 2 B of gradient request
     assert sparse["memoryx_stream_bytes_per_step"] < 0.65 * dense["memoryx_stream_bytes_per_step"]
+
+
+@pytest.mark.parametrize("sparsity", [0.0, 0.5, 0.75, 0.9])
+def test_counted_flops_equal_the_formula(sparsity):
+    """The FLOPs the CS-2 counts from the work it is sent are the formula's 6·tokens·P + attention
+    (forward: 2·tokens·P + attention): exactly, at a width where every row keeps
+    density x width non-zeros."""
+    p = params(hidden=160, sequence=16, vocab=128, sparsity=sparsity)
+    _, _, m = run(p)
+    tokens, shape = p.seqs() * 16, p.shape()
+    rel = 1e-12
+    assert m["train_flops_per_step"] == pytest.approx(model_flops(shape, tokens, 1 - sparsity),
+                                                      rel=rel)  # fmt: skip
+    assert m["forward_flops_per_step"] == pytest.approx(
+        model_flops(shape, tokens, 1 - sparsity, forward=True), rel=rel
+    )
+    assert m["wafer_utilisation"] == pytest.approx(
+        m["train_flops_per_step"] / (m["step_time_s"] * 750 * 994 * 2 * 850e6)
+    )
+
+
+def test_sparse_flops_match_the_published_gpt3_xl_reference_points():
+    rows = sparse_reference_rows(lambda kind, points: [run(q)[2] for q in points])
+    assert [round(r.model, 1) for r in rows] == [2.5, 3.0]
+    for r in rows:
+        assert abs(r.error_pct) < 1.0, r
 
 
 def test_layer_weights_of_the_next_step_stream_before_the_backward_pass_ends():

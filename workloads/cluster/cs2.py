@@ -408,6 +408,7 @@ class Cs2(Component):
         )
         self.grads = self.io.ports["out"]
         self.exposed: dict[int, int] = {}  # step -> ticks waiting for the next chunk
+        self.flops: dict[tuple[int, str], int] = {}  # (step, pass) -> FLOPs of the work done
         self.busy_ticks = 0
         self.done = 0
         self.step_end: dict[int, int] = {}
@@ -454,6 +455,10 @@ class Cs2(Component):
             if dur:
                 yield self.env.timeout(dur)
             self.busy_ticks += dur
+            key = (e.step, e.pass_)
+            self.flops[key] = self.flops.get(key, 0) + e.work.flops(
+                self.shape.sequence, self.shape.hidden, self.seqs
+            )
             if ops:
                 if now > t0:
                     self.trace("wait", "wait for weights", t0, now - t0, entry=e.index)

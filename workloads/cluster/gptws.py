@@ -360,16 +360,6 @@ def step_window(sim: Simulation, c: Cluster) -> tuple[float, int]:
     return float(t(ends[last] - ends[last - 1])), last
 
 
-def model_flops(shape: gpt.Shape, tokens: int, density: float) -> float:
-    """FLOPs of one training step on ``tokens`` tokens: 6 per token per non-zero weight of the
-    decoder and head (the embedding is a gather), plus attention's 2 x 2 S^2 H per sequence
-    forward, twice that backward."""
-    h, s = shape.hidden, shape.sequence
-    weights = 12 * shape.layers * h * h * density + shape.vocab * h
-    attention = 3 * 4 * s * h * shape.layers * tokens
-    return 6 * tokens * weights + attention
-
-
 def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> dict[str, Any]:
     step_s, step = step_window(sim, c)
     shape, seqs = c.shape, p.seqs()
@@ -377,7 +367,9 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
     t = sim.timebase.to_seconds
     cfg = p.cs2
     peak = cfg.compute.pes * cfg.clock_hz * 2
-    flops = model_flops(shape, tokens, 1.0 - p.sparsity)
+    done = c.systems[0].flops
+    fwd_flops, bwd_flops = done.get((step, "fwd"), 0), done.get((step, "bwd"), 0)
+    flops = fwd_flops + bwd_flops
     end = sim.env.now
     ifaces = [i for n in c.nodes for i in n.interfaces()]
     link_util = max((i.busy_ticks for i in ifaces), default=0) / end if end else 0.0
@@ -391,6 +383,8 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "tokens_per_s": p.systems * tokens / step_s if step_s else 0.0,
         "wafer_utilisation": flops / (step_s * peak) if step_s else 0.0,
         "memoryx_bytes": shape.params * BYTES_PER_PARAM,
+        "train_flops_per_step": flops,
+        "forward_flops_per_step": fwd_flops,
         "swarmx_link_utilisation": link_util,
         "exposed_latency_s": sum(exposed) / len(exposed),
         "scaling_efficiency": 1.0,
