@@ -254,7 +254,20 @@ class Router:
             pend = pending[key]
             pend.remove(port)
             if not pend:
-                self._done(t, key)
+                # ``_done``, inlined for data wavelets (once per wavelet and hop)
+                if detail or w.ctrl:
+                    self._done(t, key)
+                    continue
+                del pending[key]
+                bufs[key].popleft()
+                self.buffered -= 1
+                self.forwarded += 1
+                src_port = key[0]
+                if src_port is RAMP:
+                    later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+                else:
+                    later(engine.hop_credit_latency, self.nbr[src_port].return_credit,
+                          OPPOSITE[src_port], colour)  # fmt: skip
         return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
