@@ -1,7 +1,7 @@
 """SUMMA's contended broadcasts: every speed change must leave the simulation bit for bit alone.
 
 The digests in ``tests/data/summa_exact.json`` were recorded with the engine before the
-contended-stream speed work of issue 13 (commit 1941e1d): per point, the cycles and their split,
+contended-stream speed work (commit 1941e1d): per point, the cycles and their split,
 a SHA-256 of every PE's timestamp marks, of every PE's C bytes, and the engine's counters
 (wavelets forwarded, instructions, operations finished, express streams, conflicts). A change to
 the fabric engine or the compute engine that moves one cycle, one mark or one bit fails here.
