@@ -131,6 +131,8 @@ class Router:
             if pending is not None and pending[0] <= t:
                 del self.future[colour]
             self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
+            if self.engine.lockstep is not None:
+                self.engine.lockstep.route_written(self, colour)
             self.engine.activate_router(self)
 
         self.engine.at(t, apply)
@@ -366,6 +368,9 @@ class FabricEngine:
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
+        # A stepper that moves some colours' broadcasts in lock step (pe/lockstep.py), set by a
+        # workload that opts in; it takes operations as they begin and is told of route writes.
+        self.lockstep: Any = None
 
     def add_router(self, xy: tuple[int, int]) -> Router:
         r = Router(self, xy, len(self.routers))

@@ -461,6 +461,9 @@ class ComputeEngine:
         table[queue] = op
 
     def _begin(self, op: AsyncOp) -> None:
+        lockstep = self.engine.lockstep
+        if lockstep is not None and lockstep.take(self, op):
+            return  # moved by the lock-step phase (pe/lockstep.py)
         if op.express:
             return  # already carried by an express stream
         now = self.engine.now_cycle()
