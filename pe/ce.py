@@ -644,6 +644,8 @@ class ComputeEngine:
         self._task_start = start
         self._task_flow_in_now = flow_in
         self.sched.event_at(end, self._task_end)
+        if self.engine.lockstep is not None and self.engine.lockstep.on:
+            self.engine.lockstep.hold(self)
 
     def _task_end(self, _ev: Any) -> None:
         now = self.env._now // self.sched.period
@@ -659,6 +661,8 @@ class ComputeEngine:
                 flow_out=self._task_flow, flow_in=self._task_flow_in_now,
             )  # fmt: skip
         self.running = None
+        if self.engine.lockstep is not None and self.engine.lockstep.on:
+            self.engine.lockstep.hold(self)
         self._schedule_dispatch()
 
     def emit_slice(

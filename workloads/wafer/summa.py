@@ -49,7 +49,7 @@ import numpy as np
 from pe.collectives import Collectives
 from pe.config import PeConfig
 from pe.dsd import MemDsd
-from pe.lockstep import LockstepPhase
+from pe.lockstep import VectorPhase
 from pe.program import Layout, PeBuilder
 from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
 from simcore.config import param, section
@@ -297,7 +297,7 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     run.wafer = Wafer(sim, p.wafer, layout)
     if LOCKSTEP and p.wafer.fidelity == "fast":
         # The program's data colours carry only the two broadcasts while they run.
-        run.wafer.engine.lockstep = LockstepPhase(run.wafer, (0, 2))
+        run.wafer.engine.lockstep = VectorPhase(run.wafer, (0, 2))
     return run
 
 
