@@ -505,6 +505,7 @@ class VectorPhase(LockstepPhase):
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
         self.left = 0  # operations the phase still runs
+        self.horizon = -1  # everything the phase sent lands before this cycle
 
     # -- entry and the CE's hooks ----------------------------------------------------------------
     def _start(self, now: int) -> None:
@@ -602,16 +603,13 @@ class VectorPhase(LockstepPhase):
     def step(self, t: int) -> bool:
         s = t % self.ring
         self._land(t, s)
-        self._routers(t)
-        self._ces(t)
-        if self.left or self.cnt.any() or self.q.any() or self.qtok or self._in_flight():
+        sent = self._routers(t)
+        if self._ces(t) or sent:
+            self.horizon = t + self.ring  # what moved lands before then
+        if t < self.horizon or self.left or self.qtok or self.cnt.any() or self.q.any():
             return True
         self._finish_phase()
         return False
-
-    def _in_flight(self) -> bool:
-        return bool(self.arr.any() or self.dl.any() or self.crd.any() or self.upc.any()
-                    or self.tok_arrive or self.tok_deliver)  # fmt: skip
 
     def _land(self, t: int, s: int) -> None:
         arr = self.arr[s]
@@ -659,11 +657,13 @@ class VectorPhase(LockstepPhase):
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
         self.crd[(t + self.lat[3]) % self.ring, i, k, RAMP] += m
+        self.horizon = max(self.horizon, t + self.ring)
 
-    def _routers(self, t: int) -> None:
+    def _routers(self, t: int) -> bool:
+        """The routers' sends (``Router.step``); True if any wavelet moved."""
         act = (self.cnt > 0) & ~self.td
         if not act.any():
-            return
+            return False
         init = act & self.fresh
         if init.any():
             self.pend[init] = self.tx[init]
@@ -679,7 +679,7 @@ class VectorPhase(LockstepPhase):
             want[:, 0, :] &= ~lose0
             want[:, 1, :] &= ~(both & ~lose0)
         if not want.any():
-            return
+            return False
         for k, c in enumerate(self.cols):
             self.rrv[want[:, k, :]] = c  # (one colour per port after arbitration)
         # rrv assignment above writes colour c where want[:, k, p]: rows and ports at once
@@ -741,10 +741,12 @@ class VectorPhase(LockstepPhase):
                     self.hd[i, k] = 0
                     routers[i]._apply(self.cols[k], w)
                     self._route(routers[i], self.cols[k], k)  # teardown now (and any switch)
+        return True
 
-    def _ces(self, t: int) -> None:
+    def _ces(self, t: int) -> bool:
+        """The CEs' issues (``ComputeEngine.step``); True if any operation moved."""
         if not self.left:
-            return
+            return False
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
         rem = self.olen - self.odone
         elig = self.oact & (rem > 0)
@@ -752,7 +754,7 @@ class VectorPhase(LockstepPhase):
         elig[1:] &= (self.up > 0)[None]
         elig &= ~held[None, :, None]
         if not elig.any():
-            return
+            return False
         key = np.where(elig, self.okey, 1 << 30)  # (3, n, 2)
         flat = key.transpose(1, 0, 2).reshape(self.n, 6)
         best = flat.argmin(axis=1)
@@ -807,6 +809,7 @@ class VectorPhase(LockstepPhase):
                 for o, k in zip(*np.nonzero(fin[:, i, :]), strict=True):
                     o, k = int(o), int(k)
                     self._complete(t, routers[i].ce, o, i, k)
+        return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
         op = self.oref.pop((o, i, k))
