@@ -6,9 +6,12 @@ a SHA-256 of every PE's timestamp marks, of every PE's C bytes, and the engine's
 (wavelets forwarded, instructions, operations finished, express streams, conflicts). A change to
 the fabric engine or the compute engine that moves one cycle, one mark or one bit fails here.
 
-The sweep covers P <= 8, Mt <= 8, overlap on and off, in the fast fidelity (where SUMMA's
-streams all run wavelet by wavelet: its two broadcasts share every PE's ramp), and a few points
-in the reference fidelity. The default tier runs a subset; ``-m slow`` the whole sweep.
+The sweep covers P <= 8, Mt <= 8, overlap on and off, in the fast fidelity, and a few points in
+the reference fidelity. In the fast fidelity SUMMA's broadcasts (which share every PE's ramp, so
+no express stream can carry them) are moved by the lock-step phase (:mod:`pe.lockstep`) unless
+overlap makes them medium priority; each point also checks that the phase moved every wavelet
+where it claims to, and a few points run the phase off and in its scalar form. The default tier
+runs a subset; ``-m slow`` the whole sweep.
 
 Regenerate (only when a change of *mechanism* is intended, and say so in the commit):
 ``PYTHONPATH=. python tests/test_summa_exact.py``.
@@ -43,8 +46,9 @@ def _key(point: tuple) -> str:
     return f"p={p} mt={mt} overlap={overlap} {fidelity}"
 
 
-def digest(point: tuple) -> dict:
-    """What one run leaves behind, reduced to comparable values."""
+def digest(point: tuple, phase: list | None = None) -> dict:
+    """What one run leaves behind, reduced to comparable values. ``phase``, if given, receives
+    the lock-step phase's counters (phases, wavelets) and the wavelets forwarded."""
     p, mt, overlap, fidelity = point
     params = summa.SummaParams(p=p, mt=mt, overlap=overlap)
     params = dataclasses.replace(params, wafer=dataclasses.replace(params.wafer, fidelity=fidelity))
@@ -62,6 +66,10 @@ def digest(point: tuple) -> dict:
     m = summa.metrics(sim, params, run, result)
     ces = [pe.ce for pe in wafer.pes.values()]
     engine = wafer.engine
+    if phase is not None:
+        ls = engine.lockstep
+        forwarded = sum(r.forwarded for r in engine.routers)
+        phase.extend([ls.phases, ls.wavelets, forwarded] if ls else [0, 0, forwarded])
     return {
         "cycles": m["cycles"],
         "split": [m["compute_cycles"], m["comm_cycles"], m["control_cycles"]],
@@ -86,7 +94,40 @@ def _recorded() -> dict:
     ids=_key,
 )
 def test_summa_is_bit_for_bit_what_it_was(point):
-    assert digest(point) == _recorded()[_key(point)]
+    phase: list = []
+    assert digest(point, phase) == _recorded()[_key(point)]
+    p, _, overlap, fidelity = point
+    phases, moved, forwarded = phase
+    if fidelity == "fast" and not overlap:
+        # The lock-step phase moved every wavelet of the run (one phase per step, or fewer
+        # when steps' broadcasts touch and one phase runs through them).
+        assert 1 <= phases <= p
+        assert moved == forwarded > 0
+    else:  # overlap's medium-priority streams, and the reference fidelity: wavelet by wavelet
+        assert phases == moved == 0
+
+
+LOCKSTEP_POINTS = [(2, 5, False, "fast"), (3, 8, False, "fast"), (4, 1, False, "fast"),
+                   (5, 2, False, "fast")]  # fmt: skip
+
+
+@pytest.mark.parametrize("point", LOCKSTEP_POINTS, ids=_key)
+def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
+    """The same points with the phase off (every wavelet through the engine: the reference
+    the digests were recorded with) and with the phase's scalar form (``LockstepPhase``, the
+    rules written out per router and CE, which the array form follows) give the digests too."""
+    from pe import lockstep
+
+    want = _recorded()[_key(point)]
+    monkeypatch.setattr(summa, "LOCKSTEP", False)
+    phase: list = []
+    assert digest(point, phase) == want
+    assert phase[:2] == [0, 0]
+    monkeypatch.setattr(summa, "LOCKSTEP", True)
+    monkeypatch.setattr(summa, "VectorPhase", lockstep.LockstepPhase)
+    phase = []
+    assert digest(point, phase) == want
+    assert phase[0] >= 1 and phase[1] == phase[2]
 
 
 if __name__ == "__main__":
