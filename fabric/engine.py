@@ -132,6 +132,9 @@ class Router:
                 if not route.teardown:
                     self._check_held(colour, route)
                 self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
+            if self.engine.lockstep is not None:
+                self.engine.lockstep.route_written(self, colour)
+            if self.buffered:
                 self.engine.activate_router(self)
 
         self.engine.at(t, apply)
@@ -255,7 +258,20 @@ class Router:
             pend = pending[key]
             pend.remove(port)
             if not pend:
-                self._done(t, key)
+                # ``_done``, inlined for data wavelets (once per wavelet and hop)
+                if detail or w.ctrl:
+                    self._done(t, key)
+                    continue
+                del pending[key]
+                bufs[key].popleft()
+                self.buffered -= 1
+                self.forwarded += 1
+                src_port = key[0]
+                if src_port is RAMP:
+                    later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+                else:
+                    later(engine.hop_credit_latency, self.nbr[src_port].return_credit,
+                          OPPOSITE[src_port], colour)  # fmt: skip
         return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
@@ -354,6 +370,9 @@ class FabricEngine:
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
+        # A stepper that moves some colours' broadcasts in lock step (pe/lockstep.py), set by a
+        # workload that opts in; it takes operations as they begin and is told of route writes.
+        self.lockstep: Any = None
 
     def add_router(self, xy: tuple[int, int]) -> Router:
         r = Router(self, xy, len(self.routers))

@@ -301,17 +301,26 @@ class ComputeEngine:
         a credit arrives (``fabric_deliver`` / ``up_credit`` wake it)."""
         best: AsyncOp | None = None
         best_key = None
-        eligible = self._eligible
         held = self.running is not None and self.hold_from <= t < self.busy_until
         waiting = False  # an eligible microthread below the main thread waits for the task
+        others = 0  # eligible microthreads found, ``best`` among them (for the return value)
+        up = self.up_credits
         for op in self.ops:
-            if eligible(op):
-                if held and op.priority >= MAIN_THREAD_RANK:
-                    waiting = True
+            # ``_eligible``, inlined (this loop runs once per issue of every microthread)
+            if op.fab_in is not None and not op.in_queue:
+                continue
+            colour = op.out_colour
+            if colour is not None:
+                c = up.get(colour)
+                if (c if c is not None else self._up_credit_count(colour)) <= 0:
                     continue
-                key = (op.priority, op.microthread)
-                if best is None or key < best_key:  # type: ignore[operator]
-                    best, best_key = op, key
+            others += 1
+            if held and op.priority >= MAIN_THREAD_RANK:
+                waiting = True
+                continue
+            key = (op.priority, op.microthread)
+            if best is None or key < best_key:  # type: ignore[operator]
+                best, best_key = op, key
         if best is None:
             if waiting and self._wake_at != self.busy_until:
                 self._wake_at = self.busy_until  # step again when the task gives the slot back
@@ -326,11 +335,19 @@ class ComputeEngine:
             if key < best_key and busy_at(cycles, shift, t):
                 return True  # the express stream's microthread wins this cycle's issue slot
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
+        eligible = self._eligible
         best.issues += 1
-        for _ in range(best.width):
+        if best.width == 1:
             self._advance(best, t)
-            if best.done == best.length or not eligible(best):
-                break
+        else:
+            for _ in range(best.width):
+                self._advance(best, t)
+                if best.done == best.length or not eligible(best):
+                    break
+        if best.out_colour is None:
+            # Advancing a microthread that writes to memory touches only its own input queue,
+            # so the others found eligible above still are, and no other became eligible.
+            return others > 1 or (best.done < best.length and eligible(best))
         for op in self.ops:  # noqa: SIM110 (any() over a generator costs more: once per issue)
             if eligible(op):
                 return True
@@ -447,6 +464,9 @@ class ComputeEngine:
         table[queue] = op
 
     def _begin(self, op: AsyncOp) -> None:
+        lockstep = self.engine.lockstep
+        if lockstep is not None and lockstep.take(self, op):
+            return  # moved by the lock-step phase (pe/lockstep.py)
         if op.express:
             return  # already carried by an express stream
         now = self.engine.now_cycle()
@@ -624,6 +644,8 @@ class ComputeEngine:
         self._task_start = start
         self._task_flow_in_now = flow_in
         self.sched.event_at(end, self._task_end)
+        if self.engine.lockstep is not None and self.engine.lockstep.on:
+            self.engine.lockstep.hold(self)
 
     def _task_end(self, _ev: Any) -> None:
         now = self.env._now // self.sched.period
@@ -639,6 +661,8 @@ class ComputeEngine:
                 flow_out=self._task_flow, flow_in=self._task_flow_in_now,
             )  # fmt: skip
         self.running = None
+        if self.engine.lockstep is not None and self.engine.lockstep.on:
+            self.engine.lockstep.hold(self)
         self._schedule_dispatch()
 
     def emit_slice(

@@ -49,6 +49,7 @@ import numpy as np
 from pe.collectives import Collectives
 from pe.config import PeConfig
 from pe.dsd import MemDsd
+from pe.lockstep import VectorPhase
 from pe.program import Layout, PeBuilder
 from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
 from simcore.config import param, section
@@ -64,6 +65,11 @@ from workloads.wafer.footprint import wafer as wafer_footprint
 #: fmacs, the reference the batch is tested against). Traces at ops level always take the
 #: per-instruction path, so every fmacs is a slice.
 BATCHED_LOOP = True
+
+#: Move each step's two broadcasts with the lock-step phase (:mod:`pe.lockstep`) in the fast
+#: fidelity (same cycles and bits; ``False``: wavelet by wavelet, the reference it is tested
+#: against). The phase takes itself out when traces are on.
+LOCKSTEP = True
 
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
@@ -289,6 +295,9 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     layout = Layout(steps, steps)
     layout.set_rectangle_code(code)
     run.wafer = Wafer(sim, p.wafer, layout)
+    if LOCKSTEP and p.wafer.fidelity == "fast":
+        # The program's data colours carry only the two broadcasts while they run.
+        run.wafer.engine.lockstep = VectorPhase(run.wafer, (0, 2))
     return run
 
 

@@ -1,0 +1,53 @@
+"""SUMMA: CPU seconds and Python calls of ``run_kind("summa", ...)``, the figures to compare when
+the wavelet-exact path changes.
+
+Wall time on the shared 2-core machine moves by 30 % or more from one run to the next, so this
+prints process CPU time (``time.process_time`` around the run) and, with ``--calls``, the number
+of Python calls the run makes under ``cProfile`` (deterministic: the firm figure for "fewer
+steps"; the profiler's own times are not printed). Each point also prints the cycles and their
+split, which a speed change must leave alone (``tests/test_summa_exact.py`` checks that bit for
+bit at small points).
+
+Run: ``PYTHONPATH=<source> python bench/summa_cpu.py [--calls] P,MT [P,MT ...]`` (default 16,8).
+To compare two versions, run it alternately on snapshots of both (``git archive <rev> | tar -x
+-C <dir>``), from outside the worktree so the snapshot is what is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+from workloads.scenario import run_kind
+from workloads.wafer import summa
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("points", nargs="*", default=["16,8"], help="P,MT pairs")
+    ap.add_argument("--calls", action="store_true", help="count Python calls (cProfile)")
+    args = ap.parse_args()
+    for point in args.points:
+        p, mt = (int(v) for v in point.split(","))
+        params = summa.SummaParams(p=p, mt=mt)
+        prof = cProfile.Profile() if args.calls else None
+        t0 = time.process_time()
+        if prof is not None:
+            prof.enable()
+        m = run_kind("summa", params)
+        if prof is not None:
+            prof.disable()
+        cpu = time.process_time() - t0
+        split = (m["compute_cycles"], m["comm_cycles"], m["control_cycles"])
+        line = f"P={p:<3} Mt={mt:<3} cycles {m['cycles']:>9,} split {split} correct {m['correct']}"
+        if prof is not None:
+            line += f"  calls {pstats.Stats(prof).total_calls:>12,}"
+        else:
+            line += f"  cpu {cpu:8.2f} s"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,845 @@
+"""A lock-step phase: two broadcast colours moved by one stepper, with the engine's own rules.
+
+SUMMA's x and y broadcasts share every PE's down-ramp port, so they are never express streams
+and run wavelet by wavelet: each wavelet and hop costs a router step, two sends and a credit
+through the scheduler, the CE's delivery, issue and ramp credit (~46 Python calls). Between two
+steps the fabric is silent (docs/summa.md, "The phase's window, measured"), so a step's
+broadcasts can be moved by one stepper that owns the data movement of the program's broadcast
+colours on every router and compute engine while they run. It applies, cycle by cycle, the
+rules of :meth:`fabric.engine.Router.step` and :meth:`pe.ce.ComputeEngine.step` for what these
+colours carry (plain memory <-> fabric moves and the TEARDOWN behind each stream) on compact
+state: a wavelet is its sequence number in its stream, and the data lands when a receive
+completes. Credits, round-robin pointers, routes, counters and the tasks are the real ones, so
+nothing is written back when the phase ends.
+
+Entry (:meth:`LockstepPhase.take`, called when an operation begins on a compute engine): the
+operation is a plain move or a control send on one of the colours, and the fabric is silent
+(no wavelet buffered or queued anywhere, every credit home, no async operation running, no
+express stream, no wavelet filter on the colours). From then on every operation that begins is
+the phase's (anything else is a programming error of the opt-in, raised). The phase ends when
+nothing it moves is left (no operation, no wavelet, no credit on its way).
+
+What the engine does in a cycle the phase does in the same order: deliveries and credits due
+this cycle (the scheduler's own due actions, such as posted route writes landing and
+operations beginning, run before the phase's step), then the routers' sends, then the compute
+engines' issues. Everything it does to the world outside (operation completions through the
+CE's ``_finish``, teardown signals, tasks) goes through the same calls at the same cycles.
+
+It differs from the wavelet path only in ``Router.stall_cycles``, a diagnostic no metric reads:
+the engine counts a blocked port each time it steps a router, the phase each cycle.
+
+Opt-in: a workload that knows its program uses the colours only for such broadcasts while they
+run sets ``engine.lockstep = LockstepPhase(wafer, colours)`` (SUMMA does, see
+:mod:`workloads.wafer.summa`); the fast fidelity only, traces off.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fabric.routes import Dir, RouteError
+from pe.ce import MAIN_THREAD_RANK
+
+if TYPE_CHECKING:
+    from fabric.engine import Router
+    from pe.ce import ComputeEngine
+    from pe.ops import AsyncOp
+
+RAMP = Dir.RAMP
+OPPOSITE = {d: d.opposite for d in Dir}
+TOKEN = -1  # the sequence number of a stream's control wavelet (its TEARDOWN)
+RETRY_CYCLES = 256  # after the fabric was found busy, cycles before entry is looked at again
+
+
+class _Entry:
+    """One (router, colour) input buffer. A wavelet is a tuple (the send operation whose
+    stream it belongs to, its sequence number or ``TOKEN``, the control wavelet or None), made
+    once when its sender issues it."""
+
+    __slots__ = ("buf", "pend", "src")
+
+    def __init__(self) -> None:
+        self.buf: deque[tuple] = deque()
+        self.pend: list[Dir] | None = None  # ports the head still has to go out of
+        self.src: Dir | None = None  # the input port the buffered wavelets came through
+
+
+class LockstepPhase:
+    """See the module docstring. ``colours``: the broadcast colours the phase moves."""
+
+    index = -1  # stepped first in the routers group (its work has its own order inside)
+
+    def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
+        self.wafer = wafer
+        self.engine = wafer.engine
+        self.sched = wafer.engine.sched
+        self.colours = frozenset(colours)
+        self.on = False
+        self.due: dict[int, list[tuple]] = {}
+        self.entries: dict[tuple[int, int], _Entry] = {}
+        # The parts stepped this cycle, activated as the engine activates them (an arrival, a
+        # credit while something is buffered, a landing route write; a CE by a delivery to a
+        # queue its operation reads, a credit, a new operation, the end of a task's hold).
+        self.active_routers: dict[int, Router] = {}
+        self.active_ces: dict[int, ComputeEngine] = {}
+        self.buffered: dict[int, int] = {}  # router index -> phase wavelets it buffers
+        self.in_routers = 0  # phase wavelets buffered in all routers
+        self.queues: dict[tuple[int, int], deque[tuple]] = {}  # (CE index, colour) -> queue
+        self.ops: dict[int, list[AsyncOp]] = {}  # CE index -> the phase's running operations
+        self.ces: dict[int, ComputeEngine] = {}
+        self.phases = 0  # phases run
+        self.wavelets = 0  # wavelets the phase moved through a router
+        self._retry_at = -1  # after a refusal, the next cycle entry is looked at again
+
+    # -- entry -----------------------------------------------------------------------------------
+    def _kind(self, op: AsyncOp) -> str | None:
+        """'recv', 'send' or 'ctrl' for an operation the phase can move, else None."""
+        if op.fab_in is not None:
+            ce = op.ce
+            colour = ce.colour_of_queue.get(op.fab_in)
+            if colour in self.colours and op.func is None and op.out_view is not None:
+                return "recv"
+            return None
+        if op.out_colour in self.colours:
+            if op.control_wavelet is not None:
+                return "ctrl"
+            if op.values is not None:
+                return "send"
+        return None
+
+    def _silent(self, now: int) -> bool:
+        engine = self.engine
+        if engine.detail:
+            return False
+        buf = engine.cfg.router_buffer_wavelets
+        home = self.wafer.cfg.fabric.ramp_credits
+        for r in engine.routers:
+            if r.buffered or r.express_until >= now or any(c in r.filters for c in self.colours):
+                return False
+            for (port, colour), c in r.credits.items():
+                full = r.ce.down_credits(colour) if port is RAMP else buf
+                if c != full:
+                    return False
+        for pe in self.wafer.pes.values():
+            ce = pe.ce
+            if ce.ops or ce.express_until >= now or ce.trace_level:
+                return False
+            if any(ce.in_queues) or any(c != home for c in ce.up_credits.values()):
+                return False
+        return True
+
+    def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
+        """``op`` begins on ``ce`` now: True if the phase moves it (see the module docstring)."""
+        kind = self._kind(op)
+        now = self.engine.now_cycle()
+        if not self.on:
+            if kind is None or now < self._retry_at:
+                return False
+            if not self._silent(now):
+                # (the check visits every PE: not again for a while, so a run whose windows
+                # touch does not pay it at every operation)
+                self._retry_at = now + RETRY_CYCLES
+                return False
+            self.on = True
+            self.phases += 1
+            self.engine.routers_group.active[self.index] = self
+        elif kind is None:
+            raise RouteError(
+                f"{ce.path}: operation '{op.name}' began while the lock-step phase moves colours "
+                f"{sorted(self.colours)}; the workload that opted in must not run other "
+                "operations then"
+            )
+        op.started = now
+        op.express = True  # carried by a fast path: the CE's own step leaves it alone
+        self.ops.setdefault(ce.index, []).append(op)
+        self.ces[ce.index] = ce
+        self.active_ces[ce.index] = ce
+        return True
+
+    def hold(self, ce: ComputeEngine) -> None:
+        """The CE's main thread changed (this phase reads it from the CE when it needs it)."""
+
+    def route_written(self, router: Router, colour: int) -> None:
+        """A configuration write landed on ``router``'s ``colour`` (the engine forgets which
+        ports the head still has to go out of, and so does the phase)."""
+        entry = self.entries.get((router.index, colour))
+        if entry is not None:
+            entry.pend = None
+        if self.buffered.get(router.index):
+            self.active_routers[router.index] = router
+
+    # -- the cycle -------------------------------------------------------------------------------
+    def _later(self, t: int, item: tuple) -> None:
+        slot = self.due.get(t)
+        if slot is None:
+            self.due[t] = [item]
+        else:
+            slot.append(item)
+
+    def step(self, t: int) -> bool:
+        due = self.due.pop(t, None)
+        if due:
+            for item in due:
+                self._land(t, item)
+        active = self.active_routers
+        if active:
+            for idx in sorted(active):
+                if not self._router(t, active[idx]):
+                    del active[idx]
+        active = self.active_ces
+        if active:
+            for idx in sorted(active):
+                if not self._ce(t, active[idx], self.ops.get(idx)):
+                    del active[idx]
+        for idx in [i for i, ops in self.ops.items() if not ops]:
+            del self.ops[idx]
+        if self.ops or self.due or self.in_routers or self._queued():
+            return True
+        self.on = False
+        return False
+
+    def _queued(self) -> bool:
+        return any(self.queues.values())
+
+    def _land(self, t: int, item: tuple) -> None:
+        kind = item[0]
+        if kind == "arrive":
+            _, r, colour, port, w = item
+            route = r.routes.get(colour)
+            if route is None or (port not in route.positions[route.pos].rx and not route.teardown):
+                have = route.current.describe() if route else "no route"
+                raise RouteError(
+                    f"colour {colour}: a wavelet reached {r.name} from {port.name}, which it "
+                    f"does not accept ({have})"
+                )
+            key = (r.index, colour)
+            entry = self.entries.get(key)
+            if entry is None:
+                entry = self.entries[key] = _Entry()
+            if entry.buf and entry.src is not port:
+                raise RouteError(f"{r.name}: colour {colour} fed from two ports in one phase")
+            entry.src = port
+            entry.buf.append(w)
+            self.buffered[r.index] = self.buffered.get(r.index, 0) + 1
+            self.in_routers += 1
+            self.active_routers[r.index] = r
+        elif kind == "deliver":
+            _, ce, colour, w = item
+            self._deliver(t, ce, colour, w)
+        elif kind == "credit":
+            _, r, port, colour = item
+            r.credits[(port, colour)] += 1
+            if self.buffered.get(r.index):
+                self.active_routers[r.index] = r
+        elif kind == "up":  # a ramp slot back at a sending CE
+            _, ce, colour = item
+            ce.up_credits[colour] += 1
+            if self.ops.get(ce.index):
+                self.active_ces[ce.index] = ce
+        else:  # "wake": a task's hold on the issue slot ends
+            ce = item[1]
+            if self.ops.get(ce.index):
+                self.active_ces[ce.index] = ce
+
+    def _deliver(self, t: int, ce: ComputeEngine, colour: int, w: tuple) -> None:
+        """``ComputeEngine.fabric_deliver`` for a phase wavelet."""
+        q = ce.queue_of_colour.get(colour)
+        if q is None:
+            raise RouteError(f"{ce.path}: colour {colour} reaches its ramp but has no queue")
+        queue = self.queues.get((ce.index, colour))
+        if queue is None:
+            queue = self.queues[(ce.index, colour)] = deque()
+        queue.append(w)
+        if q in ce.ops_in:
+            if ce.index in self.ops:
+                self.active_ces[ce.index] = ce
+            return
+        if q in ce.data_task_of_queue:
+            raise RouteError(f"{ce.path}: a data task reads colour {colour} inside a phase")
+        self._drain(t, ce, colour, queue)
+
+    def _drain(self, t: int, ce: ComputeEngine, colour: int, queue: deque[tuple]) -> None:
+        """``ComputeEngine._drain_control``: act on the control wavelets at the queue's head."""
+        while queue and queue[0][1] == TOKEN:
+            w = queue.popleft()[2]
+            self._later(t + self.engine.ramp_credit_latency, ("credit", ce.router, RAMP, colour))
+            ce._control(w)
+
+    # -- routers ---------------------------------------------------------------------------------
+    def _router(self, t: int, r: Router) -> bool:
+        """``Router.step`` for the phase's colours; True while it buffers phase wavelets."""
+        wanted: dict[Dir, list[int]] = {}
+        held = r.credits
+        entries = self.entries
+        for colour in self.colours:
+            entry = entries.get((r.index, colour))
+            if entry is None or not entry.buf:
+                continue
+            route = r.routes[colour]
+            if route.teardown:
+                continue
+            pend = entry.pend
+            if pend is None:
+                pend = entry.pend = list(route.positions[route.pos].tx)
+                if not pend:
+                    raise RouteError(
+                        f"colour {colour}: {r.name} accepts from {entry.src.name} but has no tx "
+                        f"({route.current.describe()}); the wavelet has nowhere to go"
+                    )
+            for port in pend:
+                c = held.get((port, colour))
+                if c is None:
+                    c = r.credit(port, colour)
+                if c > 0:
+                    keys = wanted.get(port)
+                    if keys is None:
+                        wanted[port] = [colour]
+                    else:
+                        keys.append(colour)
+                else:
+                    r.stall_cycles += 1
+        if not wanted:
+            # Empty, or everything blocked: a credit, an arrival or a route write wakes it.
+            return False
+        engine = self.engine
+        rr = r.rr
+        for port, colours in wanted.items():
+            if len(colours) == 1:
+                colour = colours[0]
+            else:
+                colour = engine.arbitrate(r, port, [(entries[(r.index, c)].src, c) for c in
+                                                    colours])[1]  # fmt: skip
+            rr[port] = colour
+            entry = entries[(r.index, colour)]
+            w = entry.buf[0]
+            held[(port, colour)] -= 1
+            if port is RAMP:
+                self._later(t + engine.ramp_latency, ("deliver", r.ce, colour, w))
+            else:
+                self._later(t + engine.hop_latency,
+                            ("arrive", r.nbr[port], colour, OPPOSITE[port], w))  # fmt: skip
+            pend = entry.pend
+            pend.remove(port)  # type: ignore[union-attr]
+            if not pend:
+                entry.pend = None
+                entry.buf.popleft()
+                self.buffered[r.index] -= 1
+                self.in_routers -= 1
+                r.forwarded += 1
+                self.wavelets += 1
+                src = entry.src
+                if src is RAMP:
+                    self._later(t + engine.ramp_credit_latency, ("up", r.ce, colour))
+                else:
+                    self._later(t + engine.hop_credit_latency,
+                                ("credit", r.nbr[src], OPPOSITE[src], colour))  # fmt: skip
+                if w[1] == TOKEN:
+                    r._apply(colour, w[2])
+        return self.buffered[r.index] > 0
+
+    # -- compute engines -------------------------------------------------------------------------
+    def _eligible(self, ce: ComputeEngine, op: AsyncOp) -> bool:
+        if op.fab_in is not None:
+            return bool(self.queues.get((ce.index, ce.colour_of_queue[op.fab_in])))
+        c = ce.up_credits.get(op.out_colour)  # type: ignore[arg-type]
+        return (c if c is not None else ce._up_credit_count(op.out_colour)) > 0  # type: ignore[arg-type]
+
+    def _ce(self, t: int, ce: ComputeEngine, ops: list[AsyncOp] | None) -> bool:
+        """``ComputeEngine.step`` for the phase's operations on ``ce``: True while one of them
+        can issue next cycle."""
+        if not ops:
+            return False
+        best = None
+        best_key = None
+        held = ce.running is not None and ce.hold_from <= t < ce.busy_until
+        waiting = False
+        eligible = self._eligible
+        for op in ops:
+            if not eligible(ce, op):
+                continue
+            if held and op.priority >= MAIN_THREAD_RANK:
+                waiting = True
+                continue
+            key = (op.priority, op.microthread)
+            if best is None or key < best_key:  # type: ignore[operator]
+                best, best_key = op, key
+        if best is None:
+            if waiting:  # step again when the task gives the slot back
+                self._later(ce.busy_until, ("wake", ce))
+            return False
+        if held:
+            ce.busy_until += 1
+            ce.busy_cycles += 1
+            ce.stolen_cycles += 1
+        best.issues += 1
+        for _ in range(best.width):
+            self._advance(t, ce, best, ops)
+            if best.done == best.length or not eligible(ce, best):
+                break
+        for op in ops:  # noqa: SIM110
+            if eligible(ce, op):
+                return True
+        return False
+
+    def _advance(self, t: int, ce: ComputeEngine, op: AsyncOp, ops: list[AsyncOp]) -> None:
+        engine = self.engine
+        if op.fab_in is not None:
+            colour = ce.colour_of_queue[op.fab_in]
+            queue = self.queues[(ce.index, colour)]
+            stream, seq, _ = queue.popleft()
+            self._later(t + engine.ramp_credit_latency, ("credit", ce.router, RAMP, colour))
+            if seq != op.done or stream.length != op.length:
+                raise RouteError(
+                    f"{ce.path}: '{op.name}' took wavelet {seq} of a {stream.length}-wavelet "
+                    f"stream where element {op.done} of {op.length} was due (a control wavelet "
+                    "inside the stream, or two streams mixed: not a plain broadcast)"
+                )
+            op.done += 1
+            if op.done == op.length:
+                op.out_view[:] = stream.values  # type: ignore[index]
+                ops.remove(op)
+                ce._finish(op, t)
+                self._drain(t, ce, colour, queue)  # (_finish drains the queue's control head)
+            return
+        colour = op.out_colour  # type: ignore[assignment]
+        ce.up_credits[colour] -= 1
+        root = ce.router
+        if op.control_wavelet is not None:
+            w = op.control_wavelet
+            if op.flow_out is not None:
+                w.flow = op.flow_out
+            self._later(t + engine.ramp_latency, ("arrive", root, colour, RAMP, (op, TOKEN, w)))
+        else:
+            self._later(t + engine.ramp_latency,
+                        ("arrive", root, colour, RAMP, (op, op.done, None)))  # fmt: skip
+        op.done += 1
+        if op.done == op.length:
+            ops.remove(op)
+            ce._finish(op, t)
+
+
+class VectorPhase(LockstepPhase):
+    """:class:`LockstepPhase`'s rules on numpy arrays: every router and compute engine of the
+    wafer at once, a few dozen array operations a cycle instead of Python work per wavelet.
+
+    State per (router, colour slot): buffered wavelets, the head's sequence number (the
+    stream's length for its TEARDOWN), the input port and stream, the ports the head still has
+    to go out of, credits per port; per compute engine and colour slot: queued wavelets, the
+    receive, send and control operations with their progress, up-ramp credits, and the main
+    thread's hold (told by the CE at dispatch and task end). Deliveries and credits travel in
+    rings of arrays indexed by cycle. The few events that reach Python objects (a TEARDOWN
+    passing a router, an operation completing) are handled one by one in router, then CE,
+    index order, as the engine would. The phase moves only low-priority operations (the SDK's
+    default), so it never steals issue cycles from a task; a medium or high one begins on the
+    wavelet path (entry refused), and one beginning during the phase is an error."""
+
+    def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
+        super().__init__(wafer, colours)
+        engine = self.engine
+        cfg = engine.cfg
+        self.cols = tuple(sorted(colours))
+        self.slot = {c: k for k, c in enumerate(self.cols)}
+        routers = engine.routers
+        n = len(routers)
+        self.n = n
+        self.lat = (engine.hop_latency, engine.ramp_latency, engine.hop_credit_latency,
+                    engine.ramp_credit_latency)  # fmt: skip
+        self.ring = max(self.lat) + 1
+        nb = np.full((n, 5), -1, np.int64)
+        for r in routers:
+            for d in (Dir.N, Dir.E, Dir.S, Dir.W):
+                other = r.nbr.get(d)
+                if other is not None and hasattr(other, "routes"):
+                    nb[r.index, d] = other.index
+        self.nb = nb
+        self.buf_wavelets = cfg.router_buffer_wavelets
+        self.low = MAIN_THREAD_RANK
+        if any(r.ce.index != r.index for r in routers):
+            raise RouteError("lock-step phase: routers and compute engines are numbered apart")
+        self._alloc()
+
+    def _alloc(self) -> None:
+        n, ring = self.n, self.ring
+        z = np.zeros
+        self.cnt = z((n, 2), np.int64)
+        self.hd = z((n, 2), np.int64)
+        self.nlen = z((n, 2), np.int64)  # length of the stream whose wavelets an entry holds
+        self.sid = z((n, 2), np.int64)  # that stream (index into self.streams)
+        self.src = z((n, 2), np.int64)
+        self.tx = z((n, 2, 5), bool)
+        self.td = np.ones((n, 2), bool)
+        self.pend = z((n, 2, 5), bool)
+        self.fresh = np.ones((n, 2), bool)
+        self.cred = z((n, 2, 5), np.int64)
+        self.rrv = z((n, 5), np.int64)
+        self.fw = z(n, np.int64)
+        self.arr = z((ring, n, 2), np.int64)
+        self.arr_src = z((ring, n, 2), np.int64)
+        self.arr_sid = z((ring, n, 2), np.int64)
+        self.arr_len = z((ring, n, 2), np.int64)
+        self.dl = z((ring, n, 2), np.int64)
+        self.dl_sid = z((ring, n, 2), np.int64)
+        self.crd = z((ring, n, 2, 5), np.int64)
+        self.upc = z((ring, n, 2), np.int64)
+        self.q = z((n, 2), np.int64)
+        self.qsid = z((n, 2), np.int64)
+        self.up = z((n, 2), np.int64)
+        # operations: 0 receive, 1 send, 2 control send, per colour slot
+        self.oact = z((3, n, 2), bool)
+        self.odone = z((3, n, 2), np.int64)
+        self.olen = z((3, n, 2), np.int64)
+        self.okey = z((3, n, 2), np.int64)
+        self.owidth = np.ones((3, n, 2), np.int64)
+        self.oissues = z((3, n, 2), np.int64)
+        self.oref: dict[tuple[int, int, int], Any] = {}  # (kind, router index, slot) -> op
+        self.hold_from = z(n, np.int64)
+        self.busy_until = z(n, np.int64)
+        self.running = z(n, bool)
+        self.streams: list[Any] = [None]
+        self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
+        self.tok_arrive: dict[int, list[tuple[int, int, Any]]] = {}  # cycle -> (r, k, wavelet)
+        self.tok_deliver: dict[int, list[tuple[int, int, Any]]] = {}
+        self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
+        self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
+        self.left = 0  # operations the phase still runs
+        self.horizon = -1  # everything the phase sent lands before this cycle
+
+    # -- entry and the CE's hooks ----------------------------------------------------------------
+    def _start(self, now: int) -> None:
+        """Load the arrays from the (silent) wafer."""
+        self._alloc()
+        engine = self.engine
+        for r in engine.routers:
+            i = r.index
+            self.rrv[i] = r.rr
+            for c, k in self.slot.items():
+                self._route(r, c, k)
+                for port in range(5):
+                    got = r.credits.get((Dir(port), c))
+                    self.cred[i, k, port] = self._home(r, port, c) if got is None else got
+                up = r.ce.up_credits.get(c)
+                self.up[i, k] = up if up is not None else self.wafer.cfg.fabric.ramp_credits
+            self.hold(r.ce)
+
+    def _home(self, r: Router, port: int, colour: int) -> int:
+        if port != RAMP:
+            return self.buf_wavelets
+        try:
+            return r.ce.down_credits(colour)
+        except RouteError:
+            return 0  # (the CE takes no wavelets of the colour)
+
+    def _route(self, r: Router, colour: int, k: int) -> None:
+        route = r.routes.get(colour)
+        i = r.index
+        self.fresh[i, k] = True
+        if route is None:
+            self.td[i, k] = True
+            self.tx[i, k] = False
+            return
+        self.td[i, k] = route.teardown
+        self.tx[i, k] = False
+        for port in route.positions[route.pos].tx:
+            self.tx[i, k, port] = True
+
+    def hold(self, ce: ComputeEngine) -> None:
+        """The CE's main thread changed (a task dispatched or ended)."""
+        i = ce.router.index
+        self.running[i] = ce.running is not None
+        self.hold_from[i] = ce.hold_from
+        self.busy_until[i] = ce.busy_until
+
+    def route_written(self, router: Router, colour: int) -> None:
+        if self.on and colour in self.slot:
+            self._route(router, colour, self.slot[colour])
+
+    def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
+        kind = self._kind(op)
+        now = self.engine.now_cycle()
+        if kind is not None and op.priority < self.low:
+            kind = None  # it would take issue cycles from tasks: not moved by the phase
+        if not self.on:
+            if kind is None or now < self._retry_at:
+                return False
+            if not self._silent(now):
+                self._retry_at = now + RETRY_CYCLES
+                return False
+            self.on = True
+            self.phases += 1
+            self._start(now)
+            self.engine.routers_group.active[self.index] = self
+        elif kind is None:
+            raise RouteError(
+                f"{ce.path}: operation '{op.name}' began while the lock-step phase moves colours "
+                f"{sorted(self.colours)}; the workload that opted in must not run other "
+                "operations then"
+            )
+        op.started = now
+        op.express = True
+        i = ce.router.index
+        if kind == "recv":
+            k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
+        else:
+            k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
+        if self.oact[o, i, k]:
+            raise RouteError(f"{ce.path}: two phase operations of one kind on one colour")
+        self.oact[o, i, k] = True
+        self.odone[o, i, k] = 0
+        self.olen[o, i, k] = op.length
+        self.okey[o, i, k] = op.priority * 64 + op.microthread
+        self.owidth[o, i, k] = op.width if o != 2 else 1
+        self.oissues[o, i, k] = 0
+        self.oref[(o, i, k)] = op
+        self.left += 1
+        if o == 1:
+            self.ssid[i, k] = len(self.streams)
+            self.streams.append(op)
+        return True
+
+    # -- the cycle -------------------------------------------------------------------------------
+    def step(self, t: int) -> bool:
+        s = t % self.ring
+        self._land(t, s)
+        sent = self._routers(t)
+        if self._ces(t) or sent:
+            self.horizon = t + self.ring  # what moved lands before then
+        if t < self.horizon or self.left or self.qtok or self.cnt.any() or self.q.any():
+            return True
+        self._finish_phase()
+        return False
+
+    def _land(self, t: int, s: int) -> None:
+        arr = self.arr[s]
+        if arr.any():
+            got = arr > 0
+            self.src[got] = self.arr_src[s][got]
+            self.sid[got] = self.arr_sid[s][got]
+            self.nlen[got] = self.arr_len[s][got]
+            self.cnt += arr
+            arr[:] = 0
+        toks = self.tok_arrive.pop(t, None)
+        if toks:
+            for i, k, w in toks:
+                self.tokw.setdefault((i, k), []).append(w)
+        dl = self.dl[s]
+        if dl.any():
+            got = dl > 0
+            self.qsid[got] = self.dl_sid[s][got]
+            self.q += dl
+            dl[:] = 0
+        toks = self.tok_deliver.pop(t, None)
+        if toks:
+            for i, k, w in sorted(toks, key=lambda e: (e[0], e[1])):
+                ce = self.engine.routers[i].ce
+                q = ce.queue_of_colour.get(self.cols[k])
+                if q is None:
+                    raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
+                if q in ce.ops_in:  # behind the data its reader has still to take
+                    self.qtok[(i, k)] = w
+                elif q in ce.data_task_of_queue:
+                    raise RouteError(f"{ce.path}: a data task reads a phase colour")
+                elif self.q[i, k] == 0:
+                    self._credit_ramp(t, i, k, 1)
+                    ce._control(w)
+                else:
+                    self.qtok[(i, k)] = w
+        crd = self.crd[s]
+        if crd.any():
+            self.cred += crd
+            crd[:] = 0
+        upc = self.upc[s]
+        if upc.any():
+            self.up += upc
+            upc[:] = 0
+
+    def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
+        self.crd[(t + self.lat[3]) % self.ring, i, k, RAMP] += m
+        self.horizon = max(self.horizon, t + self.ring)
+
+    def _routers(self, t: int) -> bool:
+        """The routers' sends (``Router.step``); True if any wavelet moved."""
+        act = (self.cnt > 0) & ~self.td
+        if not act.any():
+            return False
+        init = act & self.fresh
+        if init.any():
+            self.pend[init] = self.tx[init]
+            self.fresh[init] = False
+            if not self.pend[init].any(axis=1).all():
+                raise RouteError("a phase colour accepts wavelets but has no tx")
+        want = act[:, :, None] & self.pend & (self.cred > 0)
+        both = want[:, 0, :] & want[:, 1, :]
+        if both.any():
+            c0, c1 = self.cols
+            last = self.rrv
+            lose0 = both & ((c1 - last - 1) % 32 < (c0 - last - 1) % 32)
+            want[:, 0, :] &= ~lose0
+            want[:, 1, :] &= ~(both & ~lose0)
+        if not want.any():
+            return False
+        for k, c in enumerate(self.cols):
+            self.rrv[want[:, k, :]] = c  # (one colour per port after arbitration)
+        # rrv assignment above writes colour c where want[:, k, p]: rows and ports at once
+        self.cred -= want
+        self.pend &= ~want
+        hop, lr, lch, lc = self.lat
+        ring = self.ring
+        tok_sent = want.any(axis=2) & (self.hd == self.nlen)
+        ri, ki, pi = np.nonzero(want)
+        mesh = pi != RAMP
+        if mesh.any():
+            r2, k2, p2 = ri[mesh], ki[mesh], pi[mesh]
+            dst = self.nb[r2, p2]
+            sl = (t + hop) % ring
+            self.arr[sl, dst, k2] += 1
+            self.arr_src[sl, dst, k2] = _OPP[p2]
+            self.arr_sid[sl, dst, k2] = self.sid[r2, k2]
+            self.arr_len[sl, dst, k2] = self.nlen[r2, k2]
+        ramp = ~mesh
+        if ramp.any():
+            r2, k2 = ri[ramp], ki[ramp]
+            sl = (t + lr) % ring
+            self.dl[sl, r2, k2] += 1
+            self.dl_sid[sl, r2, k2] = self.sid[r2, k2]
+        if tok_sent.any():
+            for i, k in zip(*np.nonzero(tok_sent), strict=True):
+                w = self.tokw[(int(i), int(k))][0]
+                for p in np.nonzero(want[i, k])[0]:
+                    if p == RAMP:
+                        self.dl[(t + lr) % ring, i, k] -= 1  # the token is not data
+                        self.tok_deliver.setdefault(t + lr, []).append((int(i), int(k), w))
+                    else:
+                        j = int(self.nb[i, p])
+                        self.tok_arrive.setdefault(t + hop, []).append((j, int(k), w))
+        done = want.any(axis=2) & ~self.pend.any(axis=2)
+        if done.any():
+            self.cnt -= done
+            tok_done = done & (self.hd == self.nlen)
+            self.hd += done
+            self.fw += done.sum(axis=1)
+            self.wavelets += int(done.sum())
+            self.fresh |= done
+            di, dk = np.nonzero(done)
+            sp = self.src[di, dk]
+            mesh = sp != RAMP
+            if mesh.any():
+                up_r = self.nb[di[mesh], sp[mesh]]
+                self.crd[(t + lch) % ring, up_r, dk[mesh], _OPP[sp[mesh]]] += 1
+            ramp = ~mesh
+            if ramp.any():
+                self.upc[(t + lc) % ring, di[ramp], dk[ramp]] += 1
+            if tok_done.any():
+                routers = self.engine.routers
+                for i, k in zip(*np.nonzero(tok_done), strict=True):
+                    i, k = int(i), int(k)
+                    w = self.tokw[(i, k)].pop(0)
+                    if not self.tokw[(i, k)]:
+                        del self.tokw[(i, k)]
+                    self.hd[i, k] = 0
+                    routers[i]._apply(self.cols[k], w)
+                    self._route(routers[i], self.cols[k], k)  # teardown now (and any switch)
+        return True
+
+    def _ces(self, t: int) -> bool:
+        """The CEs' issues (``ComputeEngine.step``); True if any operation moved."""
+        if not self.left:
+            return False
+        held = self.running & (self.hold_from <= t) & (t < self.busy_until)
+        rem = self.olen - self.odone
+        elig = self.oact & (rem > 0)
+        elig[0] &= self.q > 0
+        elig[1:] &= (self.up > 0)[None]
+        elig &= ~held[None, :, None]
+        if not elig.any():
+            return False
+        key = np.where(elig, self.okey, 1 << 30)  # (3, n, 2)
+        flat = key.transpose(1, 0, 2).reshape(self.n, 6)
+        best = flat.argmin(axis=1)
+        has = flat[np.arange(self.n), best] < (1 << 30)
+        ci = np.nonzero(has)[0]
+        bo, bk = best[ci] // 2, best[ci] % 2
+        self.oissues[bo, ci, bk] += 1
+        width = self.owidth[bo, ci, bk]
+        r_ = rem[bo, ci, bk]
+        _, lr, _, lc = self.lat
+        ring = self.ring
+        # receives: up to the width, as the queue allows
+        rv = bo == 0
+        if rv.any():
+            i, k = ci[rv], bk[rv]
+            m = np.minimum(np.minimum(width[rv], self.q[i, k]), r_[rv])
+            self.q[i, k] -= m
+            self.odone[0, i, k] += m
+            self.crd[(t + lc) % ring, i, k, RAMP] += m
+        sd = bo == 1
+        if sd.any():
+            i, k = ci[sd], bk[sd]
+            m = np.minimum(np.minimum(width[sd], self.up[i, k]), r_[sd])
+            self.up[i, k] -= m
+            self.odone[1, i, k] += m
+            sl = (t + lr) % ring
+            self.arr[sl, i, k] += m
+            self.arr_src[sl, i, k] = RAMP
+            self.arr_sid[sl, i, k] = self.ssid[i, k]
+            self.arr_len[sl, i, k] = self.olen[1, i, k]
+        ct = bo == 2
+        if ct.any():
+            for i, k in zip(ci[ct], bk[ct], strict=True):
+                i, k = int(i), int(k)
+                op = self.oref[(2, i, k)]
+                self.up[i, k] -= 1
+                self.odone[2, i, k] += 1
+                w = op.control_wavelet
+                if op.flow_out is not None:
+                    w.flow = op.flow_out
+                self.tok_arrive.setdefault(t + lr, []).append((i, k, w))
+                sl = (t + lr) % ring
+                self.arr[sl, i, k] += 1
+                self.arr_src[sl, i, k] = RAMP
+                # the token belongs to the stream just sent: its sequence number is the length
+                self.arr_sid[sl, i, k] = self.ssid[i, k]
+                self.arr_len[sl, i, k] = self.olen[1, i, k]
+        fin = self.oact & (self.odone == self.olen)
+        if fin.any():
+            routers = self.engine.routers
+            for i in sorted(set(np.nonzero(fin)[1].tolist())):
+                for o, k in zip(*np.nonzero(fin[:, i, :]), strict=True):
+                    o, k = int(o), int(k)
+                    self._complete(t, routers[i].ce, o, i, k)
+        return True
+
+    def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
+        op = self.oref.pop((o, i, k))
+        self.oact[o, i, k] = False
+        self.left -= 1
+        op.issues = int(self.oissues[o, i, k])
+        op.done = op.length
+        if o == 0:
+            op.out_view[:] = self.streams[int(self.qsid[i, k])].values
+        ce._finish(op, t)
+        if o == 0:
+            w = self.qtok.pop((i, k), None)
+            if w is not None and self.q[i, k] == 0:
+                self._credit_ramp(t, i, k, 1)
+                ce._control(w)
+            elif w is not None:
+                self.qtok[(i, k)] = w
+
+    def _finish_phase(self) -> None:
+        self.on = False
+        for r in self.engine.routers:
+            i = r.index
+            r.rr[:] = self.rrv[i].tolist()
+            r.forwarded += int(self.fw[i])
+            for c, k in self.slot.items():
+                for port in range(5):
+                    key = (Dir(port), c)
+                    if key in r.credits or self.cred[i, k, port] != self._home(r, port, c):
+                        r.credits[key] = int(self.cred[i, k, port])
+                r.ce.up_credits[c] = int(self.up[i, k])
+
+
+_OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP], np.int64)

@@ -1,0 +1,135 @@
+"""SUMMA's contended broadcasts: every speed change must leave the simulation bit for bit alone.
+
+The digests in ``tests/data/summa_exact.json`` were recorded with the engine before the
+contended-stream speed work (commit 1941e1d): per point, the cycles and their split,
+a SHA-256 of every PE's timestamp marks, of every PE's C bytes, and the engine's counters
+(wavelets forwarded, instructions, operations finished, express streams, conflicts). A change to
+the fabric engine or the compute engine that moves one cycle, one mark or one bit fails here.
+
+The sweep covers P <= 8, Mt <= 8, overlap on and off, in the fast fidelity, and a few points in
+the reference fidelity. In the fast fidelity SUMMA's broadcasts (which share every PE's ramp, so
+no express stream can carry them) are moved by the lock-step phase (:mod:`pe.lockstep`) unless
+overlap makes them medium priority; each point also checks that the phase moved every wavelet
+where it claims to, and a few points run the phase off and in its scalar form. The default tier
+runs a subset; ``-m slow`` the whole sweep.
+
+Regenerate (only when a change of *mechanism* is intended, and say so in the commit):
+``PYTHONPATH=. python tests/test_summa_exact.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from simcore import Simulation
+from workloads.wafer import summa
+
+DATA = Path(__file__).parent / "data" / "summa_exact.json"
+
+SWEEP = [
+    (p, mt, overlap, "fast")
+    for p in (2, 3, 4, 5, 8)
+    for mt in (1, 2, 5, 8)
+    for overlap in (False, True)
+] + [(3, 5, False, "reference"), (4, 2, True, "reference"), (5, 3, False, "reference")]
+QUICK = {(2, 5, False, "fast"), (3, 8, True, "fast"), (4, 2, False, "fast"), (5, 5, False, "fast"),
+         (8, 1, True, "fast"), (3, 5, False, "reference")}  # fmt: skip
+
+
+def _key(point: tuple) -> str:
+    p, mt, overlap, fidelity = point
+    return f"p={p} mt={mt} overlap={overlap} {fidelity}"
+
+
+def digest(point: tuple, phase: list | None = None) -> dict:
+    """What one run leaves behind, reduced to comparable values. ``phase``, if given, receives
+    the lock-step phase's counters (phases, wavelets) and the wavelets forwarded."""
+    p, mt, overlap, fidelity = point
+    params = summa.SummaParams(p=p, mt=mt, overlap=overlap)
+    params = dataclasses.replace(params, wafer=dataclasses.replace(params.wafer, fidelity=fidelity))
+    sim = Simulation()
+    run = summa.build(sim, params)
+    sim.check()
+    result = sim.run()
+    assert result.status == "completed", result.report
+    wafer = run.wafer
+    marks = hashlib.sha256()
+    c = hashlib.sha256()
+    for xy in sorted(wafer.pes):
+        marks.update(repr((xy, sorted(wafer.pes[xy].ce.marks.items()))).encode())
+        c.update(run.c[xy].read(wafer.ce(*xy).sram).tobytes())
+    m = summa.metrics(sim, params, run, result)
+    ces = [pe.ce for pe in wafer.pes.values()]
+    engine = wafer.engine
+    if phase is not None:
+        ls = engine.lockstep
+        forwarded = sum(r.forwarded for r in engine.routers)
+        phase.extend([ls.phases, ls.wavelets, forwarded] if ls else [0, 0, forwarded])
+    return {
+        "cycles": m["cycles"],
+        "split": [m["compute_cycles"], m["comm_cycles"], m["control_cycles"]],
+        "marks": marks.hexdigest(),
+        "c": c.hexdigest(),
+        "forwarded": sum(r.forwarded for r in engine.routers),
+        "instructions": sum(ce.instructions for ce in ces),
+        "ops_finished": sum(ce.ops_finished for ce in ces),
+        "tasks_run": sum(ce.tasks_run for ce in ces),
+        "stolen_cycles": sum(ce.stolen_cycles for ce in ces),
+        "express": [engine.express_streams, engine.express_wavelets, engine.fast_conflicts],
+    }
+
+
+def _recorded() -> dict:
+    return json.loads(DATA.read_text())
+
+
+@pytest.mark.parametrize(
+    "point",
+    [pytest.param(pt, marks=() if pt in QUICK else pytest.mark.slow) for pt in SWEEP],
+    ids=_key,
+)
+def test_summa_is_bit_for_bit_what_it_was(point):
+    phase: list = []
+    assert digest(point, phase) == _recorded()[_key(point)]
+    p, _, overlap, fidelity = point
+    phases, moved, forwarded = phase
+    if fidelity == "fast" and not overlap:
+        # The lock-step phase moved every wavelet of the run (one phase per step, or fewer
+        # when steps' broadcasts touch and one phase runs through them).
+        assert 1 <= phases <= p
+        assert moved == forwarded > 0
+    else:  # overlap's medium-priority streams, and the reference fidelity: wavelet by wavelet
+        assert phases == moved == 0
+
+
+LOCKSTEP_POINTS = [(2, 5, False, "fast"), (3, 8, False, "fast"), (4, 1, False, "fast"),
+                   (5, 2, False, "fast")]  # fmt: skip
+
+
+@pytest.mark.parametrize("point", LOCKSTEP_POINTS, ids=_key)
+def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
+    """The same points with the phase off (every wavelet through the engine: the reference
+    the digests were recorded with) and with the phase's scalar form (``LockstepPhase``, the
+    rules written out per router and CE, which the array form follows) give the digests too."""
+    from pe import lockstep
+
+    want = _recorded()[_key(point)]
+    monkeypatch.setattr(summa, "LOCKSTEP", False)
+    phase: list = []
+    assert digest(point, phase) == want
+    assert phase[:2] == [0, 0]
+    monkeypatch.setattr(summa, "LOCKSTEP", True)
+    monkeypatch.setattr(summa, "VectorPhase", lockstep.LockstepPhase)
+    phase = []
+    assert digest(point, phase) == want
+    assert phase[0] >= 1 and phase[1] == phase[2]
+
+
+if __name__ == "__main__":
+    DATA.write_text(json.dumps({_key(pt): digest(pt) for pt in SWEEP}, indent=1) + "\n")
+    print(f"wrote {DATA} ({len(SWEEP)} points)")
