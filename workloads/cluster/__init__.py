@@ -4,8 +4,11 @@ systems training a GPT by weight streaming.
 - ``gpt-ws`` (:mod:`.gptws`): the kind: parameters, build, metrics, the analytical model;
 - :mod:`.gpt`: the model table and the numpy function of a GPT's pieces (and a reference step);
 - :mod:`.plan`: the execution plan as data (what streams when, what comes back);
-- :mod:`.cs2`: a CS-2 at wafer level (calibrated model) or PE level (cycle-level ws-matmul);
-- :mod:`.calibration`: the wafer-level compute model and its fit to PE-level runs;
+- :mod:`.cs2`: a CS-2 at wafer level (calibrated models) or PE level (cycle-level programs);
+- :mod:`.pekernels`: the PE programs of attention, its backward, the loss and the epilogues,
+  with the software exp and reciprocal they use;
+- :mod:`.calibration`: the wafer-level compute model of the products and its fit to PE-level
+  runs; :mod:`.sidecal`: that of the other programs;
 - :mod:`.validation`: the validation cases (requirements, latency hiding, scaling).
 
 Built-in scenarios are in ``scenarios/`` beside this file.
