@@ -84,6 +84,13 @@ def digest(point: tuple, phase: list | None = None) -> dict:
     }
 
 
+@pytest.fixture(autouse=True)
+def _phase_at_every_size(monkeypatch):
+    """The phase is used from a wavelet rate up (speed only); these points are below it, so the
+    tests take it at every size."""
+    monkeypatch.setattr(summa, "LOCKSTEP_MIN_RATE", 0.0)
+
+
 def _recorded() -> dict:
     return json.loads(DATA.read_text())
 
@@ -133,3 +140,14 @@ def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
 if __name__ == "__main__":
     DATA.write_text(json.dumps({_key(pt): digest(pt) for pt in SWEEP}, indent=1) + "\n")
     print(f"wrote {DATA} ({len(SWEEP)} points)")
+
+
+def test_the_phase_is_used_where_it_pays(monkeypatch):
+    assert summa.LOCKSTEP_MIN_RATE == 0.0  # (the fixture); the module's default:
+    monkeypatch.undo()
+    assert summa.LOCKSTEP_MIN_RATE == 10.0
+    for (p, mt), used in (((4, 14), False), ((8, 8), True), ((32, 1), False), ((12, 4), True)):
+        assert (summa.lockstep_rate(summa.SummaParams(p=p, mt=mt)) >= 10.0) is used
+    phase: list = []
+    digest((4, 5, False, "fast"), phase)  # rate 1.8: the wavelet path
+    assert phase[:2] == [0, 0]
