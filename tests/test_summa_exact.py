@@ -89,6 +89,7 @@ def _phase_at_every_size(monkeypatch):
     """The phase is used from a wavelet rate up (speed only); these points are below it, so the
     tests take it at every size."""
     monkeypatch.setattr(summa, "LOCKSTEP_MIN_RATE", 0.0)
+    monkeypatch.setattr(summa, "LOCKSTEP_MIN_WORDS", 0)
 
 
 def _recorded() -> dict:
@@ -146,8 +147,10 @@ def test_the_phase_is_used_where_it_pays(monkeypatch):
     assert summa.LOCKSTEP_MIN_RATE == 0.0  # (the fixture); the module's default:
     monkeypatch.undo()
     assert summa.LOCKSTEP_MIN_RATE == 10.0
-    for (p, mt), used in (((4, 14), False), ((8, 8), True), ((32, 1), False), ((12, 4), True)):
-        assert (summa.lockstep_rate(summa.SummaParams(p=p, mt=mt)) >= 10.0) is used
+    points = {(4, 14): False, (8, 8): True, (32, 1): False, (48, 1): False, (12, 4): True,
+              (64, 8): True}  # fmt: skip
+    for (p, mt), used in points.items():
+        assert summa.lockstep_pays(summa.SummaParams(p=p, mt=mt)) is used
     phase: list = []
     digest((4, 5, False, "fast"), phase)  # rate 1.8: the wavelet path
     assert phase[:2] == [0, 0]
