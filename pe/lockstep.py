@@ -562,8 +562,8 @@ class VectorPhase(LockstepPhase):
         if kind is not None and op.priority < self.low:
             kind = None  # it would take issue cycles from tasks: not moved by the phase
         if not self.on:
-            if kind is None or now < self._retry_at:
-                return False
+            if kind is None or now < self._retry_at or self.engine.cfg.arbitration != "round_robin":
+                return False  # (the arrays implement round robin only)
             if not self._silent(now):
                 self._retry_at = now + RETRY_CYCLES
                 return False
