@@ -509,20 +509,23 @@ class VectorPhase(LockstepPhase):
 
     # -- entry and the CE's hooks ----------------------------------------------------------------
     def _start(self, now: int) -> None:
-        """Load the arrays from the (silent) wafer."""
+        """Load the arrays from the (silent) wafer. Silent means every credit is home
+        (``_silent`` checked each table), so the credit arrays start at their home values."""
         self._alloc()
-        engine = self.engine
-        for r in engine.routers:
-            i = r.index
-            self.rrv[i] = r.rr
+        routers = self.engine.routers
+        home = np.full((self.n, 2, 5), self.buf_wavelets, np.int64)
+        home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
+        self.home = home
+        self.cred[:] = home
+        self.up[:] = self.wafer.cfg.fabric.ramp_credits
+        self.rrv[:] = [r.rr for r in routers]
+        for r in routers:
             for c, k in self.slot.items():
                 self._route(r, c, k)
-                for port in range(5):
-                    got = r.credits.get((Dir(port), c))
-                    self.cred[i, k, port] = self._home(r, port, c) if got is None else got
-                up = r.ce.up_credits.get(c)
-                self.up[i, k] = up if up is not None else self.wafer.cfg.fabric.ramp_credits
-            self.hold(r.ce)
+        ces = [r.ce for r in routers]
+        self.running[:] = [ce.running is not None for ce in ces]
+        self.hold_from[:] = [ce.hold_from for ce in ces]
+        self.busy_until[:] = [ce.busy_until for ce in ces]
 
     def _home(self, r: Router, port: int, colour: int) -> int:
         if port != RAMP:
@@ -830,14 +833,18 @@ class VectorPhase(LockstepPhase):
 
     def _finish_phase(self) -> None:
         self.on = False
-        for r in self.engine.routers:
+        routers = self.engine.routers
+        for r, rr, fw in zip(routers, self.rrv.tolist(), self.fw.tolist(), strict=True):
+            r.rr[:] = rr
+            r.forwarded += fw
+        if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
+            return  # every credit home, as at entry: the tables are as they were
+        for r in routers:  # (not reached when the phase ends with nothing in flight)
             i = r.index
-            r.rr[:] = self.rrv[i].tolist()
-            r.forwarded += int(self.fw[i])
             for c, k in self.slot.items():
                 for port in range(5):
                     key = (Dir(port), c)
-                    if key in r.credits or self.cred[i, k, port] != self._home(r, port, c):
+                    if key in r.credits or self.cred[i, k, port] != self.home[i, k, port]:
                         r.credits[key] = int(self.cred[i, k, port])
                 r.ce.up_credits[c] = int(self.up[i, k])
 
