@@ -1,36 +1,39 @@
 """A lock-step phase: two broadcast colours moved by one stepper, with the engine's own rules.
 
 SUMMA's x and y broadcasts share every PE's down-ramp port, so they are never express streams
-and run wavelet by wavelet: each wavelet and hop costs a router step, two sends and a credit
+and ran wavelet by wavelet: each wavelet and hop costs a router step, two sends and a credit
 through the scheduler, the CE's delivery, issue and ramp credit (~46 Python calls). Between two
-steps the fabric is silent (docs/summa.md, "The phase's window, measured"), so a step's
-broadcasts can be moved by one stepper that owns the data movement of the program's broadcast
-colours on every router and compute engine while they run. It applies, cycle by cycle, the
-rules of :meth:`fabric.engine.Router.step` and :meth:`pe.ce.ComputeEngine.step` for what these
-colours carry (plain memory <-> fabric moves and the TEARDOWN behind each stream) on compact
-state: a wavelet is its sequence number in its stream, and the data lands when a receive
-completes. Credits, round-robin pointers, routes, counters and the tasks are the real ones, so
-nothing is written back when the phase ends.
+steps the fabric is silent (docs/summa.md, "The lock-step phase"), so a step's broadcasts can
+be moved by one stepper that owns the data movement of the program's broadcast colours on every
+router and compute engine while they run. It applies, cycle by cycle, the rules of
+:meth:`fabric.engine.Router.step` and :meth:`pe.ce.ComputeEngine.step` for what these colours
+carry (plain memory <-> fabric moves and the TEARDOWN behind each stream) on compact state: a
+wavelet is its place in its stream, and the data lands when a receive completes. Routes, tasks,
+the operations' completions and the counters are the real ones.
 
-Entry (:meth:`LockstepPhase.take`, called when an operation begins on a compute engine): the
-operation is a plain move or a control send on one of the colours, and the fabric is silent
-(no wavelet buffered or queued anywhere, every credit home, no async operation running, no
-express stream, no wavelet filter on the colours). From then on every operation that begins is
-the phase's (anything else is a programming error of the opt-in, raised). The phase ends when
-nothing it moves is left (no operation, no wavelet, no credit on its way).
+Two forms: :class:`LockstepPhase` writes the rules out per router and CE (the readable
+specification; it keeps the engine's activation rules, so it agrees even on
+``Router.stall_cycles``) and :class:`VectorPhase` runs them on numpy arrays over every router
+and CE at once (the fast one; it does not keep ``stall_cycles``, a diagnostic no metric reads).
+
+Entry (``take``, called by the CE when an operation begins): the operation is a plain move or a
+control send on one of the colours, and the fabric is silent (no wavelet buffered or queued
+anywhere, every credit home, no async operation running, no express stream, no wavelet filter
+on the colours, traces off). From then on every operation that begins is the phase's (anything
+else is a programming error of the opt-in, raised). The phase ends when nothing it moves is
+left (no operation, no wavelet, no credit on its way).
 
 What the engine does in a cycle the phase does in the same order: deliveries and credits due
 this cycle (the scheduler's own due actions, such as posted route writes landing and
 operations beginning, run before the phase's step), then the routers' sends, then the compute
 engines' issues. Everything it does to the world outside (operation completions through the
-CE's ``_finish``, teardown signals, tasks) goes through the same calls at the same cycles.
-
-It differs from the wavelet path only in ``Router.stall_cycles``, a diagnostic no metric reads:
-the engine counts a blocked port each time it steps a router, the phase each cycle.
+CE's ``_finish``, teardown signals through the router's ``_apply``, tasks) goes through the same
+calls at the same cycles. ``tests/test_summa_exact.py`` holds both forms to the wavelet path's
+cycles, marks and bytes.
 
 Opt-in: a workload that knows its program uses the colours only for such broadcasts while they
-run sets ``engine.lockstep = LockstepPhase(wafer, colours)`` (SUMMA does, see
-:mod:`workloads.wafer.summa`); the fast fidelity only, traces off.
+run sets ``engine.lockstep = VectorPhase(wafer, colours)`` (SUMMA does, see
+:mod:`workloads.wafer.summa`); the fast fidelity only.
 """
 
 from __future__ import annotations
