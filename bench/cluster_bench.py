@@ -4,11 +4,14 @@ Run: ``python bench/cluster_bench.py COMMAND`` with COMMAND one of
 
 - ``step``: one GPT-3 step on 64 CS-2s at wafer level (target: under 60 s), wall time, kernel
   events and the top entries of a profile;
-- ``tiny-pe``: one step of a two-layer tiny GPT at PE level on an 8x8 sub-array per system;
+- ``tiny-pe``: one step of a two-layer tiny GPT at PE level on an 8x8 sub-array per system
+  (every product, attention, loss and epilogue a cycle-level program), with a profile;
 - ``sweeps``: GPT-3 on 1..64 systems (8 sequences each) and GPT-3 on 4 systems at sparsity
   0..90 %, as tables, and plots to ``out/gpt-ws-scaling.png``, ``out/gpt-ws-sparsity.png``;
 - ``calibrate``: re-run the PE-level ``ws-matmul`` calibration points and re-fit the wafer-level
-  compute model (:mod:`workloads.cluster.calibration`), printing the constants and the error.
+  compute model (:mod:`workloads.cluster.calibration`), then the PE programs without streamed
+  weights and their cost models (:mod:`workloads.cluster.sidecal`), printing the constants and
+  the error.
 
 Figures are printed, never asserted: they depend on the machine.
 """
@@ -27,7 +30,7 @@ from simcore.sim import Simulation
 from traces.plots import plot_comparison
 from workloads import scenario
 from workloads.cluster import calibration as cal
-from workloads.cluster import gptws
+from workloads.cluster import gptws, sidecal
 from workloads.cluster.model import step_model
 from workloads.cluster.validation import scaling_points, sparsity_points
 from workloads.wafer.wscommon import WsMatmulParams
@@ -90,13 +93,19 @@ def cmd_tiny_pe(_: argparse.Namespace) -> None:
         ),
     )
     t0 = time.perf_counter()
-    m, wall, _, _ = timed_run(p)
+    m, wall, _, prof = timed_run(p, profile=True)
     total = time.perf_counter() - t0
     print(
         f"tiny GPT (2 layers, H=16, S=8, V=32), 2 systems, PE level on 8x8: run {wall:.1f} s "
-        f"(with the 1-system reference {total:.1f} s), {m['pe_runs']} PE-level products, "
-        f"correct={m['correct']}, step {m['step_time_s'] * 1e6:.1f} us simulated"
+        f"under the profiler (with the 1-system reference {total:.1f} s), {m['pe_runs']} "
+        f"PE-level products and {m['pe_side_runs']} other PE programs, correct={m['correct']}, "
+        f"step {m['step_time_s'] * 1e6:.1f} us simulated"
     )
+    print("  PE cycles of the programs without streamed weights (both systems):")
+    for kind, cyc in m["pe_side_cycles"].items():
+        print(f"    {kind:15s} {cyc:9,}")
+    print("profile (the 2-system run):")
+    print(prof)
 
 
 def cmd_sweeps(args: argparse.Namespace) -> None:
@@ -157,6 +166,18 @@ def cmd_calibrate(_: argparse.Namespace) -> None:
                 f"   {point}: run {m['cycles']:,} cycles, model {model:,.0f} "
                 f"({100 * (model - m['cycles']) / m['cycles']:+.1f} %)"
             )
+    runs = [sidecal.measure(kind, dims) for kind, dims in sidecal.POINTS]
+    fitted, mape = sidecal.fit(sidecal.POINTS, runs)
+    side = sidecal.SideCostConfig(**fitted)
+    print("side work (cs2.compute.side):")
+    for kind in sidecal.KINDS:
+        consts = ", ".join(f"{n}={fitted[n]}" for n in sidecal.NAMES[kind])
+        print(f"  {kind}: {consts}; MAPE {mape[kind]:.2f} %")
+        for (k, dims), cyc in zip(sidecal.POINTS, runs, strict=True):
+            if k == kind:
+                model = sidecal.cycles(side, kind, dims)
+                print(f"   {dims}: run {cyc:,} cycles, model {model:,.0f} "
+                      f"({100 * (model - cyc) / cyc:+.1f} %)")  # fmt: skip
 
 
 def main() -> None:

@@ -125,15 +125,17 @@ class Router:
         def apply() -> None:
             route = self.routes[colour]
             change(route)
-            if not route.teardown:
-                self._check_held(colour, route)
             pending = self.future.get(colour)
             if pending is not None and pending[0] <= t:
                 del self.future[colour]
-            self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
+            if self.buffered:  # (with nothing buffered, nothing is held, pending or to send)
+                if not route.teardown:
+                    self._check_held(colour, route)
+                self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
             if self.engine.lockstep is not None:
                 self.engine.lockstep.route_written(self, colour)
-            self.engine.activate_router(self)
+            if self.buffered:
+                self.engine.activate_router(self)
 
         self.engine.at(t, apply)
 

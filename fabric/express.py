@@ -51,13 +51,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
 from fabric.endpoints import RampEndpoint
 from fabric.engine import Router
 from fabric.routes import Dir
+
+RAMP = Dir.RAMP
 
 if TYPE_CHECKING:
     from fabric.engine import FabricEngine
@@ -77,11 +79,12 @@ class ExpressSend:
     key: tuple[int, int]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ExpressReceive:
+class ExpressReceive(NamedTuple):
     """A receiving compute engine's matching operation: a plain fabric -> memory move of the
     stream's length, registered to begin at cycle ``begin_at``, taking ``down_credits`` ramp
-    slots, on the microthread with arbitration ``key``. ``op`` is the engine's own handle."""
+    slots, on the microthread with arbitration ``key``. ``op`` is the engine's own handle.
+    (A named tuple: one is made per receiver of every stream, and a frozen dataclass costs
+    several times as much to build.)"""
 
     op: Any
     begin_at: int
@@ -166,7 +169,7 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     cfg = engine.cfg
     colour = send.colour
     ready, route = root.route_at(colour)
-    if route is None or Dir.RAMP not in route.current.rx or Dir.RAMP in route.current.tx:
+    if route is None or RAMP not in route.current.rx or RAMP in route.current.tx:
         return False
     n = send.length
     buf = cfg.router_buffer_wavelets
@@ -176,25 +179,36 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     # holds the stream there until it lands; with no write pending the root holds nothing.
     hold = max(ready - now, 0)
     s, fa = engine.schedules.get(n, now, send.width, cfg.ramp_credits, lr, lc, buf, hop, lch, hold)
-    tree = _tree(root, colour, int(fa[0]), hop)
+    first = int(fa[0])
+    tree = _tree(root, colour, first, hop)
     if tree is None:
         return False
     receivers: list[tuple[Router, int, ExpressReceive]] = []
     for r, depth, route in tree:
-        if not _router_idle(r, now) or colour in r.filters:
+        if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
             return False
+        held_by = r.credits
         for port in route.current.tx:
-            if port is Dir.RAMP:
+            if port is RAMP:
                 rce: ExpressEndpoint = r.ce  # type: ignore[assignment]
                 recv = rce.express_receive(colour, n, now)
-                if recv is None or r.credit(Dir.RAMP, colour) != recv.down_credits:
+                if recv is None:
+                    return False
+                held = held_by.get((RAMP, colour))
+                if held is None:
+                    held = r.credit(RAMP, colour)
+                if held != recv.down_credits:
                     return False
                 receivers.append((r, depth, recv))
-            elif r.credit(port, colour) != buf:
-                return False
+            else:
+                held = held_by.get((port, colour))
+                if held is None:
+                    held = r.credit(port, colour)
+                if held != buf:
+                    return False
     keeps_up: dict[int, bool] = {}
     for _r, depth, recv in receivers:
-        if recv.begin_at > int(fa[0]) + depth * hop + lr:
+        if recv.begin_at > first + depth * hop + lr:
             return False
         cd = recv.down_credits
         ok = keeps_up.get(cd)
@@ -221,6 +235,7 @@ def _commit(
     lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
     n = send.length
     buf = cfg.router_buffer_wavelets
+    at_each = engine.sched.at_each
     engine.express_streams += 1
     engine.express_wavelets += n
     # The sender: issues end at s[-1]; up-ramp credits still away then come home later.
@@ -230,32 +245,41 @@ def _commit(
     sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
     sender.commit_express_send(send, s, _outstanding(tail, lc, last_issue, cfg.ramp_credits))
     # Routers: each forwards wavelet k at fa[k] + depth * hop; hop credits return one hop and
-    # a credit latency later.
+    # a credit latency later. Which credits are still away when a router's last wavelet leaves
+    # does not depend on its depth (both sides shift by depth * hop): computed once.
+    hop_away = _outstanding(tail, hop + lch, last_f, buf)
+    detail = engine.detail
     for r, depth, route in tree:
-        last_send = last_f + depth * hop
+        shift = depth * hop
+        last_send = last_f + shift
         r.express_until = last_send
         r.express_colour = colour
         r.forwarded += n
-        r.express_busy = {port: (fa, depth * hop) for port in route.current.tx}
-        if engine.detail:
-            first = int(fa[0]) + depth * hop
-            ports = ",".join(p.name for p in route.current.tx)
+        tx = route.current.tx
+        r.express_busy = {port: (fa, shift) for port in tx}
+        if detail:
+            first = int(fa[0]) + shift
+            ports = ",".join(p.name for p in tx)
             engine.trace(r.path, "wavelet", f"stream c{colour}", first, last_send + 1 - first,
                          colour=colour, wavelets=n, ports=ports, express=1)  # fmt: skip
-        for port in route.current.tx:
-            if port is Dir.RAMP:
-                continue
-            away = _outstanding(tail, depth * hop + hop + lch, last_send, buf)
-            r.credits[(port, colour)] -= len(away)
-            for t in away:
-                engine.at(t, r.return_credit, port, colour)
+        if hop_away:
+            for port in tx:
+                if port is RAMP:
+                    continue
+                r.credits[(port, colour)] -= len(hop_away)
+                at_each([t + shift for t in hop_away], r.return_credit, port, colour)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
-    # down-ramp credits still away at the last pop come home to the router.
+    # down-ramp credits still away at the last pop come home to the router (again the same
+    # for every depth, per number of down-ramp credits).
+    ramp_away: dict[int, list[int]] = {}
     for router, depth, recv in receivers:
         shift = depth * hop + lr
-        away = _outstanding(tail, shift + lc, last_f + depth * hop, recv.down_credits)
-        router.credits[(Dir.RAMP, colour)] -= len(away)
-        for t in away:
-            engine.at(t, router.ramp_credit, colour)
+        cd = recv.down_credits
+        away = ramp_away.get(cd)
+        if away is None:
+            away = ramp_away[cd] = _outstanding(tail, lr + lc, last_f, cd)
+        if away:
+            router.credits[(RAMP, colour)] -= len(away)
+            at_each([t + depth * hop for t in away], router.ramp_credit, colour)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
         rce.commit_express_receive(recv, fa, shift, send.values)

@@ -190,6 +190,9 @@ class ComputeEngine:
             self.data_task_of_queue[task.queue] = task.id  # type: ignore[index]
 
     def bind_queue(self, colour: int, queue: int) -> None:
+        bound = self.queue_of_colour.get(colour)
+        if bound is not None and bound == queue:
+            return  # bound already (a collective binds its colour at every call)
         if not 0 <= queue < len(INPUT_QUEUE_DEPTHS):
             raise BuildError(
                 f"{self.path}: input queue {queue} does not exist "
@@ -511,16 +514,15 @@ class ComputeEngine:
             or rop.length != length
             or len(self.ops_in) != 1
             or self.ops_out
-            or (self.ops and self.ops != [rop])
+            or (self.ops and (len(self.ops) != 1 or self.ops[0] is not rop))
             or rop.done
             or self.in_queues[q]
             or self.express_until >= now
             or (self.running is not None and self.busy_until > rop.begin_at)
         ):
             return None
-        return ExpressReceive(
-            rop, rop.begin_at, self.down_credits(colour), (rop.priority, rop.microthread)
-        )
+        down = min(self.engine.cfg.ramp_credits, INPUT_QUEUE_DEPTHS[q])  # (down_credits)
+        return ExpressReceive(rop, rop.begin_at, down, (rop.priority, rop.microthread))
 
     def commit_express_send(
         self, send: ExpressSend, issues: np.ndarray, credits_home: list[int]
@@ -590,13 +592,11 @@ class ComputeEngine:
             ]
         activated, blocked, triggers = self.activated, self.blocked, self.triggers
         for tid, queue, task in order:
-            if blocked[tid]:
-                continue
-            if queue is not None:  # a data task: runnable while its queue holds a wavelet
-                if self.in_queues[queue]:
+            if queue is None:
+                if (activated[tid] or triggers[tid]) and not blocked[tid]:
                     return task
-            elif activated[tid] or triggers[tid]:
-                return task
+            elif self.in_queues[queue] and not blocked[tid]:
+                return task  # a data task: runnable while its queue holds a wavelet
         return None
 
     def _dispatch(self, _ev: Any) -> None:

@@ -265,7 +265,11 @@ class MemDsd:
         return dataclasses.replace(self, shape=(int(n),))
 
 
-def _check_fabric(what: str, colour: int, length: int, queue: int, queues: int, dtype: str) -> None:
+def _check_fabric(dsd: _Labelled, colour: int, length: int, queue: int, queues: int,
+                  dtype: str) -> None:  # fmt: skip
+    if dtype in DTYPES and 0 <= colour < COLOURS and 0 <= queue < queues and length >= 1:
+        return  # (the label is made only for a message: a stream's set-up makes two DSDs)
+    what = dsd.label
     _check_dtype(what, dtype)
     if not 0 <= colour < COLOURS:
         raise BuildError(f"{what}: colour {colour} out of range; allowed 0 .. {COLOURS - 1}")
@@ -273,6 +277,11 @@ def _check_fabric(what: str, colour: int, length: int, queue: int, queues: int, 
         raise BuildError(f"{what}: queue {queue} out of range; allowed 0 .. {queues - 1}")
     if length < 1:
         raise BuildError(f"{what}: length {length}; a fabric stream needs at least 1 element")
+
+
+class _Labelled(Protocol):
+    @property
+    def label(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +294,7 @@ class FabInDsd:
     dtype: str = "f32"
 
     def __post_init__(self) -> None:
-        _check_fabric(self.label, self.colour, self.length, self.queue, INPUT_QUEUES, self.dtype)
+        _check_fabric(self, self.colour, self.length, self.queue, INPUT_QUEUES, self.dtype)
 
     @property
     def label(self) -> str:
@@ -293,7 +302,7 @@ class FabInDsd:
 
     def check(self, colours: int, input_queues: int) -> None:
         """Check against a configuration with fewer colours or queues than the WSE-2."""
-        _check_fabric(self.label, self.colour, self.length, self.queue, input_queues, self.dtype)
+        _check_fabric(self, self.colour, self.length, self.queue, input_queues, self.dtype)
         if self.colour >= colours:
             raise BuildError(f"{self.label}: colour out of range; allowed 0 .. {colours - 1}")
 
@@ -312,7 +321,7 @@ class FabOutDsd:
     control: bool = False
 
     def __post_init__(self) -> None:
-        _check_fabric(self.label, self.colour, self.length, self.queue, OUTPUT_QUEUES, self.dtype)
+        _check_fabric(self, self.colour, self.length, self.queue, OUTPUT_QUEUES, self.dtype)
 
     @property
     def label(self) -> str:
@@ -320,7 +329,7 @@ class FabOutDsd:
 
     def check(self, colours: int, output_queues: int) -> None:
         """Check against a configuration with fewer colours or queues than the WSE-2."""
-        _check_fabric(self.label, self.colour, self.length, self.queue, output_queues, self.dtype)
+        _check_fabric(self, self.colour, self.length, self.queue, output_queues, self.dtype)
         if self.colour >= colours:
             raise BuildError(f"{self.label}: colour out of range; allowed 0 .. {colours - 1}")
 

@@ -65,20 +65,27 @@ class TaskContext:
         return value
 
     # -- task control ----------------------------------------------------------------------------
+    # (_control_op and _known inlined in these three: they run several times per collective)
     def activate(self, task_id: int) -> None:
-        self._control_op()
-        self._known(task_id)
-        self.ce.activated[task_id] = True
+        ce = self.ce
+        self.now += ce.timing.control_op_cycles
+        if task_id not in ce.tasks:
+            self._known(task_id)
+        ce.activated[task_id] = True
 
     def block(self, task_id: int) -> None:
-        self._control_op()
-        self._known(task_id)
-        self.ce.blocked[task_id] = True
+        ce = self.ce
+        self.now += ce.timing.control_op_cycles
+        if task_id not in ce.tasks:
+            self._known(task_id)
+        ce.blocked[task_id] = True
 
     def unblock(self, task_id: int) -> None:
-        self._control_op()
-        self._known(task_id)
-        self.ce.blocked[task_id] = False
+        ce = self.ce
+        self.now += ce.timing.control_op_cycles
+        if task_id not in ce.tasks:
+            self._known(task_id)
+        ce.blocked[task_id] = False
 
     def _control_op(self) -> None:
         self.now += self.ce.timing.control_op_cycles
@@ -139,11 +146,13 @@ class TaskContext:
 
     def _write(self, colour: int, change: Any) -> None:
         """A router configuration write landing at the task's current cycle."""
-        router = self.ce.router
+        ce = self.ce
+        router = ce.router
         if colour not in router.routes:
             router.routes[colour] = ColourRoute([Position.make([], [])], teardown=True)
-        lands = self.now + self.ce.timing.route_write_latency_cycles
-        router.write_config(max(lands, self.ce.engine.now_cycle() + 1), colour, change)
+        lands = self.now + ce.timing.route_write_latency_cycles
+        after_now = ce.env._now // ce.sched.period + 1  # (engine.now_cycle() + 1, inlined)
+        router.write_config(lands if lands > after_now else after_now, colour, change)
 
     # -- instructions ----------------------------------------------------------------------------
     def op(
@@ -157,7 +166,12 @@ class TaskContext:
         priority: str = "low",
     ) -> None:
         """Run tensor instruction ``name``: dst = f(srcs) (see :mod:`pe.isa` for each op)."""
-        fabric = isinstance(dst, FabOutDsd) or any(isinstance(s, FabInDsd) for s in srcs)
+        fabric = isinstance(dst, FabOutDsd)
+        if not fabric:
+            for s in srcs:  # (a loop, not any() over a generator: this runs per instruction)
+                if isinstance(s, FabInDsd):
+                    fabric = True
+                    break
         if not fabric:
             if async_:
                 raise BuildError(

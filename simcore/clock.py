@@ -20,7 +20,7 @@ Conversions are explicit:
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NewType, Protocol
 
@@ -46,6 +46,8 @@ class KernelEnv(Protocol):
     """
 
     _now: int
+    _queue: list[tuple[int, int, int, Any]]  # (time, priority, insertion id, event)
+    _eid: Iterator[int]  # insertion ids
 
     @property
     def now(self) -> int: ...

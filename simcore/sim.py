@@ -280,7 +280,7 @@ class Simulation:
         often it is read (a progress line reads it once per batch)."""
         reads = self._eid_reads
         self._eid_reads = reads + 1
-        return next(self.env._eid) - reads  # type: ignore[attr-defined]
+        return next(self.env._eid) - reads
 
     def run(self, *, until_ticks: int | None = None) -> RunResult:
         """Run until nothing is left, the limit, a stall or Ctrl-C. See the module docstring."""

@@ -36,6 +36,7 @@ callback scheduled by another domain's process lands at this domain's cycles onl
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from heapq import heappush
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simcore.clock import Cycles, Ticks
@@ -46,6 +47,21 @@ if TYPE_CHECKING:
 
 #: Priority of end-of-cycle events: after SimPy's URGENT (0) and NORMAL (1) events of an instant.
 LATE = 2
+#: Priority of :meth:`CycleScheduler.event_at` and tick events: SimPy's NORMAL (a Timeout's).
+NORMAL = 1
+
+
+class _Call:
+    """A kernel event that only calls back: what SimPy's ``step`` reads of an event (its
+    callbacks, and ``_ok``), without an ``Event``'s construction. Pushed on the kernel's queue
+    with the same (time, priority, insertion id) key a ``Timeout`` or ``Event`` would get, so
+    the order of events, and the events counted, are those of the SimPy objects it replaces."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self.callbacks: Any = (fn,)
 
 
 class Stepper(Protocol):
@@ -156,6 +172,26 @@ class CycleScheduler:
         else:
             slot.append((fn, args))
 
+    def at_each(self, times: Sequence[int], fn: Callable[..., None], *args: Any) -> None:
+        """``at(t, fn, *args)`` for each ``t`` of ``times`` in turn (e.g. the credits of a
+        stream still on their way back): the same due actions in the same order, one call."""
+        now = self.env._now // self.period
+        due = self._due
+        action = (fn, args)
+        for t in times:
+            if t <= now:
+                raise ValueError(
+                    f"{self.owner.path}: action scheduled for cycle {t}, which is not after "
+                    f"the current cycle {now}"
+                )
+            slot = due.get(t)
+            if slot is None:
+                due[t] = [action]
+                if t not in self._ticking:
+                    self._tick_at(t)
+            else:
+                slot.append(action)
+
     def at_or_now(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """``at(t, ...)``, or call at once when ``t`` is the current cycle (inside a step)."""
         if t <= self.env._now // self.period:
@@ -166,29 +202,27 @@ class CycleScheduler:
     # -- events of their own ---------------------------------------------------------------------
     def event_at(self, t: int, fn: Callable[[Any], None]) -> None:
         """Call ``fn(event)`` at cycle ``t``'s edge (not before now) as a kernel event."""
-        delay = t * self.period - self.env._now
-        if delay < 0:
+        env = self.env
+        when = t * self.period
+        if when < env._now:
             raise ValueError(f"{self.owner.path}: event scheduled in the past (cycle {t})")
-        self.env.timeout(delay).callbacks.append(fn)
+        heappush(env._queue, (when, NORMAL, next(env._eid), _Call(fn)))  # = env.timeout
 
     def end_of_cycle(self, t: int, fn: Callable[[Any], None]) -> None:
         """Call ``fn(event)`` after every other event of cycle ``t``'s edge (not before now)."""
-        now = self.env._now
-        delay = t * self.period - now
-        if delay < 0:
+        env = self.env
+        when = t * self.period
+        if when < env._now:
             raise ValueError(f"{self.owner.path}: end-of-cycle hook in the past (cycle {t})")
-        ev = self.env.event()
-        ev._ok = True
-        ev._value = None
-        ev.callbacks.append(fn)
-        self.env.schedule(ev, LATE, delay)
+        heappush(env._queue, (when, LATE, next(env._eid), _Call(fn)))  # = env.schedule
 
     # -- stepping --------------------------------------------------------------------------------
     def _tick_at(self, t: int) -> None:
         if t in self._ticking:
             return
         self._ticking.add(t)
-        self.env.timeout(t * self.period - self.env._now).callbacks.append(self._tick)
+        env = self.env
+        heappush(env._queue, (t * self.period, NORMAL, next(env._eid), _Call(self._tick)))
 
     def _tick(self, _ev: Any) -> None:
         t = self.env._now // self.period

@@ -8,7 +8,10 @@
 - the FP32 fast path keeps per-descriptor views and costs: a descriptor used with two memories or
   under two configurations (two tensor units) must still read the right bytes and cost what
   ``cost_cycles`` says;
-- a run freezes the built model out of the garbage collector and restores the collector after.
+- a run freezes the built model out of the garbage collector and restores the collector after;
+- the wafer benchmark's pattern (row broadcasts in turn) is pinned in both fidelities at two
+  trace levels: every PE's marks, counters and SRAM bytes, and every trace record in emission
+  order (digests measured before the benchmark's speed work in issue 13).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pytest
 from pe import isa
 from pe.config import PeConfig
 from pe.memory import Sram
+from simcore.tracing import TraceLevel
 from workloads.scenario import run_kind
 from workloads.wafer import summa
 
@@ -131,3 +135,72 @@ def test_batched_summa_loop_equals_one_instruction_at_a_time(kw, monkeypatch):
     batched = _summa_c_and_marks(params)
     monkeypatch.setattr(summa, "BATCHED_LOOP", False)
     assert _summa_c_and_marks(params) == batched
+
+
+def _row_broadcast_run(width: int, words: int, rounds: int, fidelity: str, level: int):
+    """The wafer benchmark's pattern (every row broadcasts from root 0, 1, ... in turn) with
+    random data, run at a trace level; returns digests of its state and trace, and its span."""
+    import hashlib
+
+    from pe.collectives import Collectives
+    from pe.program import Layout
+    from pe.wafer import Wafer, WaferConfig
+    from simcore import Simulation
+    from simcore.tracing import ListTracer
+
+    data = np.random.default_rng(width).standard_normal((width, words)).astype(np.float32)
+
+    def code(pe):
+        coll = Collectives(pe)
+        buf = pe.array("buf", data[pe.x])
+        state = {"root": 0}
+
+        @pe.local_task(id=10)
+        def step(t):
+            t.mark(f"start{state['root']}")
+            coll.x.broadcast(t, state["root"], buf, 11)
+
+        @pe.local_task(id=11)
+        def done(t):
+            t.mark(f"end{state['root']}")
+            state["root"] += 1
+            if state["root"] < rounds:
+                t.activate(10)
+
+        pe.start(step)
+
+    layout = Layout(width, width)
+    layout.set_rectangle_code(code)
+    tracer = ListTracer(level)
+    sim = Simulation(tracer=tracer)
+    wafer = Wafer(sim, WaferConfig(fidelity=fidelity), layout)
+    assert sim.run().status == "completed"
+    e = wafer.engine
+    state = [sim.env.now, wafer.sched.cycles_stepped, e.express_streams, e.fast_conflicts]
+    for xy, pe in sorted(wafer.pes.items()):
+        ce, r = pe.ce, pe.router
+        state.append((xy, sorted(ce.marks.items()), ce.busy_cycles, ce.tasks_run,
+                      ce.stolen_cycles, ce.ops_finished, r.forwarded, r.stall_cycles,
+                      bytes(ce.sram.data)))  # fmt: skip
+
+    def digest(obj) -> str:
+        return hashlib.sha256(repr(obj).encode()).hexdigest()[:16]
+
+    return wafer.span_cycles("start0", f"end{rounds - 1}"), digest(state), digest(tracer.events)
+
+
+# (fidelity, trace level) -> (span, state digest, trace digest) of 5 x 5 PEs broadcasting 100
+# words 3 times per row, measured before the wafer-benchmark speed work of issue 13 (whose
+# changes must move no cycle, mark, counter, SRAM byte or trace record, nor their order).
+ROW_BROADCASTS = {
+    ("fast", TraceLevel.OPS): (1211, "45091d8e1ecffaa1", "c35f7040a0ff86e5"),
+    ("fast", TraceLevel.DETAIL): (1211, "45091d8e1ecffaa1", "293c60b582e97ce5"),
+    ("reference", TraceLevel.OPS): (1211, "14fd7304a18ac5de", "11ae67ff7b861434"),
+    ("reference", TraceLevel.DETAIL): (1211, "14fd7304a18ac5de", "fb02d208ddb9c08d"),
+}
+
+
+@pytest.mark.parametrize(("point", "want"), ROW_BROADCASTS.items(), ids=str)
+def test_row_broadcasts_are_pinned(point, want):
+    fidelity, level = point
+    assert _row_broadcast_run(5, 100, 3, fidelity, level) == want

@@ -23,10 +23,11 @@ side (py = min(H, ceil(T / k)): no PE row without a token); each tile holds a di
 of the tokens (bt = ceil(T / (k·py)) per PE) and the weight stream is multicast to all tiles.
 The tile width px is chosen per matmul to minimise the time (:func:`best_mapping`).
 
-Work without streamed weights (attention's two matmuls per head, softmax, GELU, residual adds)
-has a documented cost: its FMACs are spread over every PE at ``a`` cycles per element (the
-fitted FMAC rate), its element-wise operations at ``vector_cycles_per_op`` per element and
-operation.
+Work without streamed weights (attention and its backward, the loss, GELU, GELU', residual adds)
+costs what :mod:`workloads.cluster.sidecal` gives: models of the PE programs of
+:mod:`workloads.cluster.pekernels` on the whole array, with constants fitted to PE-level runs
+(``side``). The embedding's gather and scatter keep a documented cost, ``vector_cycles_per_op``
+per element spread over every PE.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from simcore.config import param
+from simcore.config import param, section
+from workloads.cluster.sidecal import SideCostConfig
 
 #: Candidate tile widths (PE columns per tile).
 TILE_WIDTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 375, 750)
@@ -87,12 +89,15 @@ class Cs2ComputeConfig:
     pe_rows: int = param(994, "PE rows the compiler uses (the SDK's 994)", min=1, max=994)
     vector_cycles_per_op: float = param(
         2.0,
-        "cycles per element and element-wise operation (softmax, GELU, residual): the FP32 "
-        "SIMD rate of fmacs (T_fmac slope), documented cost",
+        "cycles per element of the embedding's gather and scatter: the FP32 SIMD rate of "
+        "fmacs (T_fmac slope), documented cost",
         min=0.0,
     )
     activation_bytes: int = param(
         2, "bytes per stored activation (FP16) for the wafer's SRAM check", min=1
+    )
+    side: SideCostConfig = section(
+        SideCostConfig, "attention, loss and epilogues: costs fitted to their PE programs"
     )
 
     @property
@@ -130,11 +135,6 @@ def matmul_cycles(
 def elementwise_cycles(cfg: Cs2ComputeConfig, elements: float, ops: float) -> float:
     """Element-wise work spread over every PE."""
     return elements * ops * cfg.vector_cycles_per_op / cfg.pes
-
-
-def fmac_cycles(cfg: Cs2ComputeConfig, fmacs: float) -> float:
-    """Dense FMACs without streamed weights (attention), spread over every PE at FWD's rate."""
-    return fmacs * FWD.a / cfg.pes
 
 
 # -- calibration ---------------------------------------------------------------------------------

@@ -10,14 +10,16 @@ sending overlaps the next chunk's compute.
 How long a chunk takes:
 
 - ``fidelity = "wafer"``: the calibrated row model of :mod:`workloads.cluster.calibration` for
-  the streamed products (fwd, dgrad, wgrad) over this system's tokens, and its documented costs
-  for attention, softmax, GELU, residual adds and the embedding gather/scatter;
+  the streamed products (fwd, dgrad, wgrad) over this system's tokens, and for attention, its
+  backward, the loss and the epilogues (residual adds, GELU, GELU') the models of their PE
+  programs fitted to PE-level runs (:mod:`workloads.cluster.sidecal`), on the whole array;
 - ``fidelity = "pe"``: the chunk's streamed product (forward; activation gradient, the same
   program on W^T; or weight gradient on the request mask) runs as the cycle-level ``ws-matmul``
   program (:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`) on a ``pe_px`` x
-  ``pe_py`` sub-array with the chunk's real data, in a simulation of its own; the chunk takes the
-  cycles that run measured, and the result is what the PEs computed. Work without streamed
-  weights keeps its documented cost.
+  ``pe_py`` sub-array with the chunk's real data, in a simulation of its own, and so do its
+  attention, loss and epilogue (:mod:`workloads.cluster.pekernels`); the chunk takes the cycles
+  those runs measured, and the results are what the PEs computed. Only the embedding's gather
+  and scatter keep a documented cost.
 
 With data (functional runs), the wafer keeps its shard's activations for the step (one set per
 layer) and computes with the weights as streamed (FP16 values); its results come from the
@@ -41,7 +43,8 @@ from simcore.sim import Simulation
 from simcore.tracing import TraceLevel
 from swarmx.node import Interface
 from workloads.cluster import calibration as cal
-from workloads.cluster import gpt
+from workloads.cluster import gpt, sidecal
+from workloads.cluster.pekernels import PeSideWork
 from workloads.cluster.plan import Work
 from workloads.wafer import wsfwd, wsgrad
 from workloads.wafer.wscommon import WsMatmulParams
@@ -65,32 +68,37 @@ class Cs2Config:
     wafer: WaferConfig = section(WaferConfig, "PE fidelity: the cycle-level wafer")
 
 
-# -- timing of work without streamed weights (both fidelities) -----------------------------------
+# -- timing of work without streamed weights (wafer fidelity; the embedding at both) -------------
+#: The element-wise program after a matrix's last chunk: forward, backward.
+EPILOGUES = (
+    {"proj": "add", "fc1": "gelu", "fc2": "add"},
+    {"fc1": "add", "qkv": "add", "fc2": "gelu-grad"},
+)
+
+
 def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -> float:
-    """Documented cost of the chunk's work that streams no weights: attention, loss, epilogues
-    (residual adds, GELU), embedding gather and scatter."""
+    """Wafer-level cost of the chunk's work that streams no weights: attention, loss and
+    epilogues from the models of their PE programs (:mod:`workloads.cluster.sidecal`) on the
+    whole array; the embedding's gather and scatter at a documented cost."""
     t, h, s = seqs * shape.sequence, shape.hidden, shape.sequence
-    fwd = w.op != "dgrad"
+    px, py = c.pe_columns, c.pe_rows
     if w.op in ("attn", "attn-grad"):
-        fmacs = 2 * seqs * s * s * h  # QK^T and PV
-        ew = seqs * shape.heads * s * s * 5  # scale, mask, exp, sum, divide
-        if w.op == "attn":
-            return cal.fmac_cycles(c, fmacs) + cal.elementwise_cycles(c, ew, 1)
-        return cal.fmac_cycles(c, 2 * fmacs) + cal.elementwise_cycles(c, ew, 2)
+        kind = "attention" if w.op == "attn" else "attention-grad"
+        return sidecal.cycles(c.side, kind, (seqs * shape.heads, s, h // shape.heads, px, py))
     if w.op == "loss":
-        return cal.elementwise_cycles(c, t * shape.vocab, 5)
+        return sidecal.cycles(c.side, "loss", (t, shape.vocab, px, py))
     if w.op in ("embed", "embed-grad"):
         rows = w.rows if w.op == "embed" else w.grad_rows
         return cal.elementwise_cycles(c, t * h * rows / shape.vocab, 1)
     if not w.last or w.op == "wgrad":
         return 0.0
     name = w.tensor.rpartition(".")[2]
-    # forward: residual add after proj and fc2, GELU (8 ops) after fc1; backward: GELU'
-    # and the product (9) after fc2's dX, residual adds after fc1 and qkv.
-    table = {"proj": 1, "fc1": 8, "fc2": 1} if fwd else {"fc1": 1, "qkv": 1, "fc2": 9}
-    ops = table.get(name, 0)
+    fwd = w.op != "dgrad"
+    kind = EPILOGUES[0 if fwd else 1].get(name)
+    if kind is None:
+        return 0.0
     width = 4 * h if name == "fc1" or (name == "fc2" and not fwd) else h
-    return cal.elementwise_cycles(c, t * width, ops)
+    return sidecal.cycles(c.side, kind, (t * width, px, py))
 
 
 def matmul_cycles(w: Work, tokens: int, c: cal.Cs2ComputeConfig) -> float:
@@ -122,6 +130,7 @@ class Function:
         targets: np.ndarray,
         global_tokens: int,
         pe: PeProducts | None,
+        side: PeSideWork | None = None,
     ) -> None:
         self.shape = shape
         self.seqs = ids.shape[0]
@@ -129,6 +138,8 @@ class Function:
         self.targets = targets.reshape(-1)
         self.global_tokens = global_tokens
         self.pe = pe
+        self.side = side
+        self.parts: list[tuple[str, int]] = []  # (PE program, cycles) of the last run()
         self.act: dict[str, np.ndarray] = {}
         self.out: np.ndarray | None = None
         self.loss = 0.0
@@ -136,12 +147,16 @@ class Function:
     # the streamed products
     def _fwd(self, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int]:
         if self.pe is not None:
-            return self.pe.fwd(x, rows)
+            out, cycles = self.pe.fwd(x, rows)
+            self.parts.append(("ws-matmul", cycles))
+            return out, cycles
         return (x @ rows.T).astype(np.float32), 0
 
     def _wgrad(self, x: np.ndarray, dy: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, int]:
         if self.pe is not None:
-            return self.pe.wgrad(x, dy, mask)
+            out, cycles = self.pe.wgrad(x, dy, mask)
+            self.parts.append(("ws-matmul wgrad", cycles))
+            return out, cycles
         return np.where(mask, dy.T @ x, np.float32(0)).astype(np.float32), 0
 
     def _input(self, tensor: str) -> str:
@@ -180,18 +195,33 @@ class Function:
             if w.last:
                 a["l0.x"] = self.out
             return None, 0
+        side = self.side
         if w.op == "attn":
-            a[f"l{w.layer}.a"], a[f"l{w.layer}.p"] = gpt.attention(
-                a[f"l{w.layer}.qkv"], self.seqs, shape.heads
-            )
+            lay = f"l{w.layer}"
+            if side is not None:
+                a[f"{lay}.a"], a[f"{lay}.p"], cycles = side.attention(
+                    a[f"{lay}.qkv"], self.seqs, shape.heads
+                )
+                self.parts.append(("attention", cycles))
+                return None, cycles
+            a[f"{lay}.a"], a[f"{lay}.p"] = gpt.attention(a[f"{lay}.qkv"], self.seqs, shape.heads)
             return None, 0
         if w.op == "attn-grad":
             lay = f"l{w.layer}"
-            a[f"{lay}.dqkv"] = gpt.attention_grad(
-                a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads
-            )
+            args = (a[f"{lay}.da"], a[f"{lay}.qkv"], a[f"{lay}.p"], self.seqs, shape.heads)
+            if side is not None:
+                a[f"{lay}.dqkv"], cycles = side.attention_grad(*args)
+                self.parts.append(("attention-grad", cycles))
+                return None, cycles
+            a[f"{lay}.dqkv"] = gpt.attention_grad(*args)
             return None, 0
         if w.op == "loss":
+            if side is not None:
+                self.loss, a["dlogits"], cycles = side.loss(
+                    a["logits"], self.targets, self.global_tokens
+                )
+                self.parts.append(("loss", cycles))
+                return None, cycles
             self.loss, a["dlogits"] = gpt.loss_grad(a["logits"], self.targets, self.global_tokens)
             return None, 0
         if w.op == "embed-grad":
@@ -214,25 +244,39 @@ class Function:
         part, cycles = self._fwd(x, rows)
         self.out[:, e.lo : e.hi] = part  # type: ignore[index]
         if w.last:
-            self._fwd_epilogue(w, self.out)  # type: ignore[arg-type]
+            cycles += self._fwd_epilogue(w, self.out)  # type: ignore[arg-type]
         return cycles
 
-    def _fwd_epilogue(self, w: Work, out: np.ndarray) -> None:
+    def _ew(self, kind: str, *inputs: np.ndarray) -> tuple[np.ndarray, int]:
+        """An element-wise epilogue: on the PEs, or numpy."""
+        if self.side is not None:
+            out, cycles = self.side.elementwise(kind, *inputs)
+            self.parts.append((kind, cycles))
+            return out, cycles
+        if kind == "add":
+            return inputs[0] + inputs[1], 0
+        if kind == "gelu":
+            return gpt.gelu(inputs[0]), 0
+        return inputs[0] * gpt.gelu_grad(inputs[1]), 0
+
+    def _fwd_epilogue(self, w: Work, out: np.ndarray) -> int:
         a = self.act
         name = w.tensor.rpartition(".")[2]
         lay = f"l{w.layer}"
+        cycles = 0
         if name == "qkv":
             a[f"{lay}.qkv"] = out
         elif name == "proj":
-            a[f"{lay}.h"] = a[f"{lay}.x"] + out
+            a[f"{lay}.h"], cycles = self._ew("add", a[f"{lay}.x"], out)
         elif name == "fc1":
             a[f"{lay}.u"] = out
-            a[f"{lay}.g"] = gpt.gelu(out)
+            a[f"{lay}.g"], cycles = self._ew("gelu", out)
         elif name == "fc2":
-            y = a[f"{lay}.h"] + out
+            y, cycles = self._ew("add", a[f"{lay}.h"], out)
             a["y" if w.layer == self.shape.layers - 1 else f"l{w.layer + 1}.x"] = y
         else:
             a["logits"] = out
+        return cycles
 
     def _dgrad(self, e: Entry, rows: np.ndarray) -> int:
         """dX[:, lo:hi] = dY · W[:, lo:hi]: the forward program on rows lo..hi of W^T."""
@@ -243,7 +287,7 @@ class Function:
         part, cycles = self._fwd(dy, rows)
         self.out[:, e.lo : e.hi] = part  # type: ignore[index]
         if w.last:
-            self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
+            cycles += self._bwd_epilogue(w, self.out)  # type: ignore[arg-type]
         return cycles
 
     def _wgrad_rows(self, e: Entry, request: np.ndarray) -> tuple[np.ndarray, int]:
@@ -253,21 +297,23 @@ class Function:
         x = self.act[self._input(w.tensor)]
         return self._wgrad(x, dy[:, e.glo : e.ghi], request)
 
-    def _bwd_epilogue(self, w: Work, dx: np.ndarray) -> None:
+    def _bwd_epilogue(self, w: Work, dx: np.ndarray) -> int:
         a = self.act
         name = w.tensor.rpartition(".")[2]
         lay = f"l{w.layer}"
+        cycles = 0
         if name == "head":
             a[f"l{self.shape.layers - 1}.dy"] = dx
         elif name == "fc2":
-            a[f"{lay}.du"] = dx * gpt.gelu_grad(a[f"{lay}.u"])
+            a[f"{lay}.du"], cycles = self._ew("gelu-grad", dx, a[f"{lay}.u"])
         elif name == "fc1":
-            a[f"{lay}.dh"] = a[f"{lay}.dy"] + dx
+            a[f"{lay}.dh"], cycles = self._ew("add", a[f"{lay}.dy"], dx)
         elif name == "proj":
             a[f"{lay}.da"] = dx
         else:
-            d = a[f"{lay}.dh"] + dx
+            d, cycles = self._ew("add", a[f"{lay}.dh"], dx)
             a[f"l{w.layer - 1}.dy" if w.layer > 0 else "l0.dx"] = d
+        return cycles
 
 
 def _rows_of(shape: gpt.Shape, tensor: str) -> int:
@@ -362,6 +408,7 @@ class Cs2(Component):
         )
         self.grads = self.io.ports["out"]
         self.exposed: dict[int, int] = {}  # step -> ticks waiting for the next chunk
+        self.flops: dict[tuple[int, str], int] = {}  # (step, pass) -> FLOPs of the work done
         self.busy_ticks = 0
         self.done = 0
         self.step_end: dict[int, int] = {}
@@ -382,9 +429,14 @@ class Cs2(Component):
         w: Work = e.work
         grad, pe_cycles = (None, 0)
         if self.function is not None:
+            self.function.parts.clear()
             grad, pe_cycles = self.function.run(e, payload)
-        if self.fidelity == "pe" and w.op in ("matmul", "dgrad", "wgrad"):
-            return pe_cycles + side_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
+        if self.fidelity == "pe":
+            # everything but the embedding's gather and scatter ran on the PEs
+            rest = 0.0
+            if w.op in ("embed", "embed-grad"):
+                rest = side_cycles(w, self.shape, self.seqs, self.cfg.compute)
+            return pe_cycles + rest, grad
         return wafer_cycles(w, self.shape, self.seqs, self.cfg.compute), grad
 
     def _run(self) -> Any:
@@ -403,6 +455,10 @@ class Cs2(Component):
             if dur:
                 yield self.env.timeout(dur)
             self.busy_ticks += dur
+            key = (e.step, e.pass_)
+            self.flops[key] = self.flops.get(key, 0) + e.work.flops(
+                self.shape.sequence, self.shape.hidden, self.seqs
+            )
             if ops:
                 if now > t0:
                     self.trace("wait", "wait for weights", t0, now - t0, entry=e.index)
@@ -417,10 +473,21 @@ class Cs2(Component):
                     hi=e.hi,
                     entry=e.index,
                 )
+                if self.fidelity == "pe" and self.function is not None:
+                    self._trace_programs(now, e)
             if e.returns_gradient:
                 yield out.put(Chunk(e, e.grad_bytes, grad))
             self.done += 1
             self.step_end[e.step] = self.env.now
+
+    def _trace_programs(self, start: int, e: Entry) -> None:
+        """One ``pe-program`` slice per cycle-level program the chunk ran, in the order they
+        ran, inside its ``compute`` slice."""
+        t = start
+        for name, cycles in self.function.parts:  # type: ignore[union-attr]
+            dur = self.domain.ticks(cycles)
+            self.trace("pe-program", name, t, dur, entry=e.index, cycles=cycles)
+            t += dur
 
 
 class _GradPort(Component):

@@ -184,6 +184,20 @@ def step_model(p: Any) -> dict[str, float]:
     }
 
 
+def model_flops(shape: gpt.Shape, tokens: int, density: float, forward: bool = False) -> float:
+    """FLOPs of one training step on one system's ``tokens`` tokens, by formula: 6 per token per
+    non-zero weight of the decoder and head (the embedding is a gather), plus attention's
+    2 x 2 S H per token forward, twice that backward; ``forward``: the forward pass only (the
+    inference FLOPs). The simulation counts the FLOPs of the work each CS-2 does
+    (:meth:`workloads.cluster.plan.Work.flops`); the two agree up to the rounding of non-zeros
+    per row (tested)."""
+    h, s = shape.hidden, shape.sequence
+    weights = 12 * shape.layers * h * h * density + shape.vocab * h
+    passes = 1 if forward else 3  # forward; backward: activation and weight gradients
+    attention = passes * 4 * s * h * shape.layers * tokens
+    return passes * 2 * tokens * weights + attention
+
+
 def model(p: Any) -> dict[str, Any]:
     """``wafersim model gpt-ws``: the requirements of the model and the configuration's step."""
     shape = p.shape()
@@ -202,6 +216,10 @@ def model(p: Any) -> dict[str, Any]:
         **req,
         "parameters": shape.params,
         "batch": seqs,
+        "train_flops_per_step": model_flops(shape, seqs * shape.sequence, 1 - p.sparsity),
+        "forward_flops_per_step": model_flops(
+            shape, seqs * shape.sequence, 1 - p.sparsity, forward=True
+        ),
         **step,
         "tokens_per_s": tokens / step["step_time_s"],
         "scaling_efficiency": one["step_time_s"] / step["step_time_s"],

@@ -64,6 +64,26 @@ class Work:
     def __str__(self) -> str:
         return f"{self.op} {self.tensor}".strip()
 
+    def flops(self, sequence: int, hidden: int, seqs: int) -> int:
+        """Floating-point operations of this work on ``seqs`` sequences of ``sequence`` tokens:
+        2 per multiply-add of a matrix product, counting only the non-zero weights streamed or
+        requested (the convention of "6 x tokens x parameters"). Attention's two products
+        (QK^T and PV) count 2 x 2 S^2 H per sequence forward and twice that backward (the whole
+        S x S score matrix, as the requirement formulas count it); the embedding (a gather),
+        the loss and element-wise epilogues count none."""
+        tokens = seqs * sequence
+        if self.op == "matmul":
+            return 2 * tokens * self.rows * nnz_per_row(self.width, self.density)
+        if self.op == "dgrad":
+            return round(2 * tokens * self.rows * self.width * self.density)
+        if self.op == "wgrad":
+            return round(2 * tokens * self.grad_rows * self.grad_width * self.density)
+        if self.op == "attn":
+            return 4 * sequence * hidden * tokens
+        if self.op == "attn-grad":
+            return 8 * sequence * hidden * tokens
+        return 0
+
 
 def split(n: int, parts: int, align: int) -> list[tuple[int, int]]:
     """``parts`` ranges covering 0..n, boundaries on multiples of ``align`` (fewer if n/align is

@@ -160,6 +160,42 @@ def sparsity_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
     ]  # fmt: skip
 
 
+#: GPT-3 XL (1.3B; Brown et al. 2020, table 2.1): 24 layers, d_model 2,048, context 2,048,
+#: the GPT-2 BPE vocabulary; 16 heads of 128 (the table's 24 heads x 128 do not make 2,048;
+#: heads do not change the FLOPs). One sequence on one system: FLOPs scale with tokens.
+GPT3_XL = dict(model="custom", layers=24, hidden=2048, sequence=2048, vocab=50257, heads=16,
+               systems=1, batch=1, steps=1)  # fmt: skip
+
+#: The published sparse reference points: (label, sparsity, which FLOPs, ratio reported).
+#: 75 % sparse pre-training of GPT-3 XL took 2.5x fewer training FLOPs than dense (Thangarasa
+#: et al., "SPDF", arXiv:2303.10464, 2023); an 83.8 % sparse GPT-3 1.3B needs 3x fewer
+#: inference FLOPs (Cerebras, "Creating sparse GPT-3 models with iterative pruning", 2022).
+SPARSE_REFERENCES = (
+    ("GPT-3 XL 75 % sparse pre-training: dense / sparse training FLOPs", 0.75,
+     "train_flops_per_step", 2.5),
+    ("GPT-3 1.3B 83.8 % sparse: dense / sparse inference (forward) FLOPs", 0.838,
+     "forward_flops_per_step", 3.0),
+)  # fmt: skip
+
+
+def sparse_reference_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
+    """The FLOPs the simulated CS-2 performs in a step (counted from the work it is sent: the
+    non-zeros streamed and requested, attention, the head) at each reference's sparsity,
+    against the dense model's: the ratio is compared with the published one (the model column;
+    the published ratios have two significant figures, hence the 2 % tolerance)."""
+    points = [cfg.load(GptWsParams, {**GPT3_XL, "sparsity": s})
+              for s in (0.0, *(r[1] for r in SPARSE_REFERENCES))]  # fmt: skip
+    dense, *sparse = runner("gpt-ws", points)
+    rows = []
+    for (label, _, key, ratio), m in zip(SPARSE_REFERENCES, sparse, strict=True):
+        rows.append(
+            registry.ValidationRow(
+                "gpt-ws-sparse-flops", label, dense[key] / m[key], ratio, reference=ratio
+            )
+        )
+    return rows
+
+
 def register() -> None:
     registry.register_case(
         registry.ValidationCase(
@@ -188,6 +224,19 @@ def register() -> None:
             summary="GPT-3 step time vs weight sparsity 0..90 %, simulation vs plan-walk model",
             run=sparsity_rows,
             tolerance=2.0,
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="gpt-ws-sparse-flops",
+            summary="FLOPs the simulated CS-2 performs, sparse vs dense, against the published "
+            "GPT-3 XL reference points (75 % sparse: 2.5x fewer training FLOPs; 83.8 %: 3x "
+            "fewer inference FLOPs)",
+            run=sparse_reference_rows,
+            tolerance=2.0,
+            source="Thangarasa et al., SPDF, arXiv:2303.10464 (2023); Cerebras blog, Creating "
+            "sparse GPT-3 models with iterative pruning (2022)",
             origin=__name__,
         )
     )
