@@ -1,36 +1,39 @@
 """A lock-step phase: two broadcast colours moved by one stepper, with the engine's own rules.
 
 SUMMA's x and y broadcasts share every PE's down-ramp port, so they are never express streams
-and run wavelet by wavelet: each wavelet and hop costs a router step, two sends and a credit
+and ran wavelet by wavelet: each wavelet and hop costs a router step, two sends and a credit
 through the scheduler, the CE's delivery, issue and ramp credit (~46 Python calls). Between two
-steps the fabric is silent (docs/summa.md, "The phase's window, measured"), so a step's
-broadcasts can be moved by one stepper that owns the data movement of the program's broadcast
-colours on every router and compute engine while they run. It applies, cycle by cycle, the
-rules of :meth:`fabric.engine.Router.step` and :meth:`pe.ce.ComputeEngine.step` for what these
-colours carry (plain memory <-> fabric moves and the TEARDOWN behind each stream) on compact
-state: a wavelet is its sequence number in its stream, and the data lands when a receive
-completes. Credits, round-robin pointers, routes, counters and the tasks are the real ones, so
-nothing is written back when the phase ends.
+steps the fabric is silent (docs/summa.md, "The lock-step phase"), so a step's broadcasts can
+be moved by one stepper that owns the data movement of the program's broadcast colours on every
+router and compute engine while they run. It applies, cycle by cycle, the rules of
+:meth:`fabric.engine.Router.step` and :meth:`pe.ce.ComputeEngine.step` for what these colours
+carry (plain memory <-> fabric moves and the TEARDOWN behind each stream) on compact state: a
+wavelet is its place in its stream, and the data lands when a receive completes. Routes, tasks,
+the operations' completions and the counters are the real ones.
 
-Entry (:meth:`LockstepPhase.take`, called when an operation begins on a compute engine): the
-operation is a plain move or a control send on one of the colours, and the fabric is silent
-(no wavelet buffered or queued anywhere, every credit home, no async operation running, no
-express stream, no wavelet filter on the colours). From then on every operation that begins is
-the phase's (anything else is a programming error of the opt-in, raised). The phase ends when
-nothing it moves is left (no operation, no wavelet, no credit on its way).
+Two forms: :class:`LockstepPhase` writes the rules out per router and CE (the readable
+specification; it keeps the engine's activation rules, so it agrees even on
+``Router.stall_cycles``) and :class:`VectorPhase` runs them on numpy arrays over every router
+and CE at once (the fast one; it does not keep ``stall_cycles``, a diagnostic no metric reads).
+
+Entry (``take``, called by the CE when an operation begins): the operation is a plain move or a
+control send on one of the colours, and the fabric is silent (no wavelet buffered or queued
+anywhere, every credit home, no async operation running, no express stream, no wavelet filter
+on the colours, traces off). From then on every operation that begins is the phase's (anything
+else is a programming error of the opt-in, raised). The phase ends when nothing it moves is
+left (no operation, no wavelet, no credit on its way).
 
 What the engine does in a cycle the phase does in the same order: deliveries and credits due
 this cycle (the scheduler's own due actions, such as posted route writes landing and
 operations beginning, run before the phase's step), then the routers' sends, then the compute
 engines' issues. Everything it does to the world outside (operation completions through the
-CE's ``_finish``, teardown signals, tasks) goes through the same calls at the same cycles.
-
-It differs from the wavelet path only in ``Router.stall_cycles``, a diagnostic no metric reads:
-the engine counts a blocked port each time it steps a router, the phase each cycle.
+CE's ``_finish``, teardown signals through the router's ``_apply``, tasks) goes through the same
+calls at the same cycles. ``tests/test_summa_exact.py`` holds both forms to the wavelet path's
+cycles, marks and bytes.
 
 Opt-in: a workload that knows its program uses the colours only for such broadcasts while they
-run sets ``engine.lockstep = LockstepPhase(wafer, colours)`` (SUMMA does, see
-:mod:`workloads.wafer.summa`); the fast fidelity only, traces off.
+run sets ``engine.lockstep = VectorPhase(wafer, colours)`` (SUMMA does, see
+:mod:`workloads.wafer.summa`); the fast fidelity only.
 """
 
 from __future__ import annotations
@@ -509,20 +512,23 @@ class VectorPhase(LockstepPhase):
 
     # -- entry and the CE's hooks ----------------------------------------------------------------
     def _start(self, now: int) -> None:
-        """Load the arrays from the (silent) wafer."""
+        """Load the arrays from the (silent) wafer. Silent means every credit is home
+        (``_silent`` checked each table), so the credit arrays start at their home values."""
         self._alloc()
-        engine = self.engine
-        for r in engine.routers:
-            i = r.index
-            self.rrv[i] = r.rr
+        routers = self.engine.routers
+        home = np.full((self.n, 2, 5), self.buf_wavelets, np.int64)
+        home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
+        self.home = home
+        self.cred[:] = home
+        self.up[:] = self.wafer.cfg.fabric.ramp_credits
+        self.rrv[:] = [r.rr for r in routers]
+        for r in routers:
             for c, k in self.slot.items():
                 self._route(r, c, k)
-                for port in range(5):
-                    got = r.credits.get((Dir(port), c))
-                    self.cred[i, k, port] = self._home(r, port, c) if got is None else got
-                up = r.ce.up_credits.get(c)
-                self.up[i, k] = up if up is not None else self.wafer.cfg.fabric.ramp_credits
-            self.hold(r.ce)
+        ces = [r.ce for r in routers]
+        self.running[:] = [ce.running is not None for ce in ces]
+        self.hold_from[:] = [ce.hold_from for ce in ces]
+        self.busy_until[:] = [ce.busy_until for ce in ces]
 
     def _home(self, r: Router, port: int, colour: int) -> int:
         if port != RAMP:
@@ -562,8 +568,8 @@ class VectorPhase(LockstepPhase):
         if kind is not None and op.priority < self.low:
             kind = None  # it would take issue cycles from tasks: not moved by the phase
         if not self.on:
-            if kind is None or now < self._retry_at:
-                return False
+            if kind is None or now < self._retry_at or self.engine.cfg.arbitration != "round_robin":
+                return False  # (the arrays implement round robin only)
             if not self._silent(now):
                 self._retry_at = now + RETRY_CYCLES
                 return False
@@ -830,14 +836,18 @@ class VectorPhase(LockstepPhase):
 
     def _finish_phase(self) -> None:
         self.on = False
-        for r in self.engine.routers:
+        routers = self.engine.routers
+        for r, rr, fw in zip(routers, self.rrv.tolist(), self.fw.tolist(), strict=True):
+            r.rr[:] = rr
+            r.forwarded += fw
+        if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
+            return  # every credit home, as at entry: the tables are as they were
+        for r in routers:  # (not reached when the phase ends with nothing in flight)
             i = r.index
-            r.rr[:] = self.rrv[i].tolist()
-            r.forwarded += int(self.fw[i])
             for c, k in self.slot.items():
                 for port in range(5):
                     key = (Dir(port), c)
-                    if key in r.credits or self.cred[i, k, port] != self._home(r, port, c):
+                    if key in r.credits or self.cred[i, k, port] != self.home[i, k, port]:
                         r.credits[key] = int(self.cred[i, k, port])
                 r.ce.up_credits[c] = int(self.up[i, k])
 

@@ -84,6 +84,14 @@ def digest(point: tuple, phase: list | None = None) -> dict:
     }
 
 
+@pytest.fixture(autouse=True)
+def _phase_at_every_size(monkeypatch):
+    """The phase is used from a wavelet rate up (speed only); these points are below it, so the
+    tests take it at every size."""
+    monkeypatch.setattr(summa, "LOCKSTEP_MIN_RATE", 0.0)
+    monkeypatch.setattr(summa, "LOCKSTEP_MIN_WORDS", 0)
+
+
 def _recorded() -> dict:
     return json.loads(DATA.read_text())
 
@@ -133,3 +141,57 @@ def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
 if __name__ == "__main__":
     DATA.write_text(json.dumps({_key(pt): digest(pt) for pt in SWEEP}, indent=1) + "\n")
     print(f"wrote {DATA} ({len(SWEEP)} points)")
+
+
+def test_the_phase_is_used_where_it_pays(monkeypatch):
+    assert summa.LOCKSTEP_MIN_RATE == 0.0  # (the fixture); the module's default:
+    monkeypatch.undo()
+    assert summa.LOCKSTEP_MIN_RATE == 10.0
+    points = {(4, 14): False, (8, 8): True, (32, 1): False, (48, 1): False, (12, 4): True,
+              (64, 8): True}  # fmt: skip
+    for (p, mt), used in points.items():
+        assert summa.lockstep_pays(summa.SummaParams(p=p, mt=mt)) is used
+    phase: list = []
+    digest((4, 5, False, "fast"), phase)  # rate 1.8: the wavelet path
+    assert phase[:2] == [0, 0]
+
+
+def _marks_and_c(params) -> tuple[str, list]:
+    sim = Simulation()
+    run = summa.build(sim, params)
+    sim.check()
+    sim.run()
+    h = hashlib.sha256()
+    for xy in sorted(run.wafer.pes):
+        h.update(repr((xy, sorted(run.wafer.pes[xy].ce.marks.items()))).encode())
+        h.update(run.c[xy].read(run.wafer.ce(*xy).sram).tobytes())
+    ls = run.wafer.engine.lockstep
+    return h.hexdigest(), [ls.phases, ls.wavelets] if ls else [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("kw", "fabric", "taken"),
+    [
+        ({"p": 4, "mt": 5, "overlap": True, "microthread_priority": "low"}, {}, True),
+        (
+            {"p": 4, "mt": 4},
+            {"ramp_credits": 3, "hop_latency_cycles": 2, "ramp_credit_latency_cycles": 4},
+            True,
+        ),
+        ({"p": 5, "mt": 3}, {"router_buffer_wavelets": 1, "ramp_latency_cycles": 3}, True),
+        ({"p": 4, "mt": 4}, {"arbitration": "fixed"}, False),  # round robin only
+    ],
+    ids=str,
+)
+def test_phase_equals_the_wavelet_path_off_the_defaults(kw, fabric, taken, monkeypatch):
+    """Overlap at low priority (the windows of consecutive steps meet), other latencies, credits
+    and buffers: marks and C bytes equal with and without the phase."""
+    params = summa.SummaParams(**kw)
+    wafer = params.wafer
+    params = dataclasses.replace(
+        params, wafer=dataclasses.replace(wafer, fabric=dataclasses.replace(wafer.fabric, **fabric))
+    )
+    with_phase, moved = _marks_and_c(params)
+    assert (moved[0] > 0) is taken
+    monkeypatch.setattr(summa, "LOCKSTEP", False)
+    assert _marks_and_c(params) == (with_phase, [0, 0])

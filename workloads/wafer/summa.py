@@ -71,6 +71,27 @@ BATCHED_LOOP = True
 #: against). The phase takes itself out when traces are on.
 LOCKSTEP = True
 
+#: The phase costs about 60 array operations a cycle of a broadcast window whatever it moves;
+#: below this many wavelet arrivals per cycle (:func:`lockstep_rate`), or with streams shorter
+#: than ``LOCKSTEP_MIN_WORDS`` (windows of set-up with little to move), the wavelet path is the
+#: cheaper one (measured: docs/summa.md, "The lock-step phase"). Speed only: both give the same
+#: cycles and bits.
+LOCKSTEP_MIN_RATE = 10.0
+LOCKSTEP_MIN_WORDS = 16
+
+
+def lockstep_pays(p: SummaParams) -> bool:
+    """Whether SUMMA moves its broadcasts with the lock-step phase (speed only)."""
+    return p.mt * p.mt >= LOCKSTEP_MIN_WORDS and lockstep_rate(p) >= LOCKSTEP_MIN_RATE
+
+
+def lockstep_rate(p: SummaParams) -> float:
+    """Wavelet arrivals per cycle of a step's broadcast window, roughly: 2·P²·Mt² over a window
+    of ~350 cycles of set-up and teardown plus the two streams (bench/summa_windows.py)."""
+    words = p.mt * p.mt
+    return 2.0 * p.p * p.p * words / (350 + 2 * words)
+
+
 #: Local task ids of the program (the collectives library takes 24..28).
 MAIN, X_DONE, Y_DONE, COMPUTE = 10, 11, 12, 13
 WORD_BYTES = 4
@@ -295,7 +316,7 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
     layout = Layout(steps, steps)
     layout.set_rectangle_code(code)
     run.wafer = Wafer(sim, p.wafer, layout)
-    if LOCKSTEP and p.wafer.fidelity == "fast":
+    if LOCKSTEP and p.wafer.fidelity == "fast" and lockstep_pays(p):
         # The program's data colours carry only the two broadcasts while they run.
         run.wafer.engine.lockstep = VectorPhase(run.wafer, (0, 2))
     return run
