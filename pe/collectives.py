@@ -54,6 +54,12 @@ AXES = {"x": (Dir.W, Dir.E), "y": (Dir.N, Dir.S)}  # (towards lower index, towar
 class Dimension:
     """The collectives of one PE along one axis."""
 
+    __slots__ = (
+        "_pending_control", "axis", "callback", "colours", "expect_teardowns", "high",
+        "in_queues", "index", "is_root", "lock_task", "low", "mt_priority", "out_queue",
+        "owner", "routed_for", "size", "sm_task",
+    )  # fmt: skip
+
     def __init__(
         self,
         owner: Collectives,

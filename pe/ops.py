@@ -30,7 +30,7 @@ LOCAL_TASK_MAX = 30
 PRIORITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class TaskDef:
     """One entry of a compute engine's task table: a task id bound to a function."""
 

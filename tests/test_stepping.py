@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcore import Component, Simulation
 from simcore.errors import BuildError
@@ -128,3 +130,66 @@ def test_groups_must_be_distinct_and_named():
     with pytest.raises(BuildError) as err:
         CycleScheduler(top, ("c",))
     assert str(err.value) == "cycle scheduler of 'top' created after the build phase"
+
+
+# The scheduler's kernel events (event_at, end_of_cycle, ticks) share one queue entry per
+# instant and priority; each must still run exactly where a SimPy event of its own would,
+# between other parts' events, ones registered meanwhile and more urgent ones.
+_OP = st.tuples(
+    st.sampled_from(["event_at", "end_of_cycle", "at", "kernel", "urgent"]),
+    st.integers(0, 3),  # cycles from now (at: one more)
+    st.integers(0, 2),  # further operations the callback registers when it runs
+)
+
+
+def _run_ops(ops: list, plain: bool, monkeypatch) -> tuple[list, int]:
+    if plain:  # the reference: one SimPy event per callback, as before the batches
+
+        def kernel_call(self, when, prio, fn):
+            ev = self.env.event()
+            ev._ok, ev._value = True, None
+            ev.callbacks.append(fn)
+            self.env.schedule(ev, prio, when - self.env._now)
+
+        monkeypatch.setattr(CycleScheduler, "_kernel_call", kernel_call)
+    sim, sched = make()
+    env = sim.env
+    log: list = []
+    todo = iter(range(10**6))
+    sim.check()
+
+    def register(i: int) -> None:
+        kind, dt, more = ops[i % len(ops)]
+        label = next(todo)
+        now = sched.now()
+
+        def fire(*_args):
+            log.append((label, kind, sched.now()))
+            if label < 200:  # a bounded cascade
+                for k in range(more):
+                    register(i + 1 + k)
+
+        if kind == "event_at":
+            sched.event_at(now + dt, fire)
+        elif kind == "end_of_cycle":
+            sched.end_of_cycle(now + dt, fire)
+        elif kind == "at":
+            sched.at(now + dt + 1, fire)
+        else:
+            ev = env.event()
+            ev._ok, ev._value = True, None
+            ev.callbacks.append(fire)
+            env.schedule(ev, 0 if kind == "urgent" else 1, dt * sched.period)
+
+    for i in range(len(ops)):
+        register(i)
+    result = sim.run()
+    return log, result.events
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_OP, min_size=1, max_size=12))
+def test_batched_kernel_events_run_in_simpys_own_order(ops):
+    with pytest.MonkeyPatch.context() as mp:
+        want = _run_ops(ops, True, mp)
+    assert _run_ops(ops, False, pytest.MonkeyPatch()) == want
