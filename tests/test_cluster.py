@@ -113,6 +113,20 @@ def test_model_predicts_step_time_and_exposed_latency():
     assert mod["latency_hidden"]
 
 
+@pytest.mark.parametrize("hidden, batch, chunk", [(1024, 2, 128 * 2**20), (2048, 4, 16 * 2**20)])
+def test_model_walks_the_links_chunk_by_chunk(hidden, batch, chunk):
+    """A step boundary bound by the embedding's bandwidth: the wafer gathers its rows almost
+    for free and waits for each; what it waits for is set by the chunks each stage and link
+    holds on the way down, which the model walks stage by stage."""
+    p = cfg.load(gptws.GptWsParams, dict(model="custom", layers=2, hidden=hidden, sequence=512,
+                                         vocab=50257, heads=8, batch=batch, systems=4,
+                                         chunk_bytes=chunk))  # fmt: skip
+    _, _, m = run(p)
+    mod = step_model(p)
+    assert m["exposed_latency_s"] > 1e-3
+    assert m["exposed_latency_s"] == pytest.approx(mod["exposed_latency_s"], rel=1e-4)
+
+
 def test_sparsity_cuts_streamed_bytes_and_step_time_nearly_linearly():
     def gpt3(sparsity):
         return run(cfg.load(gptws.GptWsParams, dict(model="gpt3-175b", batch=8, steps=1,
