@@ -117,27 +117,32 @@ class Router:
         colour's route then. The state it will leave is kept as ``future`` until it lands, so
         express streams can plan with the configuration already on its way."""
         ready = self.future.get(colour)
-        base = ready[1] if ready else self.routes.get(colour)
-        predicted = ColourRoute(list(base.positions), base.pos, base.teardown, base.ring)
+        if ready is None:
+            base = self.routes[colour]
+            predicted = ColourRoute(list(base.positions), base.pos, base.teardown, base.ring)
+        else:
+            # The state the writes already on their way will leave: this write changes it in
+            # place (it is read only inside the express planning of one cycle, never kept).
+            predicted = ready[1]
         change(predicted)
         self.future[colour] = (t, predicted)
+        self.engine.at(t, self._land, colour, change, t)
 
-        def apply() -> None:
-            route = self.routes[colour]
-            change(route)
-            pending = self.future.get(colour)
-            if pending is not None and pending[0] <= t:
-                del self.future[colour]
-            if self.buffered:  # (with nothing buffered, nothing is held, pending or to send)
-                if not route.teardown:
-                    self._check_held(colour, route)
-                self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
-            if self.engine.lockstep is not None:
-                self.engine.lockstep.route_written(self, colour)
-            if self.buffered:
-                self.engine.activate_router(self)
-
-        self.engine.at(t, apply)
+    def _land(self, colour: int, change: Callable[[ColourRoute], None], t: int) -> None:
+        """A configuration write of cycle ``t`` lands (see :meth:`write_config`)."""
+        route = self.routes[colour]
+        change(route)
+        pending = self.future.get(colour)
+        if pending is not None and pending[0] <= t:
+            del self.future[colour]
+        if self.buffered:  # (with nothing buffered, nothing is held, pending or to send)
+            if not route.teardown:
+                self._check_held(colour, route)
+            self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
+        if self.engine.lockstep is not None:
+            self.engine.lockstep.route_written(self, colour)
+        if self.buffered:
+            self.engine.activate_router(self)
 
     def _check_held(self, colour: int, route: ColourRoute) -> None:
         """Wavelets held while the colour was in teardown must come from an input it accepts

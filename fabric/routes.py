@@ -74,7 +74,7 @@ class Position:
         return f"rx={{{rx}}} tx={{{tx}}}"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class ColourRoute:
     """The switch positions of one colour on one router, its current position and teardown."""
 

@@ -134,8 +134,8 @@ class ComputeEngine:
         self.active = wafer.engine.endpoints.active  # the endpoints step group (see activate)
         self.router: Router = None  # type: ignore[assignment]
         self.tasks: dict[int, TaskDef] = {}
-        # (id, input queue of a data task or None, task) in dispatch order, built on first use
-        self._order: list[tuple[int, int | None, TaskDef]] | None = None
+        # (task ids in dispatch order, their input queues, only local tasks), on first use
+        self._order: tuple[bytes, bytes, bool] | None = None
         # Per task id: activated, blocked (0/1 bytes: a wafer has many PEs), control wavelets
         # waiting to run it.
         self.activated = bytearray(TASK_IDS)
@@ -601,16 +601,25 @@ class ComputeEngine:
             tasks = sorted(
                 self.tasks.values(), key=lambda task: (PRIORITY_RANK[task.priority], task.id)
             )
-            order = self._order = [
-                (task.id, task.queue if task.kind == "data" else None, task) for task in tasks
-            ]
+            # Task ids in dispatch order, and each one's input queue (255: not a data task):
+            # two small bytes objects, read on every dispatch of every PE (few cache lines).
+            queues = bytes(255 if task.kind != "data" else task.queue for task in tasks)  # type: ignore[misc]
+            local_only = all(q == 255 for q in queues)
+            order = self._order = (bytes(task.id for task in tasks), queues, local_only)
+        ids, queues, local_only = order
         activated, blocked, triggers = self.activated, self.blocked, self.triggers
-        for tid, queue, task in order:
-            if queue is None:
+        if local_only:
+            for tid in ids:
                 if (activated[tid] or triggers[tid]) and not blocked[tid]:
-                    return task
-            elif self.in_queues[queue] and not blocked[tid]:
-                return task  # a data task: runnable while its queue holds a wavelet
+                    return self.tasks[tid]
+            return None
+        in_queues = self.in_queues
+        for tid, queue in zip(ids, queues):  # noqa: B905 (equal lengths by construction)
+            if queue == 255:
+                if (activated[tid] or triggers[tid]) and not blocked[tid]:
+                    return self.tasks[tid]
+            elif in_queues[queue] and not blocked[tid]:
+                return self.tasks[tid]  # a data task: runnable while its queue holds a wavelet
         return None
 
     def _dispatch(self, _ev: Any) -> None:

@@ -16,6 +16,7 @@ Router writes (``set_route``, ``exit_teardown``...) take effect at the local cyc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -107,12 +108,7 @@ class TaskContext:
         ce = self.ce
         check_switch_positions(ce.path, colour, len(pos), ce.wafer.cfg.fabric.switch_positions)
         self.now += self.ce.timing.route_write_cycles * 2 * len(pos)  # rx and tx registers
-
-        def change(route: ColourRoute) -> None:
-            route.positions = list(pos)
-            route.pos = 0
-
-        self._write(colour, change)
+        self._write(colour, functools.partial(_set_positions, pos))
 
     def reset_switches(self, colour: int) -> None:
         self.now += self.ce.timing.route_write_cycles
@@ -132,11 +128,7 @@ class TaskContext:
 
     def exit_teardown(self, colour: int) -> None:
         self.now += self.ce.timing.route_write_cycles
-
-        def change(route: ColourRoute) -> None:
-            route.teardown = False
-
-        self._write(colour, change)
+        self._write(colour, _leave_teardown)
 
     def teardown_colours(self) -> list[int]:
         """Colours whose teardown triggered the teardown task (cleared on read)."""
@@ -287,6 +279,16 @@ class TaskContext:
             op.on_done.append(("activate", activate))
         self.now += ce.cfg.dsd_setup_cycles
         ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+
+
+# Route changes a write makes when it lands (module functions: no closure made per write).
+def _set_positions(positions: list[Position], route: ColourRoute) -> None:
+    route.positions = list(positions)
+    route.pos = 0
+
+
+def _leave_teardown(route: ColourRoute) -> None:
+    route.teardown = False
 
 
 def _instruction(name: str) -> Any:
