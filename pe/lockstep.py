@@ -509,6 +509,9 @@ class VectorPhase(LockstepPhase):
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
+        self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
+        self.stirred = False  # a hook told the phase something during this cycle's step
+        self.held_elig: int | None = None  # the first end of a hold keeping an issue waiting
 
     # -- entry and the CE's hooks ----------------------------------------------------------------
     def _start(self, now: int) -> None:
@@ -554,12 +557,16 @@ class VectorPhase(LockstepPhase):
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.router.index
+        self.quiet_until = -1
+        self.stirred = True
         self.running[i] = ce.running is not None
         self.hold_from[i] = ce.hold_from
         self.busy_until[i] = ce.busy_until
 
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
+            self.quiet_until = -1
+            self.stirred = True
             self._route(router, colour, self.slot[colour])
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
@@ -585,6 +592,8 @@ class VectorPhase(LockstepPhase):
             )
         op.started = now
         op.express = True
+        self.quiet_until = -1
+        self.stirred = True
         i = ce.router.index
         if kind == "recv":
             k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
@@ -607,19 +616,47 @@ class VectorPhase(LockstepPhase):
 
     # -- the cycle -------------------------------------------------------------------------------
     def step(self, t: int) -> bool:
+        if t < self.quiet_until:
+            return True  # provably nothing changes this cycle (see _quiet)
+        self.stirred = False
         s = t % self.ring
-        self._land(t, s)
+        landed = self._land(t, s)
         sent = self._routers(t)
-        if self._ces(t) or sent:
+        moved = self._ces(t) or sent
+        if moved:
             self.horizon = t + self.ring  # what moved lands before then
         if t < self.horizon or self.left or self.qtok or self.cnt.any() or self.q.any():
+            if not (moved or landed or self.stirred):
+                self.quiet_until = self._quiet(t)
             return True
         self._finish_phase()
         return False
 
-    def _land(self, t: int, s: int) -> None:
+    def _quiet(self, t: int) -> int:
+        """After a cycle in which nothing landed, moved or was told to the phase: the next
+        cycle in which something can change. Until then a step would do nothing again: the
+        routers stay blocked (only a landing or a route write unblocks one), and a CE that
+        could not issue can only by a landing, a new operation, a hold told (all of which
+        wake the phase) or its task's hold ending (``busy_until``, below). The horizon is
+        kept too, so the phase ends in the same cycle."""
+        end = self.horizon
+        if self.held_elig is not None:
+            end = min(end, self.held_elig)
+        ring = self.ring
+        for d in range(1, min(ring, end - t)):
+            u = t + d
+            s = u % ring
+            if (u in self.tok_arrive or u in self.tok_deliver or self.arr[s].any()
+                    or self.dl[s].any() or self.crd[s].any() or self.upc[s].any()):  # fmt: skip
+                return u
+        return end
+
+    def _land(self, t: int, s: int) -> bool:
+        """What lands this cycle; True if anything did."""
+        landed = False
         arr = self.arr[s]
         if arr.any():
+            landed = True
             got = arr > 0
             self.src[got] = self.arr_src[s][got]
             self.sid[got] = self.arr_sid[s][got]
@@ -628,16 +665,19 @@ class VectorPhase(LockstepPhase):
             arr[:] = 0
         toks = self.tok_arrive.pop(t, None)
         if toks:
+            landed = True
             for i, k, w in toks:
                 self.tokw.setdefault((i, k), []).append(w)
         dl = self.dl[s]
         if dl.any():
+            landed = True
             got = dl > 0
             self.qsid[got] = self.dl_sid[s][got]
             self.q += dl
             dl[:] = 0
         toks = self.tok_deliver.pop(t, None)
         if toks:
+            landed = True
             for i, k, w in sorted(toks, key=lambda e: (e[0], e[1])):
                 ce = self.engine.routers[i].ce
                 q = ce.queue_of_colour.get(self.cols[k])
@@ -654,12 +694,15 @@ class VectorPhase(LockstepPhase):
                     self.qtok[(i, k)] = w
         crd = self.crd[s]
         if crd.any():
+            landed = True
             self.cred += crd
             crd[:] = 0
         upc = self.upc[s]
         if upc.any():
+            landed = True
             self.up += upc
             upc[:] = 0
+        return landed
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
         self.crd[(t + self.lat[3]) % self.ring, i, k, RAMP] += m
@@ -751,15 +794,18 @@ class VectorPhase(LockstepPhase):
 
     def _ces(self, t: int) -> bool:
         """The CEs' issues (``ComputeEngine.step``); True if any operation moved."""
+        self.held_elig = None
         if not self.left:
             return False
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
         rem = self.olen - self.odone
-        elig = self.oact & (rem > 0)
-        elig[0] &= self.q > 0
-        elig[1:] &= (self.up > 0)[None]
-        elig &= ~held[None, :, None]
+        ready = self.oact & (rem > 0)
+        ready[0] &= self.q > 0
+        ready[1:] &= (self.up > 0)[None]
+        elig = ready & ~held[None, :, None]
         if not elig.any():
+            if ready.any():  # waiting for a task to give the issue slot back
+                self.held_elig = int(self.busy_until[ready.any(axis=(0, 2))].min())
             return False
         key = np.where(elig, self.okey, 1 << 30)  # (3, n, 2)
         flat = key.transpose(1, 0, 2).reshape(self.n, 6)
