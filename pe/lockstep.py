@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 RAMP = Dir.RAMP
 OPPOSITE = {d: d.opposite for d in Dir}
 TOKEN = -1  # the sequence number of a stream's control wavelet (its TEARDOWN)
+NEVER = 1 << 62  # a cycle no run reaches
 RETRY_CYCLES = 256  # after the fabric was found busy, cycles before entry is looked at again
 
 
@@ -512,6 +513,7 @@ class VectorPhase(LockstepPhase):
         self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
         self.stirred = False  # a hook told the phase something during this cycle's step
         self.held_elig: int | None = None  # the first end of a hold keeping an issue waiting
+        self.waiting: Any = None  # the CEs whose operations wait for a hold to end, by index
 
     # -- entry and the CE's hooks ----------------------------------------------------------------
     def _start(self, now: int) -> None:
@@ -557,17 +559,25 @@ class VectorPhase(LockstepPhase):
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.router.index
-        self.quiet_until = -1
-        self.stirred = True
         self.running[i] = ce.running is not None
         self.hold_from[i] = ce.hold_from
         self.busy_until[i] = ce.busy_until
+        # (while the phase is quiet, a hold matters only where an operation waits for it)
+        waiting = self.waiting
+        if waiting is not None and waiting[i]:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Something the phase reads changed outside its step: step fully next time."""
+        self.quiet_until = -1
+        self.stirred = True
 
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
-            self.quiet_until = -1
-            self.stirred = True
-            self._route(router, colour, self.slot[colour])
+            k = self.slot[colour]
+            self._route(router, colour, k)
+            if self.cnt[router.index, k]:  # (else it matters only once a wavelet lands)
+                self._wake()
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         kind = self._kind(op)
@@ -592,8 +602,6 @@ class VectorPhase(LockstepPhase):
             )
         op.started = now
         op.express = True
-        self.quiet_until = -1
-        self.stirred = True
         i = ce.router.index
         if kind == "recv":
             k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
@@ -612,6 +620,8 @@ class VectorPhase(LockstepPhase):
         if o == 1:
             self.ssid[i, k] = len(self.streams)
             self.streams.append(op)
+        if o or self.q[i, k]:  # (a receive with nothing queued waits for a landing)
+            self._wake()
         return True
 
     # -- the cycle -------------------------------------------------------------------------------
@@ -639,7 +649,7 @@ class VectorPhase(LockstepPhase):
         could not issue can only by a landing, a new operation, a hold told (all of which
         wake the phase) or its task's hold ending (``busy_until``, below). The horizon is
         kept too, so the phase ends in the same cycle."""
-        end = self.horizon
+        end = self.horizon if self.horizon > t else NEVER  # (the phase ends only at a horizon)
         if self.held_elig is not None:
             end = min(end, self.held_elig)
         ring = self.ring
@@ -794,7 +804,7 @@ class VectorPhase(LockstepPhase):
 
     def _ces(self, t: int) -> bool:
         """The CEs' issues (``ComputeEngine.step``); True if any operation moved."""
-        self.held_elig = None
+        self.held_elig = self.waiting = None
         if not self.left:
             return False
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
@@ -805,7 +815,8 @@ class VectorPhase(LockstepPhase):
         elig = ready & ~held[None, :, None]
         if not elig.any():
             if ready.any():  # waiting for a task to give the issue slot back
-                self.held_elig = int(self.busy_until[ready.any(axis=(0, 2))].min())
+                self.waiting = ready.any(axis=(0, 2))
+                self.held_elig = int(self.busy_until[self.waiting].min())
             return False
         key = np.where(elig, self.okey, 1 << 30)  # (3, n, 2)
         flat = key.transpose(1, 0, 2).reshape(self.n, 6)
