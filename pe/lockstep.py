@@ -554,7 +554,7 @@ class VectorPhase(LockstepPhase):
         self.td[i, k] = route.teardown
         self.tx[i, k] = False
         for port in route.positions[route.pos].tx:
-            self.tx[i, k, port] = True
+            self.tx[i, k, int(port)] = True
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
@@ -715,7 +715,7 @@ class VectorPhase(LockstepPhase):
         return landed
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
-        self.crd[(t + self.lat[3]) % self.ring, i, k, RAMP] += m
+        self.crd[(t + self.lat[3]) % self.ring, i, k, _RAMP] += m
         self.horizon = max(self.horizon, t + self.ring)
 
     def _routers(self, t: int) -> bool:
@@ -746,9 +746,10 @@ class VectorPhase(LockstepPhase):
         self.pend &= ~want
         hop, lr, lch, lc = self.lat
         ring = self.ring
-        tok_sent = want.any(axis=2) & (self.hd == self.nlen)
+        sending = want.any(axis=2)
+        tok_sent = sending & (self.hd == self.nlen)
         ri, ki, pi = np.nonzero(want)
-        mesh = pi != RAMP
+        mesh = pi != _RAMP
         if mesh.any():
             r2, k2, p2 = ri[mesh], ki[mesh], pi[mesh]
             dst = self.nb[r2, p2]
@@ -764,26 +765,27 @@ class VectorPhase(LockstepPhase):
             self.dl[sl, r2, k2] += 1
             self.dl_sid[sl, r2, k2] = self.sid[r2, k2]
         if tok_sent.any():
-            for i, k in zip(*np.nonzero(tok_sent), strict=True):
-                w = self.tokw[(int(i), int(k))][0]
-                for p in np.nonzero(want[i, k])[0]:
-                    if p == RAMP:
+            ti, tk = np.nonzero(tok_sent)
+            for i, k in zip(ti.tolist(), tk.tolist(), strict=True):
+                w = self.tokw[(i, k)][0]
+                for p in np.flatnonzero(want[i, k]).tolist():
+                    if p == _RAMP:
                         self.dl[(t + lr) % ring, i, k] -= 1  # the token is not data
-                        self.tok_deliver.setdefault(t + lr, []).append((int(i), int(k), w))
+                        self.tok_deliver.setdefault(t + lr, []).append((i, k, w))
                     else:
                         j = int(self.nb[i, p])
-                        self.tok_arrive.setdefault(t + hop, []).append((j, int(k), w))
-        done = want.any(axis=2) & ~self.pend.any(axis=2)
+                        self.tok_arrive.setdefault(t + hop, []).append((j, k, w))
+        done = sending & ~self.pend.any(axis=2)
         if done.any():
             self.cnt -= done
             tok_done = done & (self.hd == self.nlen)
             self.hd += done
             self.fw += done.sum(axis=1)
-            self.wavelets += int(done.sum())
+            self.wavelets += int(np.count_nonzero(done))
             self.fresh |= done
             di, dk = np.nonzero(done)
             sp = self.src[di, dk]
-            mesh = sp != RAMP
+            mesh = sp != _RAMP
             if mesh.any():
                 up_r = self.nb[di[mesh], sp[mesh]]
                 self.crd[(t + lch) % ring, up_r, dk[mesh], _OPP[sp[mesh]]] += 1
@@ -792,8 +794,8 @@ class VectorPhase(LockstepPhase):
                 self.upc[(t + lc) % ring, di[ramp], dk[ramp]] += 1
             if tok_done.any():
                 routers = self.engine.routers
-                for i, k in zip(*np.nonzero(tok_done), strict=True):
-                    i, k = int(i), int(k)
+                ti, tk = np.nonzero(tok_done)
+                for i, k in zip(ti.tolist(), tk.tolist(), strict=True):
                     w = self.tokw[(i, k)].pop(0)
                     if not self.tokw[(i, k)]:
                         del self.tokw[(i, k)]
@@ -836,7 +838,7 @@ class VectorPhase(LockstepPhase):
             m = np.minimum(np.minimum(width[rv], self.q[i, k]), r_[rv])
             self.q[i, k] -= m
             self.odone[0, i, k] += m
-            self.crd[(t + lc) % ring, i, k, RAMP] += m
+            self.crd[(t + lc) % ring, i, k, _RAMP] += m
         sd = bo == 1
         if sd.any():
             i, k = ci[sd], bk[sd]
@@ -845,7 +847,7 @@ class VectorPhase(LockstepPhase):
             self.odone[1, i, k] += m
             sl = (t + lr) % ring
             self.arr[sl, i, k] += m
-            self.arr_src[sl, i, k] = RAMP
+            self.arr_src[sl, i, k] = _RAMP
             self.arr_sid[sl, i, k] = self.ssid[i, k]
             self.arr_len[sl, i, k] = self.olen[1, i, k]
         ct = bo == 2
@@ -861,7 +863,7 @@ class VectorPhase(LockstepPhase):
                 self.tok_arrive.setdefault(t + lr, []).append((i, k, w))
                 sl = (t + lr) % ring
                 self.arr[sl, i, k] += 1
-                self.arr_src[sl, i, k] = RAMP
+                self.arr_src[sl, i, k] = _RAMP
                 # the token belongs to the stream just sent: its sequence number is the length
                 self.arr_sid[sl, i, k] = self.ssid[i, k]
                 self.arr_len[sl, i, k] = self.olen[1, i, k]
@@ -910,3 +912,4 @@ class VectorPhase(LockstepPhase):
 
 
 _OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP], np.int64)
+_RAMP = int(Dir.RAMP)  # (a plain int: numpy compares and indexes with an IntEnum slowly)
