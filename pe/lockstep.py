@@ -474,12 +474,13 @@ class VectorPhase(LockstepPhase):
         self.sid = z((n, 2), np.int64)  # that stream (index into self.streams)
         self.src = z((n, 2), np.int64)
         self.tx = z((n, 2, 5), bool)
+        self.txnone = np.ones((n, 2), bool)  # the route has no tx (or no route)
         self.td = np.ones((n, 2), bool)
         self.pend = z((n, 2, 5), bool)
         self.fresh = np.ones((n, 2), bool)
         self.cred = z((n, 2, 5), np.int64)
         self.rrv = z((n, 5), np.int64)
-        self.fw = z(n, np.int64)
+        self.fw = z((n, 2), np.int64)
         self.arr = z((ring, n, 2), np.int64)
         self.arr_src = z((ring, n, 2), np.int64)
         self.arr_sid = z((ring, n, 2), np.int64)
@@ -547,14 +548,16 @@ class VectorPhase(LockstepPhase):
         route = r.routes.get(colour)
         i = r.index
         self.fresh[i, k] = True
+        self.tx[i, k] = False
         if route is None:
             self.td[i, k] = True
-            self.tx[i, k] = False
+            self.txnone[i, k] = True
             return
         self.td[i, k] = route.teardown
-        self.tx[i, k] = False
-        for port in route.positions[route.pos].tx:
+        tx = route.positions[route.pos].tx
+        for port in tx:
             self.tx[i, k, int(port)] = True
+        self.txnone[i, k] = not tx
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
@@ -668,9 +671,9 @@ class VectorPhase(LockstepPhase):
         if arr.any():
             landed = True
             got = arr > 0
-            self.src[got] = self.arr_src[s][got]
-            self.sid[got] = self.arr_sid[s][got]
-            self.nlen[got] = self.arr_len[s][got]
+            np.copyto(self.src, self.arr_src[s], where=got)
+            np.copyto(self.sid, self.arr_sid[s], where=got)
+            np.copyto(self.nlen, self.arr_len[s], where=got)
             self.cnt += arr
             arr[:] = 0
         toks = self.tok_arrive.pop(t, None)
@@ -681,8 +684,7 @@ class VectorPhase(LockstepPhase):
         dl = self.dl[s]
         if dl.any():
             landed = True
-            got = dl > 0
-            self.qsid[got] = self.dl_sid[s][got]
+            np.copyto(self.qsid, self.dl_sid[s], where=dl > 0)
             self.q += dl
             dl[:] = 0
         toks = self.tok_deliver.pop(t, None)
@@ -725,10 +727,10 @@ class VectorPhase(LockstepPhase):
             return False
         init = act & self.fresh
         if init.any():
-            self.pend[init] = self.tx[init]
-            self.fresh[init] = False
-            if not self.pend[init].any(axis=1).all():
+            if (init & self.txnone).any():
                 raise RouteError("a phase colour accepts wavelets but has no tx")
+            np.copyto(self.pend, self.tx, where=init[:, :, None])
+            self.fresh &= ~init
         want = act[:, :, None] & self.pend & (self.cred > 0)
         both = want[:, 0, :] & want[:, 1, :]
         if both.any():
@@ -740,8 +742,7 @@ class VectorPhase(LockstepPhase):
         if not want.any():
             return False
         for k, c in enumerate(self.cols):
-            self.rrv[want[:, k, :]] = c  # (one colour per port after arbitration)
-        # rrv assignment above writes colour c where want[:, k, p]: rows and ports at once
+            np.copyto(self.rrv, c, where=want[:, k, :])  # (one colour per port after arbitration)
         self.cred -= want
         self.pend &= ~want
         hop, lr, lch, lc = self.lat
@@ -766,9 +767,10 @@ class VectorPhase(LockstepPhase):
             self.dl_sid[sl, r2, k2] = self.sid[r2, k2]
         if tok_sent.any():
             ti, tk = np.nonzero(tok_sent)
-            for i, k in zip(ti.tolist(), tk.tolist(), strict=True):
+            ports = want[ti, tk].tolist()
+            for i, k, tp in zip(ti.tolist(), tk.tolist(), ports, strict=True):
                 w = self.tokw[(i, k)][0]
-                for p in np.flatnonzero(want[i, k]).tolist():
+                for p in (p for p in range(5) if tp[p]):
                     if p == _RAMP:
                         self.dl[(t + lr) % ring, i, k] -= 1  # the token is not data
                         self.tok_deliver.setdefault(t + lr, []).append((i, k, w))
@@ -780,7 +782,7 @@ class VectorPhase(LockstepPhase):
             self.cnt -= done
             tok_done = done & (self.hd == self.nlen)
             self.hd += done
-            self.fw += done.sum(axis=1)
+            self.fw += done  # (per colour slot: summed at the phase's end)
             self.wavelets += int(np.count_nonzero(done))
             self.fresh |= done
             di, dk = np.nonzero(done)
@@ -870,10 +872,9 @@ class VectorPhase(LockstepPhase):
         fin = self.oact & (self.odone == self.olen)
         if fin.any():
             routers = self.engine.routers
-            for i in sorted(set(np.nonzero(fin)[1].tolist())):
-                for o, k in zip(*np.nonzero(fin[:, i, :]), strict=True):
-                    o, k = int(o), int(k)
-                    self._complete(t, routers[i].ce, o, i, k)
+            fi, fo, fk = np.nonzero(fin.transpose(1, 0, 2))  # (CE index order, then o, k)
+            for i, o, k in zip(fi.tolist(), fo.tolist(), fk.tolist(), strict=True):
+                self._complete(t, routers[i].ce, o, i, k)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
@@ -896,7 +897,8 @@ class VectorPhase(LockstepPhase):
     def _finish_phase(self) -> None:
         self.on = False
         routers = self.engine.routers
-        for r, rr, fw in zip(routers, self.rrv.tolist(), self.fw.tolist(), strict=True):
+        fws = self.fw.sum(axis=1).tolist()
+        for r, rr, fw in zip(routers, self.rrv.tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
         if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
