@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 RAMP = Dir.RAMP
 OPPOSITE = {d: d.opposite for d in Dir}
 TOKEN = -1  # the sequence number of a stream's control wavelet (its TEARDOWN)
+NEVER = 1 << 62  # a cycle no run reaches
 RETRY_CYCLES = 256  # after the fabric was found busy, cycles before entry is looked at again
 
 
@@ -473,12 +474,13 @@ class VectorPhase(LockstepPhase):
         self.sid = z((n, 2), np.int64)  # that stream (index into self.streams)
         self.src = z((n, 2), np.int64)
         self.tx = z((n, 2, 5), bool)
+        self.txnone = np.ones((n, 2), bool)  # the route has no tx (or no route)
         self.td = np.ones((n, 2), bool)
         self.pend = z((n, 2, 5), bool)
         self.fresh = np.ones((n, 2), bool)
         self.cred = z((n, 2, 5), np.int64)
         self.rrv = z((n, 5), np.int64)
-        self.fw = z(n, np.int64)
+        self.fw = z((n, 2), np.int64)
         self.arr = z((ring, n, 2), np.int64)
         self.arr_src = z((ring, n, 2), np.int64)
         self.arr_sid = z((ring, n, 2), np.int64)
@@ -509,6 +511,10 @@ class VectorPhase(LockstepPhase):
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
+        self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
+        self.stirred = False  # a hook told the phase something during this cycle's step
+        self.held_elig: int | None = None  # the first end of a hold keeping an issue waiting
+        self.waiting: Any = None  # the CEs whose operations wait for a hold to end, by index
 
     # -- entry and the CE's hooks ----------------------------------------------------------------
     def _start(self, now: int) -> None:
@@ -542,14 +548,16 @@ class VectorPhase(LockstepPhase):
         route = r.routes.get(colour)
         i = r.index
         self.fresh[i, k] = True
+        self.tx[i, k] = False
         if route is None:
             self.td[i, k] = True
-            self.tx[i, k] = False
+            self.txnone[i, k] = True
             return
         self.td[i, k] = route.teardown
-        self.tx[i, k] = False
-        for port in route.positions[route.pos].tx:
-            self.tx[i, k, port] = True
+        tx = route.positions[route.pos].tx
+        for port in tx:
+            self.tx[i, k, int(port)] = True
+        self.txnone[i, k] = not tx
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
@@ -557,10 +565,22 @@ class VectorPhase(LockstepPhase):
         self.running[i] = ce.running is not None
         self.hold_from[i] = ce.hold_from
         self.busy_until[i] = ce.busy_until
+        # (while the phase is quiet, a hold matters only where an operation waits for it)
+        waiting = self.waiting
+        if waiting is not None and waiting[i]:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Something the phase reads changed outside its step: step fully next time."""
+        self.quiet_until = -1
+        self.stirred = True
 
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
-            self._route(router, colour, self.slot[colour])
+            k = self.slot[colour]
+            self._route(router, colour, k)
+            if self.cnt[router.index, k]:  # (else it matters only once a wavelet lands)
+                self._wake()
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         kind = self._kind(op)
@@ -603,41 +623,73 @@ class VectorPhase(LockstepPhase):
         if o == 1:
             self.ssid[i, k] = len(self.streams)
             self.streams.append(op)
+        if o or self.q[i, k]:  # (a receive with nothing queued waits for a landing)
+            self._wake()
         return True
 
     # -- the cycle -------------------------------------------------------------------------------
     def step(self, t: int) -> bool:
+        if t < self.quiet_until:
+            return True  # provably nothing changes this cycle (see _quiet)
+        self.stirred = False
         s = t % self.ring
-        self._land(t, s)
+        landed = self._land(t, s)
         sent = self._routers(t)
-        if self._ces(t) or sent:
+        moved = self._ces(t) or sent
+        if moved:
             self.horizon = t + self.ring  # what moved lands before then
         if t < self.horizon or self.left or self.qtok or self.cnt.any() or self.q.any():
+            if not (moved or landed or self.stirred):
+                self.quiet_until = self._quiet(t)
             return True
         self._finish_phase()
         return False
 
-    def _land(self, t: int, s: int) -> None:
+    def _quiet(self, t: int) -> int:
+        """After a cycle in which nothing landed, moved or was told to the phase: the next
+        cycle in which something can change. Until then a step would do nothing again: the
+        routers stay blocked (only a landing or a route write unblocks one), and a CE that
+        could not issue can only by a landing, a new operation, a hold told (all of which
+        wake the phase) or its task's hold ending (``busy_until``, below). The horizon is
+        kept too, so the phase ends in the same cycle."""
+        end = self.horizon if self.horizon > t else NEVER  # (the phase ends only at a horizon)
+        if self.held_elig is not None:
+            end = min(end, self.held_elig)
+        ring = self.ring
+        for d in range(1, min(ring, end - t)):
+            u = t + d
+            s = u % ring
+            if (u in self.tok_arrive or u in self.tok_deliver or self.arr[s].any()
+                    or self.dl[s].any() or self.crd[s].any() or self.upc[s].any()):  # fmt: skip
+                return u
+        return end
+
+    def _land(self, t: int, s: int) -> bool:
+        """What lands this cycle; True if anything did."""
+        landed = False
         arr = self.arr[s]
         if arr.any():
+            landed = True
             got = arr > 0
-            self.src[got] = self.arr_src[s][got]
-            self.sid[got] = self.arr_sid[s][got]
-            self.nlen[got] = self.arr_len[s][got]
+            np.copyto(self.src, self.arr_src[s], where=got)
+            np.copyto(self.sid, self.arr_sid[s], where=got)
+            np.copyto(self.nlen, self.arr_len[s], where=got)
             self.cnt += arr
             arr[:] = 0
         toks = self.tok_arrive.pop(t, None)
         if toks:
+            landed = True
             for i, k, w in toks:
                 self.tokw.setdefault((i, k), []).append(w)
         dl = self.dl[s]
         if dl.any():
-            got = dl > 0
-            self.qsid[got] = self.dl_sid[s][got]
+            landed = True
+            np.copyto(self.qsid, self.dl_sid[s], where=dl > 0)
             self.q += dl
             dl[:] = 0
         toks = self.tok_deliver.pop(t, None)
         if toks:
+            landed = True
             for i, k, w in sorted(toks, key=lambda e: (e[0], e[1])):
                 ce = self.engine.routers[i].ce
                 q = ce.queue_of_colour.get(self.cols[k])
@@ -654,15 +706,18 @@ class VectorPhase(LockstepPhase):
                     self.qtok[(i, k)] = w
         crd = self.crd[s]
         if crd.any():
+            landed = True
             self.cred += crd
             crd[:] = 0
         upc = self.upc[s]
         if upc.any():
+            landed = True
             self.up += upc
             upc[:] = 0
+        return landed
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
-        self.crd[(t + self.lat[3]) % self.ring, i, k, RAMP] += m
+        self.crd[(t + self.lat[3]) % self.ring, i, k, _RAMP] += m
         self.horizon = max(self.horizon, t + self.ring)
 
     def _routers(self, t: int) -> bool:
@@ -672,10 +727,10 @@ class VectorPhase(LockstepPhase):
             return False
         init = act & self.fresh
         if init.any():
-            self.pend[init] = self.tx[init]
-            self.fresh[init] = False
-            if not self.pend[init].any(axis=1).all():
+            if (init & self.txnone).any():
                 raise RouteError("a phase colour accepts wavelets but has no tx")
+            np.copyto(self.pend, self.tx, where=init[:, :, None])
+            self.fresh &= ~init
         want = act[:, :, None] & self.pend & (self.cred > 0)
         both = want[:, 0, :] & want[:, 1, :]
         if both.any():
@@ -687,15 +742,15 @@ class VectorPhase(LockstepPhase):
         if not want.any():
             return False
         for k, c in enumerate(self.cols):
-            self.rrv[want[:, k, :]] = c  # (one colour per port after arbitration)
-        # rrv assignment above writes colour c where want[:, k, p]: rows and ports at once
+            np.copyto(self.rrv, c, where=want[:, k, :])  # (one colour per port after arbitration)
         self.cred -= want
         self.pend &= ~want
         hop, lr, lch, lc = self.lat
         ring = self.ring
-        tok_sent = want.any(axis=2) & (self.hd == self.nlen)
+        sending = want.any(axis=2)
+        tok_sent = sending & (self.hd == self.nlen)
         ri, ki, pi = np.nonzero(want)
-        mesh = pi != RAMP
+        mesh = pi != _RAMP
         if mesh.any():
             r2, k2, p2 = ri[mesh], ki[mesh], pi[mesh]
             dst = self.nb[r2, p2]
@@ -711,26 +766,28 @@ class VectorPhase(LockstepPhase):
             self.dl[sl, r2, k2] += 1
             self.dl_sid[sl, r2, k2] = self.sid[r2, k2]
         if tok_sent.any():
-            for i, k in zip(*np.nonzero(tok_sent), strict=True):
-                w = self.tokw[(int(i), int(k))][0]
-                for p in np.nonzero(want[i, k])[0]:
-                    if p == RAMP:
+            ti, tk = np.nonzero(tok_sent)
+            ports = want[ti, tk].tolist()
+            for i, k, tp in zip(ti.tolist(), tk.tolist(), ports, strict=True):
+                w = self.tokw[(i, k)][0]
+                for p in (p for p in range(5) if tp[p]):
+                    if p == _RAMP:
                         self.dl[(t + lr) % ring, i, k] -= 1  # the token is not data
-                        self.tok_deliver.setdefault(t + lr, []).append((int(i), int(k), w))
+                        self.tok_deliver.setdefault(t + lr, []).append((i, k, w))
                     else:
                         j = int(self.nb[i, p])
-                        self.tok_arrive.setdefault(t + hop, []).append((j, int(k), w))
-        done = want.any(axis=2) & ~self.pend.any(axis=2)
+                        self.tok_arrive.setdefault(t + hop, []).append((j, k, w))
+        done = sending & ~self.pend.any(axis=2)
         if done.any():
             self.cnt -= done
             tok_done = done & (self.hd == self.nlen)
             self.hd += done
-            self.fw += done.sum(axis=1)
-            self.wavelets += int(done.sum())
+            self.fw += done  # (per colour slot: summed at the phase's end)
+            self.wavelets += int(np.count_nonzero(done))
             self.fresh |= done
             di, dk = np.nonzero(done)
             sp = self.src[di, dk]
-            mesh = sp != RAMP
+            mesh = sp != _RAMP
             if mesh.any():
                 up_r = self.nb[di[mesh], sp[mesh]]
                 self.crd[(t + lch) % ring, up_r, dk[mesh], _OPP[sp[mesh]]] += 1
@@ -739,8 +796,8 @@ class VectorPhase(LockstepPhase):
                 self.upc[(t + lc) % ring, di[ramp], dk[ramp]] += 1
             if tok_done.any():
                 routers = self.engine.routers
-                for i, k in zip(*np.nonzero(tok_done), strict=True):
-                    i, k = int(i), int(k)
+                ti, tk = np.nonzero(tok_done)
+                for i, k in zip(ti.tolist(), tk.tolist(), strict=True):
                     w = self.tokw[(i, k)].pop(0)
                     if not self.tokw[(i, k)]:
                         del self.tokw[(i, k)]
@@ -751,15 +808,19 @@ class VectorPhase(LockstepPhase):
 
     def _ces(self, t: int) -> bool:
         """The CEs' issues (``ComputeEngine.step``); True if any operation moved."""
+        self.held_elig = self.waiting = None
         if not self.left:
             return False
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
         rem = self.olen - self.odone
-        elig = self.oact & (rem > 0)
-        elig[0] &= self.q > 0
-        elig[1:] &= (self.up > 0)[None]
-        elig &= ~held[None, :, None]
+        ready = self.oact & (rem > 0)
+        ready[0] &= self.q > 0
+        ready[1:] &= (self.up > 0)[None]
+        elig = ready & ~held[None, :, None]
         if not elig.any():
+            if ready.any():  # waiting for a task to give the issue slot back
+                self.waiting = ready.any(axis=(0, 2))
+                self.held_elig = int(self.busy_until[self.waiting].min())
             return False
         key = np.where(elig, self.okey, 1 << 30)  # (3, n, 2)
         flat = key.transpose(1, 0, 2).reshape(self.n, 6)
@@ -779,7 +840,7 @@ class VectorPhase(LockstepPhase):
             m = np.minimum(np.minimum(width[rv], self.q[i, k]), r_[rv])
             self.q[i, k] -= m
             self.odone[0, i, k] += m
-            self.crd[(t + lc) % ring, i, k, RAMP] += m
+            self.crd[(t + lc) % ring, i, k, _RAMP] += m
         sd = bo == 1
         if sd.any():
             i, k = ci[sd], bk[sd]
@@ -788,7 +849,7 @@ class VectorPhase(LockstepPhase):
             self.odone[1, i, k] += m
             sl = (t + lr) % ring
             self.arr[sl, i, k] += m
-            self.arr_src[sl, i, k] = RAMP
+            self.arr_src[sl, i, k] = _RAMP
             self.arr_sid[sl, i, k] = self.ssid[i, k]
             self.arr_len[sl, i, k] = self.olen[1, i, k]
         ct = bo == 2
@@ -804,17 +865,16 @@ class VectorPhase(LockstepPhase):
                 self.tok_arrive.setdefault(t + lr, []).append((i, k, w))
                 sl = (t + lr) % ring
                 self.arr[sl, i, k] += 1
-                self.arr_src[sl, i, k] = RAMP
+                self.arr_src[sl, i, k] = _RAMP
                 # the token belongs to the stream just sent: its sequence number is the length
                 self.arr_sid[sl, i, k] = self.ssid[i, k]
                 self.arr_len[sl, i, k] = self.olen[1, i, k]
         fin = self.oact & (self.odone == self.olen)
         if fin.any():
             routers = self.engine.routers
-            for i in sorted(set(np.nonzero(fin)[1].tolist())):
-                for o, k in zip(*np.nonzero(fin[:, i, :]), strict=True):
-                    o, k = int(o), int(k)
-                    self._complete(t, routers[i].ce, o, i, k)
+            fi, fo, fk = np.nonzero(fin.transpose(1, 0, 2))  # (CE index order, then o, k)
+            for i, o, k in zip(fi.tolist(), fo.tolist(), fk.tolist(), strict=True):
+                self._complete(t, routers[i].ce, o, i, k)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
@@ -837,7 +897,8 @@ class VectorPhase(LockstepPhase):
     def _finish_phase(self) -> None:
         self.on = False
         routers = self.engine.routers
-        for r, rr, fw in zip(routers, self.rrv.tolist(), self.fw.tolist(), strict=True):
+        fws = self.fw.sum(axis=1).tolist()
+        for r, rr, fw in zip(routers, self.rrv.tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
         if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
@@ -853,3 +914,4 @@ class VectorPhase(LockstepPhase):
 
 
 _OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP], np.int64)
+_RAMP = int(Dir.RAMP)  # (a plain int: numpy compares and indexes with an IntEnum slowly)
