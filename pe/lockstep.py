@@ -95,6 +95,9 @@ class LockstepPhase:
         self.ops: dict[int, list[AsyncOp]] = {}  # CE index -> the phase's running operations
         self.ces: dict[int, ComputeEngine] = {}
         self.phases = 0  # phases run
+        self.quiet_cycles = (
+            0  # cycles of a phase skipped because nothing could change (VectorPhase)
+        )
         self.wavelets = 0  # wavelets the phase moved through a router
         self._retry_at = -1  # after a refusal, the next cycle entry is looked at again
 
@@ -630,6 +633,7 @@ class VectorPhase(LockstepPhase):
     # -- the cycle -------------------------------------------------------------------------------
     def step(self, t: int) -> bool:
         if t < self.quiet_until:
+            self.quiet_cycles += 1
             return True  # provably nothing changes this cycle (see _quiet)
         self.stirred = False
         s = t % self.ring

@@ -138,6 +138,28 @@ def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
     assert phase[0] >= 1 and phase[1] == phase[2]
 
 
+def test_quiet_cycles_skipped_change_nothing(monkeypatch):
+    """The array form skips the cycles of a phase in which nothing can change (a step's
+    set-up, waits for a task's hold or a credit): the same digest with the skipping off, and
+    it did skip."""
+    from pe import lockstep
+
+    point = (4, 8, False, "fast")
+    seen: list = []
+    real_init = lockstep.VectorPhase.__init__
+
+    def keep(self, *a):
+        real_init(self, *a)
+        seen.append(self)
+
+    monkeypatch.setattr(lockstep.VectorPhase, "__init__", keep)
+    with_skips = digest(point)
+    assert seen[-1].quiet_cycles > 0
+    monkeypatch.setattr(lockstep.VectorPhase, "_quiet", lambda self, t: -1)
+    assert digest(point) == with_skips == _recorded()[_key(point)]
+    assert seen[-1].quiet_cycles == 0
+
+
 if __name__ == "__main__":
     DATA.write_text(json.dumps({_key(pt): digest(pt) for pt in SWEEP}, indent=1) + "\n")
     print(f"wrote {DATA} ({len(SWEEP)} points)")
