@@ -142,38 +142,16 @@ def _row_broadcast_run(width: int, words: int, rounds: int, fidelity: str, level
     random data, run at a trace level; returns digests of its state and trace, and its span."""
     import hashlib
 
-    from pe.collectives import Collectives
-    from pe.program import Layout
-    from pe.wafer import Wafer, WaferConfig
+    from wafer_programs import chained_row_broadcasts
+
+    from pe.wafer import WaferConfig
     from simcore import Simulation
     from simcore.tracing import ListTracer
 
-    data = np.random.default_rng(width).standard_normal((width, words)).astype(np.float32)
-
-    def code(pe):
-        coll = Collectives(pe)
-        buf = pe.array("buf", data[pe.x])
-        state = {"root": 0}
-
-        @pe.local_task(id=10)
-        def step(t):
-            t.mark(f"start{state['root']}")
-            coll.x.broadcast(t, state["root"], buf, 11)
-
-        @pe.local_task(id=11)
-        def done(t):
-            t.mark(f"end{state['root']}")
-            state["root"] += 1
-            if state["root"] < rounds:
-                t.activate(10)
-
-        pe.start(step)
-
-    layout = Layout(width, width)
-    layout.set_rectangle_code(code)
     tracer = ListTracer(level)
     sim = Simulation(tracer=tracer)
-    wafer = Wafer(sim, WaferConfig(fidelity=fidelity), layout)
+    build = chained_row_broadcasts(width, width, words, rounds, seed=width)
+    wafer, _ = build(sim, WaferConfig(fidelity=fidelity))
     assert sim.run().status == "completed"
     e = wafer.engine
     state = [sim.env.now, wafer.sched.cycles_stepped, e.express_streams, e.fast_conflicts]
@@ -190,7 +168,7 @@ def _row_broadcast_run(width: int, words: int, rounds: int, fidelity: str, level
 
 
 # (fidelity, trace level) -> (span, state digest, trace digest) of 5 x 5 PEs broadcasting 100
-# words 3 times per row, measured before the wafer-benchmark speed work of issue 13 (whose
+# words 3 times per row, measured before the wafer-benchmark speed work (whose
 # changes must move no cycle, mark, counter, SRAM byte or trace record, nor their order).
 ROW_BROADCASTS = {
     ("fast", TraceLevel.OPS): (1211, "45091d8e1ecffaa1", "c35f7040a0ff86e5"),
