@@ -140,10 +140,19 @@ class LockstepPhase:
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         """``op`` begins on ``ce`` now: True if the phase moves it (see the module docstring)."""
-        kind = self._kind(op)
-        now = self.engine.now_cycle()
+        if not self._admit(ce, op, self._kind(op), self.engine.now_cycle()):
+            return False
+        self.ops.setdefault(ce.index, []).append(op)
+        self.ces[ce.index] = ce
+        self.active_ces[ce.index] = ce
+        return True
+
+    def _admit(self, ce: ComputeEngine, op: AsyncOp, kind: str | None, now: int) -> bool:
+        """Whether the phase moves ``op`` (of ``kind``, None if not a broadcast's part),
+        beginning now: off, it turns on if the fabric is silent; on, any other operation is
+        an error (the premise the workload opted into)."""
         if not self.on:
-            if kind is None or now < self._retry_at:
+            if kind is None or now < self._retry_at or not self._can_enter():
                 return False
             if not self._silent(now):
                 # (the check visits every PE: not again for a while, so a run whose windows
@@ -152,6 +161,7 @@ class LockstepPhase:
                 return False
             self.on = True
             self.phases += 1
+            self._start(now)
             self.engine.routers_group.active[self.index] = self
         elif kind is None:
             raise RouteError(
@@ -161,10 +171,13 @@ class LockstepPhase:
             )
         op.started = now
         op.express = True  # carried by a fast path: the CE's own step leaves it alone
-        self.ops.setdefault(ce.index, []).append(op)
-        self.ces[ce.index] = ce
-        self.active_ces[ce.index] = ce
         return True
+
+    def _can_enter(self) -> bool:
+        return True
+
+    def _start(self, now: int) -> None:
+        """Load the phase's state as it turns on (the scalar form reads the objects live)."""
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (this phase reads it from the CE when it needs it)."""
@@ -585,29 +598,15 @@ class VectorPhase(LockstepPhase):
             if self.cnt[router.index, k]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
+    def _can_enter(self) -> bool:
+        return self.engine.cfg.arbitration == "round_robin"  # (the arrays implement it only)
+
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         kind = self._kind(op)
-        now = self.engine.now_cycle()
         if kind is not None and op.priority < self.low:
             kind = None  # it would take issue cycles from tasks: not moved by the phase
-        if not self.on:
-            if kind is None or now < self._retry_at or self.engine.cfg.arbitration != "round_robin":
-                return False  # (the arrays implement round robin only)
-            if not self._silent(now):
-                self._retry_at = now + RETRY_CYCLES
-                return False
-            self.on = True
-            self.phases += 1
-            self._start(now)
-            self.engine.routers_group.active[self.index] = self
-        elif kind is None:
-            raise RouteError(
-                f"{ce.path}: operation '{op.name}' began while the lock-step phase moves colours "
-                f"{sorted(self.colours)}; the workload that opted in must not run other "
-                "operations then"
-            )
-        op.started = now
-        op.express = True
+        if not self._admit(ce, op, kind, self.engine.now_cycle()):
+            return False
         i = ce.router.index
         if kind == "recv":
             k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
