@@ -79,6 +79,7 @@ from pe.ops import (
 )
 from pe.task import TaskContext
 from simcore.errors import BuildError
+from simcore.stepping import LATE, NORMAL
 from simcore.tracing import TraceLevel
 
 if TYPE_CHECKING:
@@ -587,12 +588,16 @@ class ComputeEngine:
 
     def _schedule_dispatch(self) -> None:
         """Choose the next task at the end of this cycle (or when the running one ends)."""
-        now = self.env._now // self.sched.period
+        if self.running is not None:
+            return
+        sched = self.sched
+        now = self.env._now // sched.period
         when = now if now > self.busy_until else self.busy_until
-        if self._dispatch_at == when or self.running is not None:
+        if self._dispatch_at == when:
             return
         self._dispatch_at = when
-        self.sched.end_of_cycle(when, self._dispatch)
+        # (sched.end_of_cycle(when, ...) without its past-time check: ``when`` is not before now)
+        sched._kernel_call(when * sched.period, LATE, self._dispatch)
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
@@ -630,16 +635,18 @@ class ComputeEngine:
         task = self._runnable()
         if task is None:
             return
-        ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
+        begin = start + self.cfg.task_switch_cycles
+        ctx = TaskContext(self, task, begin)
         self.running = task
         self._task_flow = None
-        self.hold_from = ctx.now
-        express = self.express_issue
-        if self.express_until >= ctx.now and express and express[2][0] >= MAIN_THREAD_RANK:
-            # The reference would hold the express stream's microthread while this task runs;
-            # the fast fidelity keeps the stream's schedule (counted; see fabric/express.py).
-            self.engine.fast_conflicts += 1
-        arg: list[Any] = []
+        self.hold_from = begin
+        engine = self.engine
+        if self.express_until >= begin:
+            express = self.express_issue
+            if express and express[2][0] >= MAIN_THREAD_RANK:
+                # The reference would hold the express stream's microthread while this task
+                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
+                engine.fast_conflicts += 1
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
@@ -652,23 +659,26 @@ class ComputeEngine:
                 self.running = None
                 self._schedule_dispatch()
                 return
-            arg = [w.data]
             flow_in = w.flow if w.flow is not None else flow_in
-        elif self.triggers[task.id]:
-            self.triggers[task.id] -= 1
+            task.fn(ctx, w.data)
         else:
-            self.activated[task.id] = False
-        task.fn(ctx, *arg)
-        end = max(ctx.now, start + 1)
+            if self.triggers[task.id]:
+                self.triggers[task.id] -= 1
+            else:
+                self.activated[task.id] = False
+            task.fn(ctx)
+        end = ctx.now if ctx.now > start else start + 1
         self.busy_cycles += end - start
         self.tasks_run += 1
         self.last_task = task
         self.busy_until = end
         self._task_start = start
         self._task_flow_in_now = flow_in
-        self.sched.event_at(end, self._task_end)
-        if self.engine.lockstep is not None and self.engine.lockstep.on:
-            self.engine.lockstep.hold(self)
+        sched = self.sched  # (sched.event_at(end, ...) without its check: end is not before now)
+        sched._kernel_call(end * sched.period, NORMAL, self._task_end)
+        lockstep = engine.lockstep
+        if lockstep is not None and lockstep.on:
+            lockstep.hold(self)
 
     def _task_end(self, _ev: Any) -> None:
         now = self.env._now // self.sched.period
@@ -684,8 +694,9 @@ class ComputeEngine:
                 flow_out=self._task_flow, flow_in=self._task_flow_in_now,
             )  # fmt: skip
         self.running = None
-        if self.engine.lockstep is not None and self.engine.lockstep.on:
-            self.engine.lockstep.hold(self)
+        lockstep = self.engine.lockstep
+        if lockstep is not None and lockstep.on:
+            lockstep.hold(self)
         self._schedule_dispatch()
 
     def emit_slice(
