@@ -202,19 +202,24 @@ class TaskContext:
         length = dst.length
         op = AsyncOp(ce, name, length)
         op.priority = PRIORITY_RANK[priority]
-        op.width = ce.cfg.simd_width(isa.OPS[name].simd_width_param)
-        fab_ins = [s for s in srcs if isinstance(s, FabInDsd)]
+        op.width = int(getattr(ce.cfg, isa.OPS[name].simd_width_param))  # (cfg.simd_width)
+        fab_ins = []
+        other = None  # the first source length that differs from the destination's
+        for s in srcs:  # (one loop: this runs for every async operation)
+            if isinstance(s, FabInDsd):
+                fab_ins.append(s)
+            n = getattr(s, "length", None)
+            if n is not None and n != length and other is None:
+                other = n
         if len(fab_ins) > 1:
             raise BuildError(
                 f"{ce.path}: '{name}' reads two fabric inputs; one at most is modelled"
             )
-        for s in srcs:
-            n = getattr(s, "length", None)
-            if n is not None and n != length:
-                raise BuildError(
-                    f"{ce.path}: '{name}' operands differ in length (destination {length}, "
-                    f"source {n})"
-                )
+        if other is not None:
+            raise BuildError(
+                f"{ce.path}: '{name}' operands differ in length (destination {length}, "
+                f"source {other})"
+            )
         if fab_ins:
             fin = fab_ins[0]
             op.fab_in = fin.queue
@@ -248,12 +253,15 @@ class TaskContext:
         else:
             op.out_mem = dst
             op.out_view = _mem_view(ce, dst)
-        for action, tid in (("activate", activate), ("unblock", unblock)):
-            if tid is not None:
-                self._known(tid)
-                op.on_done.append((action, tid))
-        self.now += ce.cfg.dsd_setup_cycles
-        ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+        if activate is not None:
+            self._known(activate)
+            op.on_done.append(("activate", activate))
+        if unblock is not None:
+            self._known(unblock)
+            op.on_done.append(("unblock", unblock))
+        self.now = now = self.now + ce.cfg.dsd_setup_cycles
+        after_now = ce.env._now // ce.sched.period + 1  # (engine.now_cycle() + 1, inlined)
+        ce.start_op(op, now if now > after_now else after_now)
 
     def send_control(
         self,
