@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
 RAMP = Dir.RAMP
+_OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # the input queues no colour is bound to (see ComputeEngine.in_queues)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
@@ -429,7 +430,7 @@ class ComputeEngine:
             del self.ops_out[op.microthread]
         if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
             op.out_mem.write(self.sram, op.out_view)
-        if self.trace_level >= TraceLevel.OPS:
+        if self.trace_level >= _OPS:
             if op.on_done and op.flow_out is None:
                 op.flow_out = self._flow()
             self.emit_slice(
@@ -454,7 +455,7 @@ class ComputeEngine:
             op.in_queue = self.in_queues[op.fab_in]
         if op.out_colour is not None:
             self._claim(self.ops_out, "output", op.microthread, op)
-        if self.trace_level >= TraceLevel.OPS:
+        if self.trace_level >= _OPS:
             if self.running is not None:  # started by the running task: a flow from it
                 if self._task_flow is None:
                     self._task_flow = self._flow()
@@ -686,7 +687,7 @@ class ComputeEngine:
             self.sched.event_at(self.busy_until, self._task_end)  # microthreads took cycles
             return
         task = self.running
-        if self.trace_level >= TraceLevel.OPS and task is not None:
+        if self.trace_level >= _OPS and task is not None:
             start = self._task_start  # the slice ends when the task does, stolen cycles included
             self.emit_slice(
                 f"{self.path}/ce", "task", task.name, start, now - start,

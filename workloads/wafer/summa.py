@@ -287,13 +287,15 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             np.add.accumulate(scratch, axis=0, out=scratch)
             c_t[...] = scratch[mt]
 
+        ops_level = TraceLevel.OPS  # (read once: an enum member off its class costs per call)
+
         @pe.local_task(id=COMPUTE)
         def compute(t: Any) -> None:
             step = state.step
             t.mark(f"c{step}")
             if p.overlap and step + 1 < steps:
                 start_step(t, step + 1)
-            if BATCHED_LOOP and pe.ce.trace_level < TraceLevel.OPS:
+            if BATCHED_LOOP and pe.ce.trace_level < ops_level:
                 batched(t, step)
                 t.mark(f"e{step}")
                 state.step = step + 1
