@@ -79,12 +79,14 @@ from pe.ops import (
 )
 from pe.task import TaskContext
 from simcore.errors import BuildError
+from simcore.stepping import LATE, NORMAL
 from simcore.tracing import TraceLevel
 
 if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
 RAMP = Dir.RAMP
+_OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # the input queues no colour is bound to (see ComputeEngine.in_queues)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
@@ -428,7 +430,7 @@ class ComputeEngine:
             del self.ops_out[op.microthread]
         if op.out_mem is not None and op.out_view is not None and op.out_view.base is None:
             op.out_mem.write(self.sram, op.out_view)
-        if self.trace_level >= TraceLevel.OPS:
+        if self.trace_level >= _OPS:
             if op.on_done and op.flow_out is None:
                 op.flow_out = self._flow()
             self.emit_slice(
@@ -453,7 +455,7 @@ class ComputeEngine:
             op.in_queue = self.in_queues[op.fab_in]
         if op.out_colour is not None:
             self._claim(self.ops_out, "output", op.microthread, op)
-        if self.trace_level >= TraceLevel.OPS:
+        if self.trace_level >= _OPS:
             if self.running is not None:  # started by the running task: a flow from it
                 if self._task_flow is None:
                     self._task_flow = self._flow()
@@ -587,12 +589,16 @@ class ComputeEngine:
 
     def _schedule_dispatch(self) -> None:
         """Choose the next task at the end of this cycle (or when the running one ends)."""
-        now = self.env._now // self.sched.period
+        if self.running is not None:
+            return
+        sched = self.sched
+        now = self.env._now // sched.period
         when = now if now > self.busy_until else self.busy_until
-        if self._dispatch_at == when or self.running is not None:
+        if self._dispatch_at == when:
             return
         self._dispatch_at = when
-        self.sched.end_of_cycle(when, self._dispatch)
+        # (sched.end_of_cycle(when, ...) without its past-time check: ``when`` is not before now)
+        sched._kernel_call(when * sched.period, LATE, self._dispatch)
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
@@ -630,16 +636,18 @@ class ComputeEngine:
         task = self._runnable()
         if task is None:
             return
-        ctx = TaskContext(self, task, start + self.cfg.task_switch_cycles)
+        begin = start + self.cfg.task_switch_cycles
+        ctx = TaskContext(self, task, begin)
         self.running = task
         self._task_flow = None
-        self.hold_from = ctx.now
-        express = self.express_issue
-        if self.express_until >= ctx.now and express and express[2][0] >= MAIN_THREAD_RANK:
-            # The reference would hold the express stream's microthread while this task runs;
-            # the fast fidelity keeps the stream's schedule (counted; see fabric/express.py).
-            self.engine.fast_conflicts += 1
-        arg: list[Any] = []
+        self.hold_from = begin
+        engine = self.engine
+        if self.express_until >= begin:
+            express = self.express_issue
+            if express and express[2][0] >= MAIN_THREAD_RANK:
+                # The reference would hold the express stream's microthread while this task
+                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
+                engine.fast_conflicts += 1
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
@@ -652,23 +660,26 @@ class ComputeEngine:
                 self.running = None
                 self._schedule_dispatch()
                 return
-            arg = [w.data]
             flow_in = w.flow if w.flow is not None else flow_in
-        elif self.triggers[task.id]:
-            self.triggers[task.id] -= 1
+            task.fn(ctx, w.data)
         else:
-            self.activated[task.id] = False
-        task.fn(ctx, *arg)
-        end = max(ctx.now, start + 1)
+            if self.triggers[task.id]:
+                self.triggers[task.id] -= 1
+            else:
+                self.activated[task.id] = False
+            task.fn(ctx)
+        end = ctx.now if ctx.now > start else start + 1
         self.busy_cycles += end - start
         self.tasks_run += 1
         self.last_task = task
         self.busy_until = end
         self._task_start = start
         self._task_flow_in_now = flow_in
-        self.sched.event_at(end, self._task_end)
-        if self.engine.lockstep is not None and self.engine.lockstep.on:
-            self.engine.lockstep.hold(self)
+        sched = self.sched  # (sched.event_at(end, ...) without its check: end is not before now)
+        sched._kernel_call(end * sched.period, NORMAL, self._task_end)
+        lockstep = engine.lockstep
+        if lockstep is not None and lockstep.on:
+            lockstep.hold(self)
 
     def _task_end(self, _ev: Any) -> None:
         now = self.env._now // self.sched.period
@@ -676,7 +687,7 @@ class ComputeEngine:
             self.sched.event_at(self.busy_until, self._task_end)  # microthreads took cycles
             return
         task = self.running
-        if self.trace_level >= TraceLevel.OPS and task is not None:
+        if self.trace_level >= _OPS and task is not None:
             start = self._task_start  # the slice ends when the task does, stolen cycles included
             self.emit_slice(
                 f"{self.path}/ce", "task", task.name, start, now - start,
@@ -684,8 +695,9 @@ class ComputeEngine:
                 flow_out=self._task_flow, flow_in=self._task_flow_in_now,
             )  # fmt: skip
         self.running = None
-        if self.engine.lockstep is not None and self.engine.lockstep.on:
-            self.engine.lockstep.hold(self)
+        lockstep = self.engine.lockstep
+        if lockstep is not None and lockstep.on:
+            lockstep.hold(self)
         self._schedule_dispatch()
 
     def emit_slice(

@@ -33,6 +33,8 @@ from simcore.tracing import TraceLevel
 if TYPE_CHECKING:
     from pe.ce import ComputeEngine
 
+_OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
+
 
 class TaskContext:
     """The running task's view of its PE. ``now`` is the task's local cycle."""
@@ -61,8 +63,9 @@ class TaskContext:
 
     def mark(self, name: str) -> int:
         """Read the timestamp counter and keep it as ``ce.marks[name]``."""
-        value = self.timestamp()
-        self.ce.marks[name] = value
+        ce = self.ce  # (timestamp() inlined: marks are read several times per step)
+        self.now = now = self.now + ce.timing.timestamp_cycles
+        value = ce.marks[name] = now % (1 << ce.cfg.timestamp_bits)
         return value
 
     # -- task control ----------------------------------------------------------------------------
@@ -176,7 +179,7 @@ class TaskContext:
                 name, self.ce.sram, dst, tuple(srcs), cache=self.ce.cache
             )
             self.now += cycles
-            if self.ce.trace_level >= TraceLevel.OPS:
+            if self.ce.trace_level >= _OPS:
                 self.ce.emit_slice(
                     f"{self.ce.path}/ce", "instr", name, start, cycles,
                     {"elements": getattr(dst, "length", 0)},
@@ -202,19 +205,24 @@ class TaskContext:
         length = dst.length
         op = AsyncOp(ce, name, length)
         op.priority = PRIORITY_RANK[priority]
-        op.width = ce.cfg.simd_width(isa.OPS[name].simd_width_param)
-        fab_ins = [s for s in srcs if isinstance(s, FabInDsd)]
+        op.width = int(getattr(ce.cfg, isa.OPS[name].simd_width_param))  # (cfg.simd_width)
+        fab_ins = []
+        other = None  # the first source length that differs from the destination's
+        for s in srcs:  # (one loop: this runs for every async operation)
+            if isinstance(s, FabInDsd):
+                fab_ins.append(s)
+            n = getattr(s, "length", None)
+            if n is not None and n != length and other is None:
+                other = n
         if len(fab_ins) > 1:
             raise BuildError(
                 f"{ce.path}: '{name}' reads two fabric inputs; one at most is modelled"
             )
-        for s in srcs:
-            n = getattr(s, "length", None)
-            if n is not None and n != length:
-                raise BuildError(
-                    f"{ce.path}: '{name}' operands differ in length (destination {length}, "
-                    f"source {n})"
-                )
+        if other is not None:
+            raise BuildError(
+                f"{ce.path}: '{name}' operands differ in length (destination {length}, "
+                f"source {other})"
+            )
         if fab_ins:
             fin = fab_ins[0]
             op.fab_in = fin.queue
@@ -248,12 +256,15 @@ class TaskContext:
         else:
             op.out_mem = dst
             op.out_view = _mem_view(ce, dst)
-        for action, tid in (("activate", activate), ("unblock", unblock)):
-            if tid is not None:
-                self._known(tid)
-                op.on_done.append((action, tid))
-        self.now += ce.cfg.dsd_setup_cycles
-        ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+        if activate is not None:
+            self._known(activate)
+            op.on_done.append(("activate", activate))
+        if unblock is not None:
+            self._known(unblock)
+            op.on_done.append(("unblock", unblock))
+        self.now = now = self.now + ce.cfg.dsd_setup_cycles
+        after_now = ce.env._now // ce.sched.period + 1  # (engine.now_cycle() + 1, inlined)
+        ce.start_op(op, now if now > after_now else after_now)
 
     def send_control(
         self,

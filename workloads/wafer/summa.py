@@ -196,6 +196,7 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
         mtp = "medium" if p.overlap else "low"
 
     shared_costs: dict[tuple[int, int], int] = {}  # (C, A_k) bank phases -> a step's cycles
+    scratch = np.empty((mt + 1, mt, mt), np.float32)  # batched's products and running sums
     period = p.wafer.pe.bank_interleave_bytes * p.wafer.pe.sram_banks
 
     def code(pe: PeBuilder) -> None:
@@ -241,12 +242,14 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             t.unblock(COMPUTE)
 
         loop_costs: dict[str, int] = {}  # A buffer -> cycles of a step's Mt² fmacs
+        views: dict[str, np.ndarray] = {}  # batched's views of C and the A and B buffers
         unit = pe.ce.tensor_unit
 
         def batched(t: Any, step: int) -> None:
             """The loop's fast path: the same Mt² fmacs, their cycles summed from the tensor
-            unit's cost of each (the general path's), their results computed one k at a time over
-            all j (each element sees the same FP32 products and adds in the same order)."""
+            unit's cost of each (the general path's), their results from all Mt³ FP32 products at
+            once and a running sum over k (each element sees the same products and adds in the
+            same order)."""
             a_k = a_of(step)
             cost = loop_costs.get(a_k.name)
             if cost is None:
@@ -265,13 +268,26 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             whole, state.loop_debt = loop_debt(state.loop_debt, p.loop_overhead_cycles, mt * mt)
             t.now += cost + whole
             pe.ce.instructions += mt * mt
-            sram = pe.ce.sram
-            cv = sram.view(c.base, "f32", mt * mt).reshape((mt, mt), order="F")
-            av = sram.view(a_k.base, "f32", mt * mt).reshape((mt, mt), order="F")
-            b_k = b_of(step)
-            bv = sram.view(b_k.base, "f32", mt * mt).reshape((mt, mt), order="F")
-            for k in range(mt):
-                cv += av[:, k : k + 1] * bv[k : k + 1, :]
+            # Row-major views of the column-major blocks, made on a PE's first step: cT[j, i] is
+            # C[i, j]; a_views[k, 0, i] is A[i, k]; b_views[k, j, 0] is B[k, j].
+            if not views:
+                sram = pe.ce.sram
+                views["C"] = sram.view(c.base, "f32", mt * mt).reshape(mt, mt)
+                for buf in (a, *ap):
+                    views["a" + buf.name] = sram.view(buf.base, "f32", mt * mt).reshape(mt, 1, mt)
+                for buf in (b, *bp):
+                    views["b" + buf.name] = (
+                        sram.view(buf.base, "f32", mt * mt).reshape(mt, mt).T[:, :, None]
+                    )
+            c_t = views["C"]
+            # scratch[k + 1, j, i] = A[i, k]·B[k, j] (FP32 products), scratch[0] = C; the running
+            # sums over k are C + A[:, 0]B[0, :] + ... in that order, as the fmacs add them.
+            scratch[0] = c_t
+            np.multiply(views["a" + a_k.name], views["b" + b_of(step).name], out=scratch[1:])
+            np.add.accumulate(scratch, axis=0, out=scratch)
+            c_t[...] = scratch[mt]
+
+        ops_level = TraceLevel.OPS  # (read once: an enum member off its class costs per call)
 
         @pe.local_task(id=COMPUTE)
         def compute(t: Any) -> None:
@@ -279,7 +295,7 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
             t.mark(f"c{step}")
             if p.overlap and step + 1 < steps:
                 start_step(t, step + 1)
-            if BATCHED_LOOP and pe.ce.trace_level < TraceLevel.OPS:
+            if BATCHED_LOOP and pe.ce.trace_level < ops_level:
                 batched(t, step)
                 t.mark(f"e{step}")
                 state.step = step + 1
