@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from typing import Any
 
 from pim import jitq as kernel
@@ -241,14 +242,11 @@ def metrics(sim: Simulation, p: StudyParams, handle: Timeline, result: RunResult
 
 def register() -> None:
     registry.register_kind(
-        registry.WorkloadKind(
-            name="jitq-study",
-            summary="JIT-Q study: slack, capacity savings and throughput loss per LLM (MI210)",
-            params=StudyParams,
-            build=build,
-            metrics=metrics,
-            origin=__name__,
-            footprint=footprint,
+        registry.module_kind(
+            "jitq-study",
+            "JIT-Q study: slack, capacity savings and throughput loss per LLM (MI210)",
+            StudyParams,
+            sys.modules[__name__],
         )
     )
 

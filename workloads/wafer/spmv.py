@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -412,15 +413,11 @@ def model(p: SpmvParams) -> dict[str, Any]:
 # -- registration and validation -----------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
-        registry.WorkloadKind(
-            name="spmv",
-            summary="sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
-            params=SpmvParams,
-            build=build,
-            metrics=metrics,
-            model=model,
-            footprint=footprint,
-            origin=__name__,
+        registry.module_kind(
+            "spmv",
+            "sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
+            SpmvParams,
+            sys.modules[__name__],
         )
     )
     registry.register_case(

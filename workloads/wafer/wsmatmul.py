@@ -9,6 +9,7 @@ dispatches on ``flavour`` and holds the validation sweep. See docs/ws-matmul.md.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from simcore.sim import RunResult, Simulation
@@ -76,16 +77,12 @@ def validate(
 
 def register() -> None:
     registry.register_kind(
-        registry.WorkloadKind(
-            name="ws-matmul",
-            summary="weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
+        registry.module_kind(
+            "ws-matmul",
+            "weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
             "edge) and wgrad (W's mask streamed, gradients out)",
-            params=WsMatmulParams,
-            build=build,
-            metrics=metrics,
-            model=model,
-            origin=__name__,
-            footprint=footprint,
+            WsMatmulParams,
+            sys.modules[__name__],
         )
     )
     registry.register_case(
