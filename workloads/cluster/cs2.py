@@ -161,27 +161,11 @@ class Function:
 
     def _input(self, tensor: str) -> str:
         """The activation a matrix multiplies (forward), by the matrix's name."""
-        name = tensor.rpartition(".")[2]
-        layer = tensor.partition(".")[0]
-        return {
-            "qkv": f"{layer}.x",
-            "proj": f"{layer}.a",
-            "fc1": f"{layer}.h",
-            "fc2": f"{layer}.g",
-            "head": "y",
-        }[name]
+        return _activation(tensor, 0)
 
     def _dout(self, tensor: str) -> str:
         """The gradient of a matrix's output (backward), by the matrix's name."""
-        name = tensor.rpartition(".")[2]
-        layer = tensor.partition(".")[0]
-        return {
-            "qkv": f"{layer}.dqkv",
-            "proj": f"{layer}.dh",
-            "fc1": f"{layer}.du",
-            "fc2": f"{layer}.dy",
-            "head": "dlogits",
-        }[name]
+        return _activation(tensor, 1)
 
     def run(self, e: Entry, payload: Any) -> tuple[Any, int]:
         """Do entry ``e``'s work; returns (gradient rows or None, cycles measured on PEs)."""
@@ -314,6 +298,24 @@ class Function:
             d, cycles = self._ew("add", a[f"{lay}.dh"], dx)
             a[f"l{w.layer - 1}.dy" if w.layer > 0 else "l0.dx"] = d
         return cycles
+
+
+#: Per matrix: the activation it multiplies forward and its output's gradient (backward).
+_ACTIVATIONS = {
+    "qkv": ("x", "dqkv"),
+    "proj": ("a", "dh"),
+    "fc1": ("h", "du"),
+    "fc2": ("g", "dy"),
+}
+
+
+def _activation(tensor: str, which: int) -> str:
+    """Entry ``which`` of :data:`_ACTIVATIONS` for ``tensor`` (``l3.fc1`` -> ``l3.h``); the
+    head's are the stack's output ``y`` and ``dlogits``."""
+    layer, _, name = tensor.rpartition(".")
+    if name == "head":
+        return ("y", "dlogits")[which]
+    return f"{layer}.{_ACTIVATIONS[name][which]}"
 
 
 def _rows_of(shape: gpt.Shape, tensor: str) -> int:

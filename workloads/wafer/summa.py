@@ -298,28 +298,22 @@ def build(sim: Simulation, p: SummaParams) -> SummaRun:
                 start_step(t, step + 1)
             if BATCHED_LOOP and pe.ce.trace_level < ops_level:
                 batched(t, step)
-                t.mark(f"e{step}")
-                state.step = step + 1
-                if state.step == steps:
-                    t.mark("end")
-                elif not p.overlap:
-                    start_step(t, state.step)
-                return
-            a_k_cols = a_cols[a_of(step).name]
-            b_vals = pe.read(b_of(step)).tolist()  # the scalars b; loads are in the loop overhead
-            op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without building a wrapper per call
-            overhead = p.loop_overhead_cycles
-            debt = state.loop_debt
-            for k in range(mt):
-                a_k = a_k_cols[k]
-                for j in range(mt):
-                    c_j = c_cols[j]
-                    op("fmacs", c_j, c_j, a_k, b_vals[j * mt + k])
-                    debt += overhead
-                    whole = int(debt)
-                    t.now += whole
-                    debt -= whole
-            state.loop_debt = debt
+            else:
+                a_k_cols = a_cols[a_of(step).name]
+                b_vals = pe.read(b_of(step)).tolist()  # the scalars b (in the loop overhead)
+                op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without a wrapper per call
+                overhead = p.loop_overhead_cycles
+                debt = state.loop_debt
+                for k in range(mt):
+                    a_k = a_k_cols[k]
+                    for j in range(mt):
+                        c_j = c_cols[j]
+                        op("fmacs", c_j, c_j, a_k, b_vals[j * mt + k])
+                        debt += overhead
+                        whole = int(debt)
+                        t.now += whole
+                        debt -= whole
+                state.loop_debt = debt
             t.mark(f"e{step}")
             state.step = step + 1
             if state.step == steps:
