@@ -38,6 +38,7 @@ run sets ``engine.lockstep = VectorPhase(wafer, colours)`` (SUMMA does, see
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -446,29 +447,38 @@ class VectorPhase(LockstepPhase):
     wafer at once, a few dozen array operations a cycle instead of Python work per wavelet.
 
     State per (router, colour slot): buffered wavelets, the head's sequence number (the
-    stream's length for its TEARDOWN), the input port and stream, the ports the head still has
-    to go out of, credits per port; per compute engine and colour slot: queued wavelets, the
-    receive, send and control operations with their progress, up-ramp credits, and the main
-    thread's hold (told by the CE at dispatch and task end). Deliveries and credits travel in
-    rings of arrays indexed by cycle. The few events that reach Python objects (a TEARDOWN
-    passing a router, an operation completing) are handled one by one in router, then CE,
-    index order, as the engine would. The phase moves only low-priority operations (the SDK's
-    default), so it never steals issue cycles from a task; a medium or high one begins on the
-    wavelet path (entry refused), and one beginning during the phase is an error."""
+    stream's length for its TEARDOWN), the input port and stream, credits per port; per compute
+    engine: the receive, send and control operations of each colour slot with their progress,
+    queued wavelets and up-ramp credits per slot, and the main thread's hold. A set of ports
+    (a route's tx, the ports the head still has to go out of, the ports with a credit, the sends
+    of a cycle) is eight bytes, one per port (0 or 1; ports 5-7 unused), read as one ``uint64``:
+    set operations and "any port" are then one operation on a word per entry, and the sends of
+    a cycle one ``flatnonzero`` over the bytes. What is in flight (arrivals, deliveries,
+    credits) is kept per landing cycle as the index arrays of the entries it reaches, applied
+    in the order it was sent. The few events that reach Python objects (a TEARDOWN passing a
+    router, an operation completing) are handled one by one in router, then CE, index order,
+    as the engine would; what the hooks tell the phase (route writes, a task's hold) is noted
+    and read from the objects before the routers' or CEs' next step reads it. The phase moves
+    only low-priority operations (the SDK's default), so it never steals issue cycles from a
+    task; a medium or high one begins on the wavelet path (entry refused), and one beginning
+    during the phase is an error."""
 
     def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
         super().__init__(wafer, colours)
         engine = self.engine
         cfg = engine.cfg
         self.cols = tuple(sorted(colours))
+        if len(self.cols) != 2:
+            raise RouteError(f"lock-step phase (arrays): two colours, not {list(self.cols)}")
+        self.colv = np.array(self.cols, np.int64)
         self.slot = {c: k for k, c in enumerate(self.cols)}
         routers = engine.routers
         n = len(routers)
         self.n = n
         self.lat = (engine.hop_latency, engine.ramp_latency, engine.hop_credit_latency,
                     engine.ramp_credit_latency)  # fmt: skip
-        self.ring = max(self.lat) + 1
-        nb = np.full((n, 5), -1, np.int64)
+        self.ring = max(self.lat) + 1  # (everything sent lands within this many cycles)
+        nb = np.full((n, 8), -1, np.int64)
         for r in routers:
             for d in (Dir.N, Dir.E, Dir.S, Dir.W):
                 other = r.nbr.get(d)
@@ -479,52 +489,61 @@ class VectorPhase(LockstepPhase):
         self.low = MAIN_THREAD_RANK
         if any(r.ce.index != r.index for r in routers):
             raise RouteError("lock-step phase: routers and compute engines are numbered apart")
+        self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
         self._alloc()
 
     def _alloc(self) -> None:
-        n, ring = self.n, self.ring
+        n = self.n
         z = np.zeros
+        # routers, per (router, colour slot)
         self.cnt = z((n, 2), np.int64)
         self.hd = z((n, 2), np.int64)
         self.nlen = z((n, 2), np.int64)  # length of the stream whose wavelets an entry holds
         self.sid = z((n, 2), np.int64)  # that stream (index into self.streams)
         self.src = z((n, 2), np.int64)
-        self.tx = z((n, 2, 5), bool)
-        self.txnone = np.ones((n, 2), bool)  # the route has no tx (or no route)
+        self.txm = z((n, 2), np.uint64)  # the route's tx (a port set)
         self.td = np.ones((n, 2), bool)
-        self.pend = z((n, 2, 5), bool)
-        self.fresh = np.ones((n, 2), bool)
-        self.cred = z((n, 2, 5), np.int64)
-        self.rrv = z((n, 5), np.int64)
+        self.pend = z((n, 2), np.uint64)  # the ports the head still has to go out of
+        self.fresh = np.ones((n, 2), bool)  # the head's ports are still to be read from tx
+        self.cred = z((n, 2, 8), np.int8)  # (credits are at most 64: FabricConfig)
+        self.rrv = z((n, 8), np.int64)
         self.fw = z((n, 2), np.int64)
-        self.arr = z((ring, n, 2), np.int64)
-        self.arr_src = z((ring, n, 2), np.int64)
-        self.arr_sid = z((ring, n, 2), np.int64)
-        self.arr_len = z((ring, n, 2), np.int64)
-        self.dl = z((ring, n, 2), np.int64)
-        self.dl_sid = z((ring, n, 2), np.int64)
-        self.crd = z((ring, n, 2, 5), np.int64)
-        self.upc = z((ring, n, 2), np.int64)
+        # compute engines: queued wavelets and up-ramp credits per colour slot
         self.q = z((n, 2), np.int64)
         self.qsid = z((n, 2), np.int64)
         self.up = z((n, 2), np.int64)
-        # operations: 0 receive, 1 send, 2 control send, per colour slot
-        self.oact = z((3, n, 2), bool)
-        self.odone = z((3, n, 2), np.int64)
-        self.olen = z((3, n, 2), np.int64)
-        self.okey = z((3, n, 2), np.int64)
-        self.owidth = np.ones((3, n, 2), np.int64)
-        self.oissues = z((3, n, 2), np.int64)
+        # operations per CE, column 2 * kind + slot (kind 0 receive, 1 send, 2 control send)
+        self.oact = z((n, 8), bool)
+        self.odone = z((n, 8), np.int64)
+        self.olen = z((n, 8), np.int64)
+        self.okey = z((n, 8), np.int64)
+        self.owidth = np.ones((n, 8), np.int64)
+        self.oissues = z((n, 8), np.int64)
         self.oref: dict[tuple[int, int, int], Any] = {}  # (kind, router index, slot) -> op
         self.hold_from = z(n, np.int64)
         self.busy_until = z(n, np.int64)
         self.running = z(n, bool)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
+        # flat views of the (n, 2) tables (and of ``cred`` per port): index 2 * router + slot
+        self.cnt_f, self.hd_f, self.nlen_f = (x.reshape(-1) for x in (self.cnt, self.hd, self.nlen))
+        self.sid_f, self.src_f, self.td_f = (x.reshape(-1) for x in (self.sid, self.src, self.td))
+        self.txm_f, self.fresh_f = self.txm.reshape(-1), self.fresh.reshape(-1)
+        self.cred_f = self.cred.reshape(-1)  # (index 8 * (2 * router + slot) + port)
+        self.q_f, self.qsid_f = self.q.reshape(-1), self.qsid.reshape(-1)
+        self.up_f, self.ssid_f = self.up.reshape(-1), self.ssid.reshape(-1)
+        # in flight, by landing cycle: batches (entries, then values) in the order sent
+        self.arrivals: dict[int, list[tuple]] = {}  # (entries, src port, stream, length, n)
+        self.deliveries: dict[int, list[tuple]] = {}  # (entries, stream, n): data to a CE
+        self.credits: dict[int, list[tuple]] = {}  # (index into cred_f, n)
+        self.upcredits: dict[int, list[tuple]] = {}  # (entries, n)
         self.tok_arrive: dict[int, list[tuple[int, int, Any]]] = {}  # cycle -> (r, k, wavelet)
         self.tok_deliver: dict[int, list[tuple[int, int, Any]]] = {}
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
+        # told by the hooks, read before the next step that needs it
+        self.routes_told: dict[tuple[int, int], tuple[Router, int]] = {}
+        self.holds_told: dict[int, ComputeEngine] = {}
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
         self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
@@ -538,15 +557,14 @@ class VectorPhase(LockstepPhase):
         (``_silent`` checked each table), so the credit arrays start at their home values."""
         self._alloc()
         routers = self.engine.routers
-        home = np.full((self.n, 2, 5), self.buf_wavelets, np.int64)
+        home = np.zeros((self.n, 2, 8), np.int8)
+        home[:, :, :RAMP] = self.buf_wavelets
         home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
         self.home = home
         self.cred[:] = home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
-        self.rrv[:] = [r.rr for r in routers]
-        for r in routers:
-            for c, k in self.slot.items():
-                self._route(r, c, k)
+        self.rrv[:, :5] = [r.rr for r in routers]
+        self.routes_told = {(r.index, k): (r, c) for r in routers for c, k in self.slot.items()}
         ces = [r.ce for r in routers]
         self.running[:] = [ce.running is not None for ce in ces]
         self.hold_from[:] = [ce.hold_from for ce in ces]
@@ -560,27 +578,56 @@ class VectorPhase(LockstepPhase):
         except RouteError:
             return 0  # (the CE takes no wavelets of the colour)
 
-    def _route(self, r: Router, colour: int, k: int) -> None:
-        route = r.routes.get(colour)
-        i = r.index
-        self.fresh[i, k] = True
-        self.tx[i, k] = False
-        if route is None:
-            self.td[i, k] = True
-            self.txnone[i, k] = True
+    def _mask(self, ports: tuple[Dir, ...]) -> int:
+        """A set of ports as the ``uint64`` whose byte ``p`` is 1 for each port ``p``."""
+        b = np.zeros(8, bool)
+        b[[int(p) for p in ports]] = True
+        return int(b.view(np.uint64)[0])
+
+    def _read_routes(self) -> None:
+        """Read the routes the hooks named (writes landed, teardowns applied) from the routers."""
+        told = self.routes_told
+        if not told:
             return
-        self.td[i, k] = route.teardown
-        tx = route.positions[route.pos].tx
-        for port in tx:
-            self.tx[i, k, int(port)] = True
-        self.txnone[i, k] = not tx
+        entries, tds, txs = [], [], []
+        # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the
+        # cache keeps the tuple, so its id is not reused)
+        masks = self._masks
+        for (i, k), (r, colour) in told.items():
+            route = r.routes.get(colour)
+            entries.append(2 * i + k)
+            if route is None:
+                tds.append(True)
+                txs.append(0)
+                continue
+            tds.append(route.teardown)
+            tx = route.positions[route.pos].tx
+            hit = masks.get(id(tx))
+            if hit is None or hit[0] is not tx:
+                hit = masks[id(tx)] = (tx, self._mask(tx))
+            txs.append(hit[1])
+        told.clear()
+        e = np.array(entries, np.int64)
+        self.td_f[e] = tds
+        self.txm_f[e] = np.array(txs, np.uint64)
+        self.fresh_f[e] = True
+
+    def _read_holds(self) -> None:
+        """Read the main threads' holds the CEs told of (a task dispatched or ended)."""
+        told = self.holds_told
+        if not told:
+            return
+        e = np.fromiter(told, np.int64, len(told))
+        ces = told.values()
+        self.running[e] = [ce.running is not None for ce in ces]
+        self.hold_from[e] = [ce.hold_from for ce in ces]
+        self.busy_until[e] = [ce.busy_until for ce in ces]
+        told.clear()
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
-        i = ce.router.index
-        self.running[i] = ce.running is not None
-        self.hold_from[i] = ce.hold_from
-        self.busy_until[i] = ce.busy_until
+        i = ce.index
+        self.holds_told[i] = ce
         # (while the phase is quiet, a hold matters only where an operation waits for it)
         waiting = self.waiting
         if waiting is not None and waiting[i]:
@@ -594,12 +641,14 @@ class VectorPhase(LockstepPhase):
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
             k = self.slot[colour]
-            self._route(router, colour, k)
-            if self.cnt[router.index, k]:  # (else it matters only once a wavelet lands)
+            self.routes_told[(router.index, k)] = (router, colour)
+            if self.cnt_f[2 * router.index + k]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
     def _can_enter(self) -> bool:
-        return self.engine.cfg.arbitration == "round_robin"  # (the arrays implement it only)
+        # (the arrays implement round-robin arbitration only, and read a port set's bytes as
+        # a little-endian word)
+        return self.engine.cfg.arbitration == "round_robin" and sys.byteorder == "little"
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         kind = self._kind(op)
@@ -607,25 +656,26 @@ class VectorPhase(LockstepPhase):
             kind = None  # it would take issue cycles from tasks: not moved by the phase
         if not self._admit(ce, op, kind, self.engine.now_cycle()):
             return False
-        i = ce.router.index
+        i = ce.index
         if kind == "recv":
             k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
         else:
             k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
-        if self.oact[o, i, k]:
+        j = 2 * o + k
+        if self.oact[i, j]:
             raise RouteError(f"{ce.path}: two phase operations of one kind on one colour")
-        self.oact[o, i, k] = True
-        self.odone[o, i, k] = 0
-        self.olen[o, i, k] = op.length
-        self.okey[o, i, k] = op.priority * 64 + op.microthread
-        self.owidth[o, i, k] = op.width if o != 2 else 1
-        self.oissues[o, i, k] = 0
+        self.oact[i, j] = True
+        self.odone[i, j] = 0
+        self.olen[i, j] = op.length
+        self.okey[i, j] = op.priority * 64 + op.microthread
+        self.owidth[i, j] = op.width if o != 2 else 1
+        self.oissues[i, j] = 0
         self.oref[(o, i, k)] = op
         self.left += 1
         if o == 1:
             self.ssid[i, k] = len(self.streams)
             self.streams.append(op)
-        if o or self.q[i, k]:  # (a receive with nothing queued waits for a landing)
+        if o or self.q_f[2 * i + k]:  # (a receive with nothing queued waits for a landing)
             self._wake()
         return True
 
@@ -635,8 +685,7 @@ class VectorPhase(LockstepPhase):
             self.quiet_cycles += 1
             return True  # provably nothing changes this cycle (see _quiet)
         self.stirred = False
-        s = t % self.ring
-        landed = self._land(t, s)
+        landed = self._land(t)
         sent = self._routers(t)
         moved = self._ces(t) or sent
         if moved:
@@ -658,43 +707,51 @@ class VectorPhase(LockstepPhase):
         end = self.horizon if self.horizon > t else NEVER  # (the phase ends only at a horizon)
         if self.held_elig is not None:
             end = min(end, self.held_elig)
-        ring = self.ring
-        for d in range(1, min(ring, end - t)):
-            u = t + d
-            s = u % ring
-            if (u in self.tok_arrive or u in self.tok_deliver or self.arr[s].any()
-                    or self.dl[s].any() or self.crd[s].any() or self.upc[s].any()):  # fmt: skip
+        due = (self.arrivals, self.deliveries, self.credits, self.upcredits, self.tok_arrive,
+               self.tok_deliver)  # fmt: skip
+        for u in range(t + 1, min(t + self.ring, end)):
+            if any(u in d for d in due):
                 return u
         return end
 
-    def _land(self, t: int, s: int) -> bool:
+    @staticmethod
+    def _send(due: dict[int, list[tuple]], t: int, batch: tuple) -> None:
+        slot = due.get(t)
+        if slot is None:
+            due[t] = [batch]
+        else:
+            slot.append(batch)
+
+    def _land(self, t: int) -> bool:
         """What lands this cycle; True if anything did."""
         landed = False
-        arr = self.arr[s]
-        if arr.any():
+        batches = self.arrivals.pop(t, None)
+        if batches:
             landed = True
-            got = arr > 0
-            np.copyto(self.src, self.arr_src[s], where=got)
-            np.copyto(self.sid, self.arr_sid[s], where=got)
-            np.copyto(self.nlen, self.arr_len[s], where=got)
-            self.cnt += arr
-            arr[:] = 0
+            cnt, src, sid, nlen = self.cnt_f, self.src_f, self.sid_f, self.nlen_f
+            for e, port, stream, length, m in batches:
+                src[e] = port
+                sid[e] = stream
+                nlen[e] = length
+                cnt[e] += m
         toks = self.tok_arrive.pop(t, None)
         if toks:
             landed = True
             for i, k, w in toks:
                 self.tokw.setdefault((i, k), []).append(w)
-        dl = self.dl[s]
-        if dl.any():
+        batches = self.deliveries.pop(t, None)
+        if batches:
             landed = True
-            np.copyto(self.qsid, self.dl_sid[s], where=dl > 0)
-            self.q += dl
-            dl[:] = 0
+            q, qsid = self.q_f, self.qsid_f
+            for e, stream, m in batches:
+                qsid[e] = stream
+                q[e] += m
         toks = self.tok_deliver.pop(t, None)
         if toks:
             landed = True
+            routers = self.engine.routers
             for i, k, w in sorted(toks, key=lambda e: (e[0], e[1])):
-                ce = self.engine.routers[i].ce
+                ce = routers[i].ce
                 q = ce.queue_of_colour.get(self.cols[k])
                 if q is None:
                     raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
@@ -702,111 +759,124 @@ class VectorPhase(LockstepPhase):
                     self.qtok[(i, k)] = w
                 elif q in ce.data_task_of_queue:
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
-                elif self.q[i, k] == 0:
+                elif self.q_f[2 * i + k] == 0:
                     self._credit_ramp(t, i, k, 1)
                     ce._control(w)
                 else:
                     self.qtok[(i, k)] = w
-        crd = self.crd[s]
-        if crd.any():
+        batches = self.credits.pop(t, None)
+        if batches:
             landed = True
-            self.cred += crd
-            crd[:] = 0
-        upc = self.upc[s]
-        if upc.any():
+            cred = self.cred_f
+            for f, m in batches:
+                cred[f] += m
+        batches = self.upcredits.pop(t, None)
+        if batches:
             landed = True
-            self.up += upc
-            upc[:] = 0
+            up = self.up_f
+            for e, m in batches:
+                up[e] += m
         return landed
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
-        self.crd[(t + self.lat[3]) % self.ring, i, k, _RAMP] += m
+        self._send(self.credits, t + self.lat[3], ((2 * i + k) * 8 + _RAMP, m))
         self.horizon = max(self.horizon, t + self.ring)
 
     def _routers(self, t: int) -> bool:
         """The routers' sends (``Router.step``); True if any wavelet moved."""
+        self._read_routes()
         act = (self.cnt > 0) & ~self.td
         if not act.any():
             return False
         init = act & self.fresh
         if init.any():
-            if (init & self.txnone).any():
+            if (init & (self.txm == 0)).any():
                 raise RouteError("a phase colour accepts wavelets but has no tx")
-            np.copyto(self.pend, self.tx, where=init[:, :, None])
+            np.copyto(self.pend, self.txm, where=init)
             self.fresh &= ~init
-        want = act[:, :, None] & self.pend & (self.cred > 0)
-        both = want[:, 0, :] & want[:, 1, :]
-        if both.any():
+        n = self.n
+        want = self.pend & (self.cred > 0).view(np.uint64).reshape(n, 2)
+        want *= act
+        both = want[:, 0] & want[:, 1]
+        if both.any():  # round-robin between the two colours on the ports both want
             c0, c1 = self.cols
-            last = self.rrv
-            lose0 = both & ((c1 - last - 1) % 32 < (c0 - last - 1) % 32)
-            want[:, 0, :] &= ~lose0
-            want[:, 1, :] &= ~(both & ~lose0)
-        if not want.any():
+            bi = np.flatnonzero(both)
+            last = self.rrv[bi]
+            lose0 = ((c1 - last - 1) % 32 < (c0 - last - 1) % 32).view(np.uint64)[:, 0]
+            b = both[bi]
+            lose0 &= b
+            want[bi, 0] &= ~lose0
+            want[bi, 1] &= ~(b & ~lose0)
+        wb = want.view(bool).reshape(n, 2, 8)
+        f = np.flatnonzero(wb)  # the sends: index into (router, slot, port)
+        if not f.size:
             return False
-        for k, c in enumerate(self.cols):
-            np.copyto(self.rrv, c, where=want[:, k, :])  # (one colour per port after arbitration)
-        self.cred -= want
+        e = f >> 3
+        pi = f & 7
+        ki = e & 1
+        self.rrv[e >> 1, pi] = self.colv[ki]  # (one colour per port after arbitration)
+        self.cred_f[f] -= 1
         self.pend &= ~want
         hop, lr, lch, lc = self.lat
-        ring = self.ring
-        sending = want.any(axis=2)
+        sending = want != 0
         tok_sent = sending & (self.hd == self.nlen)
-        ri, ki, pi = np.nonzero(want)
         mesh = pi != _RAMP
         if mesh.any():
-            r2, k2, p2 = ri[mesh], ki[mesh], pi[mesh]
-            dst = self.nb[r2, p2]
-            sl = (t + hop) % ring
-            self.arr[sl, dst, k2] += 1
-            self.arr_src[sl, dst, k2] = _OPP[p2]
-            self.arr_sid[sl, dst, k2] = self.sid[r2, k2]
-            self.arr_len[sl, dst, k2] = self.nlen[r2, k2]
+            em, pm = e[mesh], pi[mesh]
+            dst = self.nb[em >> 1, pm] * 2 + ki[mesh]
+            self._send(self.arrivals, t + hop,
+                       (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], 1))  # fmt: skip
         ramp = ~mesh
         if ramp.any():
-            r2, k2 = ri[ramp], ki[ramp]
-            sl = (t + lr) % ring
-            self.dl[sl, r2, k2] += 1
-            self.dl_sid[sl, r2, k2] = self.sid[r2, k2]
+            er = e[ramp]
+            er = er[self.hd_f[er] != self.nlen_f[er]]  # (a TEARDOWN is not data)
+            if er.size:
+                self._send(self.deliveries, t + lr, (er, self.sid_f[er], 1))
         if tok_sent.any():
-            ti, tk = np.nonzero(tok_sent)
-            ports = want[ti, tk].tolist()
-            for i, k, tp in zip(ti.tolist(), tk.tolist(), ports, strict=True):
+            te = np.flatnonzero(tok_sent)
+            ports = wb.reshape(2 * n, 8)[te, :5].tolist()
+            nb = self.nb
+            for e_, tp in zip(te.tolist(), ports, strict=True):
+                i, k = e_ >> 1, e_ & 1
                 w = self.tokw[(i, k)][0]
-                for p in (p for p in range(5) if tp[p]):
+                for p in range(5):
+                    if not tp[p]:
+                        continue
                     if p == _RAMP:
-                        self.dl[(t + lr) % ring, i, k] -= 1  # the token is not data
                         self.tok_deliver.setdefault(t + lr, []).append((i, k, w))
                     else:
-                        j = int(self.nb[i, p])
-                        self.tok_arrive.setdefault(t + hop, []).append((j, k, w))
-        done = sending & ~self.pend.any(axis=2)
+                        self.tok_arrive.setdefault(t + hop, []).append((int(nb[i, p]), k, w))
+        done = sending & (self.pend == 0)
         if done.any():
             self.cnt -= done
             tok_done = done & (self.hd == self.nlen)
             self.hd += done
             self.fw += done  # (per colour slot: summed at the phase's end)
-            self.wavelets += int(np.count_nonzero(done))
             self.fresh |= done
-            di, dk = np.nonzero(done)
-            sp = self.src[di, dk]
+            ed = np.flatnonzero(done)
+            self.wavelets += int(ed.size)
+            sp = self.src_f[ed]
             mesh = sp != _RAMP
             if mesh.any():
-                up_r = self.nb[di[mesh], sp[mesh]]
-                self.crd[(t + lch) % ring, up_r, dk[mesh], _OPP[sp[mesh]]] += 1
+                em, spm = ed[mesh], sp[mesh]
+                up_e = self.nb[em >> 1, spm] * 2 + (em & 1)
+                self._send(self.credits, t + lch, (up_e * 8 + _OPP[spm], 1))
             ramp = ~mesh
             if ramp.any():
-                self.upc[(t + lc) % ring, di[ramp], dk[ramp]] += 1
+                self._send(self.upcredits, t + lc, (ed[ramp], 1))
             if tok_done.any():
+                np.copyto(self.hd, 0, where=tok_done)
                 routers = self.engine.routers
-                ti, tk = np.nonzero(tok_done)
-                for i, k in zip(ti.tolist(), tk.tolist(), strict=True):
-                    w = self.tokw[(i, k)].pop(0)
-                    if not self.tokw[(i, k)]:
+                told = self.routes_told
+                for e_ in np.flatnonzero(tok_done).tolist():
+                    i, k = e_ >> 1, e_ & 1
+                    toks = self.tokw[(i, k)]
+                    w = toks.pop(0)
+                    if not toks:
                         del self.tokw[(i, k)]
-                    self.hd[i, k] = 0
-                    routers[i]._apply(self.cols[k], w)
-                    self._route(routers[i], self.cols[k], k)  # teardown now (and any switch)
+                    r = routers[i]
+                    r._apply(self.cols[k], w)
+                    told[(i, k)] = (r, self.cols[k])  # teardown now (and any switch)
         return True
 
     def _ces(self, t: int) -> bool:
@@ -814,77 +884,75 @@ class VectorPhase(LockstepPhase):
         self.held_elig = self.waiting = None
         if not self.left:
             return False
+        self._read_holds()
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
         rem = self.olen - self.odone
         ready = self.oact & (rem > 0)
-        ready[0] &= self.q > 0
-        ready[1:] &= (self.up > 0)[None]
-        elig = ready & ~held[None, :, None]
+        # what each column's operation needs: a queued wavelet (receives), an up-ramp credit
+        # (sends), as bytes 0-1, 2-3 and 4-5 of a word per CE
+        q = (self.q > 0).view(np.uint16)[:, 0].astype(np.uint64)
+        up = (self.up > 0).view(np.uint16)[:, 0].astype(np.uint64)
+        ready_u = ready.view(np.uint64)[:, 0]
+        ready_u &= q | (up << 16) | (up << 32)  # (any operation of the CE ready)
+        elig = ready_u * ~held
         if not elig.any():
-            if ready.any():  # waiting for a task to give the issue slot back
-                self.waiting = ready.any(axis=(0, 2))
+            if ready_u.any():  # waiting for a task to give the issue slot back
+                self.waiting = ready_u != 0
                 self.held_elig = int(self.busy_until[self.waiting].min())
             return False
-        key = np.where(elig, self.okey, 1 << 30)  # (3, n, 2)
-        flat = key.transpose(1, 0, 2).reshape(self.n, 6)
-        best = flat.argmin(axis=1)
-        has = flat[np.arange(self.n), best] < (1 << 30)
-        ci = np.nonzero(has)[0]
-        bo, bk = best[ci] // 2, best[ci] % 2
-        self.oissues[bo, ci, bk] += 1
-        width = self.owidth[bo, ci, bk]
-        r_ = rem[bo, ci, bk]
+        ci = np.flatnonzero(elig)
+        key = np.where(ready[ci], self.okey[ci], 1 << 30)
+        best = key.argmin(axis=1)  # (the first of equal keys: kind, then slot, as the engine)
+        bo, bk = best >> 1, best & 1
+        self.oissues[ci, best] += 1
+        width = self.owidth[ci, best]
+        r_ = rem[ci, best]
         _, lr, _, lc = self.lat
-        ring = self.ring
         # receives: up to the width, as the queue allows
         rv = bo == 0
         if rv.any():
-            i, k = ci[rv], bk[rv]
-            m = np.minimum(np.minimum(width[rv], self.q[i, k]), r_[rv])
-            self.q[i, k] -= m
-            self.odone[0, i, k] += m
-            self.crd[(t + lc) % ring, i, k, _RAMP] += m
+            i, e = ci[rv], ci[rv] * 2 + bk[rv]
+            m = np.minimum(np.minimum(width[rv], self.q_f[e]), r_[rv])
+            self.q_f[e] -= m
+            self.odone[i, best[rv]] += m
+            self._send(self.credits, t + lc, (e * 8 + _RAMP, m))
         sd = bo == 1
         if sd.any():
             i, k = ci[sd], bk[sd]
-            m = np.minimum(np.minimum(width[sd], self.up[i, k]), r_[sd])
-            self.up[i, k] -= m
-            self.odone[1, i, k] += m
-            sl = (t + lr) % ring
-            self.arr[sl, i, k] += m
-            self.arr_src[sl, i, k] = _RAMP
-            self.arr_sid[sl, i, k] = self.ssid[i, k]
-            self.arr_len[sl, i, k] = self.olen[1, i, k]
+            e = i * 2 + k
+            m = np.minimum(np.minimum(width[sd], self.up_f[e]), r_[sd])
+            self.up_f[e] -= m
+            self.odone[i, best[sd]] += m
+            self._send(self.arrivals, t + lr,
+                       (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], m))  # fmt: skip
         ct = bo == 2
         if ct.any():
-            for i, k in zip(ci[ct], bk[ct], strict=True):
-                i, k = int(i), int(k)
+            for i, k in zip(ci[ct].tolist(), bk[ct].tolist(), strict=True):
                 op = self.oref[(2, i, k)]
-                self.up[i, k] -= 1
-                self.odone[2, i, k] += 1
+                e = 2 * i + k
+                self.up_f[e] -= 1
+                self.odone[i, 4 + k] += 1
                 w = op.control_wavelet
                 if op.flow_out is not None:
                     w.flow = op.flow_out
                 self.tok_arrive.setdefault(t + lr, []).append((i, k, w))
-                sl = (t + lr) % ring
-                self.arr[sl, i, k] += 1
-                self.arr_src[sl, i, k] = _RAMP
                 # the token belongs to the stream just sent: its sequence number is the length
-                self.arr_sid[sl, i, k] = self.ssid[i, k]
-                self.arr_len[sl, i, k] = self.olen[1, i, k]
+                self._send(self.arrivals, t + lr,
+                           (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], 1))  # fmt: skip
         fin = self.oact & (self.odone == self.olen)
-        if fin.any():
+        if fin.view(np.uint64).any():
             routers = self.engine.routers
-            fi, fo, fk = np.nonzero(fin.transpose(1, 0, 2))  # (CE index order, then o, k)
-            for i, o, k in zip(fi.tolist(), fo.tolist(), fk.tolist(), strict=True):
-                self._complete(t, routers[i].ce, o, i, k)
+            for f in np.flatnonzero(fin).tolist():  # (CE index order, then kind and slot)
+                i, j = f >> 3, f & 7
+                self._complete(t, routers[i].ce, j >> 1, i, j & 1)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
         op = self.oref.pop((o, i, k))
-        self.oact[o, i, k] = False
+        j = 2 * o + k
+        self.oact[i, j] = False
         self.left -= 1
-        op.issues = int(self.oissues[o, i, k])
+        op.issues = int(self.oissues[i, j])
         op.done = op.length
         if o == 0:
             op.out_view[:] = self.streams[int(self.qsid[i, k])].values
@@ -901,7 +969,7 @@ class VectorPhase(LockstepPhase):
         self.on = False
         routers = self.engine.routers
         fws = self.fw.sum(axis=1).tolist()
-        for r, rr, fw in zip(routers, self.rrv.tolist(), fws, strict=True):
+        for r, rr, fw in zip(routers, self.rrv[:, :5].tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
         if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
@@ -916,5 +984,5 @@ class VectorPhase(LockstepPhase):
                 r.ce.up_credits[c] = int(self.up[i, k])
 
 
-_OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP], np.int64)
+_OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP, -1, -1, -1], np.int64)
 _RAMP = int(Dir.RAMP)  # (a plain int: numpy compares and indexes with an IntEnum slowly)
