@@ -8,7 +8,12 @@ steps"; the profiler's own times are not printed). Each point also prints the cy
 split, which a speed change must leave alone (``tests/test_summa_exact.py`` checks that bit for
 bit at small points).
 
-Run: ``PYTHONPATH=<source> python bench/summa_cpu.py [--calls] P,MT [P,MT ...]`` (default 16,8).
+With ``--digest`` it prints, instead, the digest ``tests/test_summa_exact.py`` pins (cycles, split,
+SHA-256 of every PE's marks and C bytes, the engine's counters) and the CPU seconds: to hold a
+speed change to the previous version at points too large for the tests.
+
+Run: ``PYTHONPATH=<source> python bench/summa_cpu.py [--calls | --digest] P,MT [P,MT ...]``
+(default 16,8).
 To compare two versions, run it alternately on snapshots of both (``git archive <rev> | tar -x
 -C <dir>``), from outside the worktree so the snapshot is what is imported.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
 import time
 
@@ -28,9 +34,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("points", nargs="*", default=["16,8"], help="P,MT pairs")
     ap.add_argument("--calls", action="store_true", help="count Python calls (cProfile)")
+    ap.add_argument("--digest", action="store_true", help="print the exactness tests' digest")
     args = ap.parse_args()
     for point in args.points:
         p, mt = (int(v) for v in point.split(","))
+        if args.digest:
+            from tests.test_summa_exact import digest  # (the source tree's own tests)
+
+            t0 = time.process_time()
+            got = digest((p, mt, False, "fast"))
+            print(f"P={p} Mt={mt} {json.dumps(got)} cpu {time.process_time() - t0:.2f} s")
+            continue
         params = summa.SummaParams(p=p, mt=mt)
         prof = cProfile.Profile() if args.calls else None
         t0 = time.process_time()

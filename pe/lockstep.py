@@ -505,7 +505,7 @@ class VectorPhase(LockstepPhase):
         self.td = np.ones((n, 2), bool)
         self.pend = z((n, 2), np.uint64)  # the ports the head still has to go out of
         self.fresh = np.ones((n, 2), bool)  # the head's ports are still to be read from tx
-        self.cred = z((n, 2, 8), np.int8)  # (credits are at most 64: FabricConfig)
+        self.cred = z((n, 2, 8), np.int8)  # (credits are at most 64: FabricConfig; see _start)
         self.rrv = z((n, 8), np.int64)
         self.fw = z((n, 2), np.int64)
         # compute engines: queued wavelets and up-ramp credits per colour slot
@@ -557,11 +557,14 @@ class VectorPhase(LockstepPhase):
         (``_silent`` checked each table), so the credit arrays start at their home values."""
         self._alloc()
         routers = self.engine.routers
-        home = np.zeros((self.n, 2, 8), np.int8)
+        home = np.zeros((self.n, 2, 8), np.int64)
         home[:, :, :RAMP] = self.buf_wavelets
         home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
-        self.home = home
-        self.cred[:] = home
+        if home.max() > np.iinfo(self.cred.dtype).max:  # (FabricConfig caps credits at 64)
+            self.cred = self.cred.astype(np.int64)
+            self.cred_f = self.cred.reshape(-1)
+        self.home = home.astype(self.cred.dtype)
+        self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
         self.rrv[:, :5] = [r.rr for r in routers]
         self.routes_told = {(r.index, k): (r, c) for r in routers for c, k in self.slot.items()}

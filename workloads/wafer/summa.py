@@ -72,11 +72,12 @@ BATCHED_LOOP = True
 #: against). The phase takes itself out when traces are on.
 LOCKSTEP = True
 
-#: The phase costs about 60 array operations a cycle of a broadcast window whatever it moves;
-#: below this many wavelet arrivals per cycle (:func:`lockstep_rate`), or with streams shorter
-#: than ``LOCKSTEP_MIN_WORDS`` (windows of set-up with little to move), the wavelet path is the
-#: cheaper one (measured: docs/summa.md, "The lock-step phase"). Speed only: both give the same
-#: cycles and bits.
+#: The phase costs some array operations per cycle of a broadcast window whatever it moves, and
+#: a visit of every PE at its entry and exit; below this many wavelet arrivals per cycle
+#: (:func:`lockstep_rate`), or with streams shorter than ``LOCKSTEP_MIN_WORDS`` (windows of
+#: set-up with little to move), the wavelet path is the cheaper one (measured with
+#: ``bench/summa_gate.py``: docs/summa.md, "Where the phase pays"). Speed only: both give the
+#: same cycles and bits.
 LOCKSTEP_MIN_RATE = 10.0
 LOCKSTEP_MIN_WORDS = 16
 
