@@ -542,8 +542,8 @@ class VectorPhase(LockstepPhase):
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
         # told by the hooks, read before the next step that needs it
-        self.routes_told: dict[tuple[int, int], tuple[Router, int]] = {}
-        self.holds_told: dict[int, ComputeEngine] = {}
+        self.routes_told: dict[int, tuple[bool, int]] = {}  # entry -> (teardown, tx)
+        self.holds_told: dict[int, tuple[bool, int, int]] = {}  # CE -> running, hold, busy
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
         self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
@@ -567,7 +567,8 @@ class VectorPhase(LockstepPhase):
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
         self.rrv[:, :5] = [r.rr for r in routers]
-        self.routes_told = {(r.index, k): (r, c) for r in routers for c, k in self.slot.items()}
+        self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
+                            for r in routers for c, k in self.slot.items()}  # fmt: skip
         ces = [r.ce for r in routers]
         self.running[:] = [ce.running is not None for ce in ces]
         self.hold_from[:] = [ce.hold_from for ce in ces]
@@ -587,50 +588,49 @@ class VectorPhase(LockstepPhase):
         b[[int(p) for p in ports]] = True
         return int(b.view(np.uint64)[0])
 
+    def _route_state(self, route: Any) -> tuple[bool, int]:
+        """(in teardown, the tx port set) of a colour's route (None: no route)."""
+        if route is None:
+            return True, 0
+        tx = route.positions[route.pos].tx
+        # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the cache
+        # keeps the tuple, so its id is not reused)
+        hit = self._masks.get(id(tx))
+        if hit is None or hit[0] is not tx:
+            hit = self._masks[id(tx)] = (tx, self._mask(tx))
+        return route.teardown, hit[1]
+
     def _read_routes(self) -> None:
-        """Read the routes the hooks named (writes landed, teardowns applied) from the routers."""
+        """Put the route states the hooks noted (writes landed, teardowns applied) in the
+        tables."""
         told = self.routes_told
         if not told:
             return
-        entries, tds, txs = [], [], []
-        # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the
-        # cache keeps the tuple, so its id is not reused)
-        masks = self._masks
-        for (i, k), (r, colour) in told.items():
-            route = r.routes.get(colour)
-            entries.append(2 * i + k)
-            if route is None:
-                tds.append(True)
-                txs.append(0)
-                continue
-            tds.append(route.teardown)
-            tx = route.positions[route.pos].tx
-            hit = masks.get(id(tx))
-            if hit is None or hit[0] is not tx:
-                hit = masks[id(tx)] = (tx, self._mask(tx))
-            txs.append(hit[1])
-        told.clear()
-        e = np.array(entries, np.int64)
-        self.td_f[e] = tds
-        self.txm_f[e] = np.array(txs, np.uint64)
+        e = np.fromiter(told, np.int64, len(told))
+        states = told.values()
+        self.td_f[e] = [td for td, _ in states]
+        self.txm_f[e] = np.array([tx for _, tx in states], np.uint64)
         self.fresh_f[e] = True
+        told.clear()
 
     def _read_holds(self) -> None:
-        """Read the main threads' holds the CEs told of (a task dispatched or ended)."""
+        """Put the main threads' holds the CEs noted (a task dispatched or ended) in the
+        tables."""
         told = self.holds_told
         if not told:
             return
         e = np.fromiter(told, np.int64, len(told))
-        ces = told.values()
-        self.running[e] = [ce.running is not None for ce in ces]
-        self.hold_from[e] = [ce.hold_from for ce in ces]
-        self.busy_until[e] = [ce.busy_until for ce in ces]
+        holds = told.values()
+        self.running[e] = [h[0] for h in holds]
+        self.hold_from[e] = [h[1] for h in holds]
+        self.busy_until[e] = [h[2] for h in holds]
         told.clear()
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.index
-        self.holds_told[i] = ce
+        # (noted now, while the CE is in cache; the tables take it at the CEs' next pass)
+        self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
         waiting = self.waiting
         if waiting is not None and waiting[i]:
@@ -643,9 +643,10 @@ class VectorPhase(LockstepPhase):
 
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
-            k = self.slot[colour]
-            self.routes_told[(router.index, k)] = (router, colour)
-            if self.cnt_f[2 * router.index + k]:  # (else it matters only once a wavelet lands)
+            e = 2 * router.index + self.slot[colour]
+            # (noted now, while the route is in cache; the tables take it at the routers' pass)
+            self.routes_told[e] = self._route_state(router.routes.get(colour))
+            if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
     def _can_enter(self) -> bool:
@@ -879,7 +880,8 @@ class VectorPhase(LockstepPhase):
                         del self.tokw[(i, k)]
                     r = routers[i]
                     r._apply(self.cols[k], w)
-                    told[(i, k)] = (r, self.cols[k])  # teardown now (and any switch)
+                    # teardown now (and any switch)
+                    told[e_] = self._route_state(r.routes.get(self.cols[k]))
         return True
 
     def _ces(self, t: int) -> bool:
