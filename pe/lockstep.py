@@ -601,31 +601,28 @@ class VectorPhase(LockstepPhase):
             hit = self._masks[id(tx)] = (tx, self._mask(tx))
         return route.teardown, hit[1]
 
-    def _read_routes(self) -> None:
-        """Put the route states the hooks noted (writes landed, teardowns applied) in the
-        tables."""
-        told = self.routes_told
+    @staticmethod
+    def _put(told: dict[int, tuple], tables: tuple[Any, ...]) -> Any:
+        """Put the values the hooks noted (index -> one value per table) in the tables, one
+        assignment each; the indices put (None if nothing was noted)."""
         if not told:
-            return
+            return None
         e = np.fromiter(told, np.int64, len(told))
-        states = told.values()
-        self.td_f[e] = [td for td, _ in states]
-        self.txm_f[e] = np.array([tx for _, tx in states], np.uint64)
-        self.fresh_f[e] = True
+        rows = list(told.values())
+        for j, table in enumerate(tables):
+            table[e] = [row[j] for row in rows]
         told.clear()
+        return e
+
+    def _read_routes(self) -> None:
+        """The route states the hooks noted (writes landed, teardowns applied) into the tables."""
+        e = self._put(self.routes_told, (self.td_f, self.txm_f))
+        if e is not None:
+            self.fresh_f[e] = True
 
     def _read_holds(self) -> None:
-        """Put the main threads' holds the CEs noted (a task dispatched or ended) in the
-        tables."""
-        told = self.holds_told
-        if not told:
-            return
-        e = np.fromiter(told, np.int64, len(told))
-        holds = told.values()
-        self.running[e] = [h[0] for h in holds]
-        self.hold_from[e] = [h[1] for h in holds]
-        self.busy_until[e] = [h[2] for h in holds]
-        told.clear()
+        """The main threads' holds the CEs noted (a task dispatched or ended) into the tables."""
+        self._put(self.holds_told, (self.running, self.hold_from, self.busy_until))
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
