@@ -38,12 +38,14 @@ run sets ``engine.lockstep = VectorPhase(wafer, colours)`` (SUMMA does, see
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fabric.config import FabricConfig
 from fabric.routes import Dir, RouteError
 from pe.ce import MAIN_THREAD_RANK
 
@@ -506,7 +508,7 @@ class VectorPhase(LockstepPhase):
         self.td = np.ones((n, 2), bool)
         self.pend = z((n, 2), np.uint64)  # the ports the head still has to go out of
         self.fresh = np.ones((n, 2), bool)  # the head's ports are still to be read from tx
-        self.cred = z((n, 2, 8), np.int8)  # (credits are at most 64: FabricConfig; see _start)
+        self.cred = z((n, 2, 8), CREDIT_DTYPE)
         self.rrv = z((n, 8), np.int64)
         self.fw = z((n, 2), np.int64)
         # compute engines: queued wavelets and up-ramp credits per colour slot
@@ -561,9 +563,6 @@ class VectorPhase(LockstepPhase):
         home = np.zeros((self.n, 2, 8), np.int64)
         home[:, :, :RAMP] = self.buf_wavelets
         home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
-        if home.max() > np.iinfo(self.cred.dtype).max:  # (FabricConfig caps credits at 64)
-            self.cred = self.cred.astype(np.int64)
-            self.cred_f = self.cred.reshape(-1)
         self.home = home.astype(self.cred.dtype)
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
@@ -988,4 +987,17 @@ class VectorPhase(LockstepPhase):
 
 
 _OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP, -1, -1, -1], np.int64)
+
+
+def credit_dtype(cap: int) -> np.dtype:
+    """The smallest signed integer type that holds credit counts up to ``cap``."""
+    return np.min_scalar_type(-cap - 1)  # (-cap - 1: a signed type whose max is >= cap)
+
+
+#: The credit table's type: the largest home a port can have is FabricConfig's cap on
+#: ``router_buffer_wavelets`` and ``ramp_credits`` (64 today: ``int8``, 64 kB at 64x64).
+CREDIT_DTYPE = credit_dtype(
+    max(f.metadata["max"] for f in dataclasses.fields(FabricConfig)
+        if f.name in ("router_buffer_wavelets", "ramp_credits"))
+)  # fmt: skip
 _RAMP = int(Dir.RAMP)  # (a plain int: numpy compares and indexes with an IntEnum slowly)

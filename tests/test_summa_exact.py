@@ -138,6 +138,23 @@ def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
     assert phase[0] >= 1 and phase[1] == phase[2]
 
 
+def test_credit_table_holds_every_home_credit_count():
+    """The array form keeps credits in the smallest signed type that holds FabricConfig's cap
+    on a port's credits; raising the cap widens the table instead of wrapping counts."""
+    import dataclasses
+
+    import numpy as np
+
+    from fabric.config import FabricConfig
+    from pe import lockstep
+
+    caps = {f.name: f.metadata["max"] for f in dataclasses.fields(FabricConfig)}
+    cap = max(caps["router_buffer_wavelets"], caps["ramp_credits"])
+    assert np.iinfo(lockstep.CREDIT_DTYPE).max >= cap
+    for c, want in ((1, np.int8), (127, np.int8), (128, np.int16), (32768, np.int32)):
+        assert lockstep.credit_dtype(c) == want
+
+
 def test_quiet_cycles_skipped_change_nothing(monkeypatch):
     """The array form skips the cycles of a phase in which nothing can change (a step's
     set-up, waits for a task's hold or a credit): the same digest with the skipping off, and
