@@ -195,12 +195,17 @@ class LockstepPhase:
             self.active_routers[router.index] = router
 
     # -- the cycle -------------------------------------------------------------------------------
-    def _later(self, t: int, item: tuple) -> None:
-        slot = self.due.get(t)
+    @staticmethod
+    def _send(due: dict[int, list[tuple]], t: int, item: tuple) -> None:
+        """Add ``item`` to what lands at cycle ``t`` in ``due`` (cycle -> items, in order)."""
+        slot = due.get(t)
         if slot is None:
-            self.due[t] = [item]
+            due[t] = [item]
         else:
             slot.append(item)
+
+    def _later(self, t: int, item: tuple) -> None:
+        self._send(self.due, t, item)
 
     def step(self, t: int) -> bool:
         due = self.due.pop(t, None)
@@ -544,7 +549,7 @@ class VectorPhase(LockstepPhase):
         self.tok_deliver: dict[int, list[tuple[int, int, Any]]] = {}
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
-        # told by the hooks, read before the next step that needs it
+        # noted by the hooks, put in the tables at the routers' or CEs' next pass
         self.routes_told: dict[int, tuple[bool, int]] = {}  # entry -> (teardown, tx)
         self.holds_told: dict[int, tuple[bool, int, int]] = {}  # CE -> running, hold, busy
         self.left = 0  # operations the phase still runs
@@ -715,14 +720,6 @@ class VectorPhase(LockstepPhase):
                 return u
         return end
 
-    @staticmethod
-    def _send(due: dict[int, list[tuple]], t: int, batch: tuple) -> None:
-        slot = due.get(t)
-        if slot is None:
-            due[t] = [batch]
-        else:
-            slot.append(batch)
-
     def _land(self, t: int) -> bool:
         """What lands this cycle; True if anything did."""
         landed = False
@@ -844,9 +841,9 @@ class VectorPhase(LockstepPhase):
                     if not tp[p]:
                         continue
                     if p == _RAMP:
-                        self.tok_deliver.setdefault(t + lr, []).append((i, k, w))
+                        self._send(self.tok_deliver, t + lr, (i, k, w))
                     else:
-                        self.tok_arrive.setdefault(t + hop, []).append((int(nb[i, p]), k, w))
+                        self._send(self.tok_arrive, t + hop, (int(nb[i, p]), k, w))
         done = sending & (self.pend == 0)
         if done.any():
             self.cnt -= done
@@ -937,7 +934,7 @@ class VectorPhase(LockstepPhase):
                 w = op.control_wavelet
                 if op.flow_out is not None:
                     w.flow = op.flow_out
-                self.tok_arrive.setdefault(t + lr, []).append((i, k, w))
+                self._send(self.tok_arrive, t + lr, (i, k, w))
                 # the token belongs to the stream just sent: its sequence number is the length
                 self._send(self.arrivals, t + lr,
                            (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], 1))  # fmt: skip
