@@ -9,8 +9,8 @@ Run: ``python bench/cluster_bench.py COMMAND`` with COMMAND one of
 - ``sweeps``: GPT-3 on 1..64 systems (8 sequences each) and GPT-3 on 4 systems at sparsity
   0..90 %, as tables, and plots to ``out/gpt-ws-scaling.png``, ``out/gpt-ws-sparsity.png``;
 - ``calibrate``: re-run the PE-level ``ws-matmul`` calibration points and re-fit the wafer-level
-  compute model (:mod:`workloads.cluster.calibration`), then the PE programs without streamed
-  weights and their cost models (:mod:`workloads.cluster.sidecal`), printing the constants and
+  compute model (:mod:`cs2.calibration`), then the PE programs without streamed
+  weights and their cost models (:mod:`cs2.sidecal`), printing the constants and
   the error.
 
 Figures are printed, never asserted: they depend on the machine.
@@ -25,15 +25,16 @@ import pstats
 import time
 from pathlib import Path
 
+from cs2 import calibration as cal
+from cs2 import sidecal
+from runner import scenario
 from simcore import config as cfg
 from simcore.sim import Simulation
 from traces.plots import plot_comparison
-from workloads import scenario
-from workloads.cluster import calibration as cal
-from workloads.cluster import gptws, sidecal
+from wafer.programs.wscommon import WsMatmulParams
+from workloads.cluster import gptws
 from workloads.cluster.model import step_model
 from workloads.cluster.validation import scaling_points, sparsity_points
-from workloads.wafer.wscommon import WsMatmulParams
 
 
 def timed_run(p: gptws.GptWsParams, profile: bool = False) -> tuple[dict, float, int, str]:

@@ -30,7 +30,7 @@ from fabric import engine as fabric_engine
 from fabric import express
 from fabric.routes import Dir
 from pe import ce as pe_ce
-from workloads.scenario import run_kind
+from runner.scenario import run_kind
 from workloads.wafer import summa
 
 

@@ -13,8 +13,8 @@ import gc
 import time
 import tracemalloc
 
+from runner import registry, scenario
 from simcore.sim import Simulation
-from workloads import registry, scenario
 
 POINTS = (
     ("summa", ["p=16"]),

@@ -23,10 +23,10 @@ sys.path.insert(0, ROOT)
 
 
 def main() -> None:
-    from workloads import registry
+    from runner import registry
+    from runner.scenario import run_kind
     from workloads.pim.jitq import JitqParams
     from workloads.pim.study import StudyParams
-    from workloads.scenario import run_kind
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=4096)

@@ -26,7 +26,7 @@ import json
 import pstats
 import time
 
-from workloads.scenario import run_kind
+from runner.scenario import run_kind
 from workloads.wafer import summa
 
 

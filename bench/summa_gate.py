@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from workloads.scenario import run_kind
+from runner.scenario import run_kind
 from workloads.wafer import summa
 
 POINTS = ["4,8", "4,14", "8,2", "8,4", "8,8", "12,2", "12,4", "16,1", "16,2", "16,4", "24,1",

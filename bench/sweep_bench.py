@@ -36,11 +36,11 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workloads import engine, sweep  # noqa: E402 - after the path is set
+from sweeps import engine, grid  # noqa: E402 - after the path is set
 from workloads.wafer.summa import VALIDATE_POINTS  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-CLI = [sys.executable, "-m", "workloads.cli"]
+CLI = [sys.executable, "-m", "app.cli"]
 
 
 def machine() -> str:
@@ -99,7 +99,7 @@ def validate_summa(repeats: int) -> None:
 
 def overhead(points: int) -> None:
     seeds = ",".join(map(str, range(points)))
-    sw = sweep.load("link-chain", grid=[f"seed={seeds}"], overrides=["items=1", "stages=1"])
+    sw = grid.load("link-chain", grid=[f"seed={seeds}"], overrides=["items=1", "stages=1"])
     for workers in (1, 2):
         with tempfile.TemporaryDirectory() as tmp, engine.connect(workers=workers) as client:
             out = os.path.join(tmp, "tiny.parquet")

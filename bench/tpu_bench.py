@@ -34,8 +34,8 @@ CASES = [
 
 
 def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
+    from runner import registry, scenario
     from simcore import config as cfg
-    from workloads import registry, scenario
     from workloads.tpu.collective import CollectiveParams
 
     registry.load_all()

@@ -19,9 +19,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from runner import scenario
 from simcore.tracing import TraceLevel
 from traces.reader import iter_batches
-from workloads import scenario
 
 
 def run_once(items: int, level: TraceLevel, path: str) -> tuple[float, int]:

@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from pe.collectives import Collectives
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
+from wafer.collectives import Collectives
+from wafer.system import Wafer, WaferConfig
 
 
 def row_broadcasts(

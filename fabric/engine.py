@@ -375,7 +375,7 @@ class FabricEngine:
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
-        # A stepper that moves some colours' broadcasts in lock step (pe/lockstep.py), set by a
+        # A stepper that moves some colours' broadcasts in lock step (wafer/lockstep.py), set by a
         # workload that opts in; it takes operations as they begin and is told of route writes.
         self.lockstep: Any = None
 

@@ -93,7 +93,7 @@ MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
 
 class ComputeEngine:
-    """The CE of the PE at ``xy``. Built by :mod:`pe.wafer`; programs talk to it via tasks.
+    """The CE of the PE at ``xy``. Built by :mod:`wafer.system`; programs talk to it via tasks.
 
     To the fabric it is a ramp endpoint that can take part in express streams
     (:class:`fabric.express.ExpressEndpoint`), and a stepper of the wafer's ``endpoints`` group.
@@ -482,7 +482,7 @@ class ComputeEngine:
     def _begin(self, op: AsyncOp) -> None:
         lockstep = self.engine.lockstep
         if lockstep is not None and lockstep.take(self, op):
-            return  # moved by the lock-step phase (pe/lockstep.py)
+            return  # moved by the lock-step phase (wafer/lockstep.py)
         if op.express:
             return  # already carried by an express stream
         now = self.engine.now_cycle()

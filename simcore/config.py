@@ -53,6 +53,15 @@ def section(cls: type, doc: str) -> Any:
     return dataclasses.field(default_factory=cls, metadata={"doc": doc})
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScenarioParams:
+    """Fields every scenario has: the base of every kind's parameter dataclass (and of the
+    parameters of a program that more than one family runs, such as the weight-streamed matmul).
+    """
+
+    seed: int = param(0, "seed of all random streams (inputs, arbitration)", min=0, max=2**63 - 1)
+
+
 def config_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
     """The fields of a config class with their resolved types, in declaration order."""
     hints = typing.get_type_hints(cls)

@@ -28,6 +28,14 @@ collections run less often (:func:`_run_gc`). A simulation allocates short-lived
 rate, and each full collection would otherwise rescan the whole model; this changes when memory
 is reclaimed, never what is simulated.
 
+Sub-runs: a system may run simulations of its own inside a run (a CS-2 at PE fidelity runs each
+streamed product as a PE-level program in a simulation of its own). It does so through the
+parent's :attr:`Simulation.sub_runs` (:class:`SubRuns`), never by running a :class:`Simulation`
+by hand, so a sub-run shares the parent's progress hook (and with it a sweep's deadline) and
+livelock setting, an interrupt ends the whole run, and a stalled sub-run stops it with a report
+naming the sub-run. The runner installs a :class:`SubRuns` that also checks the memory budget
+and tells the progress display (:mod:`runner.subrun`).
+
 Determinism: SimPy orders events by (time, priority, insertion order); the kernel never iterates
 over unordered sets while scheduling, and random streams are per component, fixed by the seed.
 """
@@ -41,7 +49,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Generator
-from typing import Any, TextIO, cast
+from typing import Any, TextIO, TypeVar, cast
 
 import simpy
 from simpy.core import EmptySchedule
@@ -49,7 +57,7 @@ from simpy.core import EmptySchedule
 from simcore.channel import Channel, ChannelGet, ChannelPut
 from simcore.clock import ClockDomain, KernelEnv, Ticks, TimeBase
 from simcore.component import Component, Port
-from simcore.errors import BuildError
+from simcore.errors import BuildError, SimulationStalled
 from simcore.stepping import CycleScheduler
 from simcore.tracing import NullTracer, Tracer
 
@@ -136,6 +144,74 @@ class Progress:
         self.printed = True
 
 
+T = TypeVar("T")
+
+
+class SubRuns:
+    """How a simulation runs simulations nested in its run (see the module docstring).
+
+    :meth:`run` builds a child simulation with ``build``, runs it and returns what ``build``
+    returned with the :class:`RunResult`. The child has the parent's progress hook (see
+    :meth:`child_progress`) and livelock setting, and its seed unless another is given. An
+    interrupted sub-run raises ``KeyboardInterrupt``; one that stalled or livelocked raises
+    :class:`SimulationStalled` naming the sub-run. ``count`` and ``events`` total the sub-runs.
+    Subclasses (the runner's) add checks before a build and reports after a run through
+    :meth:`before` and :meth:`after`.
+    """
+
+    def __init__(self, parent: Simulation) -> None:
+        self.parent = parent
+        self.count = 0
+        self.events = 0
+
+    def run(
+        self,
+        label: str,
+        build: Callable[[Simulation], T],
+        *,
+        seed: int | None = None,
+        footprint_bytes: int | None = None,
+    ) -> tuple[T, RunResult]:
+        """Build and run the sub-run ``label`` (``footprint_bytes``: its estimated peak memory,
+        when known, for the budget check)."""
+        self.before(label, footprint_bytes)
+        parent = self.parent
+        child = Simulation(
+            seed=parent.seed if seed is None else seed,
+            progress=self.child_progress(label),
+            livelock_cycles=parent.livelock_cycles,
+        )
+        child.sub_runs = self.for_child(child)
+        handle = build(child)
+        result = child.run()
+        self.count += 1
+        self.events += result.events
+        self.after(label, child, result)
+        if result.status == "interrupted":
+            raise KeyboardInterrupt
+        if result.status in ("stalled", "livelock"):
+            raise SimulationStalled(
+                f"sub-run '{label}' {'livelocked' if result.status == 'livelock' else 'stalled'}"
+                f" at cycle {child.cycles():,}:\n  " + "\n  ".join(result.report),
+                result.report,
+            )
+        return handle, result
+
+    def for_child(self, child: Simulation) -> SubRuns:
+        """The sub-runs of a sub-run (nested again): of the same kind as this one's."""
+        return SubRuns(child)
+
+    def child_progress(self, label: str) -> Progress | None:
+        """The progress hook of a sub-run: the parent's (which may end the run at a deadline)."""
+        return self.parent.progress
+
+    def before(self, label: str, footprint_bytes: int | None) -> None:
+        """Called before a sub-run is built (the runner checks the memory budget here)."""
+
+    def after(self, label: str, child: Simulation, result: RunResult) -> None:
+        """Called when a sub-run has ended (the runner tells the progress display)."""
+
+
 class Simulation:
     """One simulated system: time base, component tree, channels, tracer and run control."""
 
@@ -163,6 +239,8 @@ class Simulation:
         self._eid_reads = 0
         #: Called with the number of components so far as each one is built (build progress).
         self.on_build: Callable[[int], None] | None = None
+        #: Runs simulations nested in this one's run (see the module docstring).
+        self.sub_runs: SubRuns = SubRuns(self)
 
     # -- build -----------------------------------------------------------------------------------
     def domain(self, name: str, freq_hz: int) -> ClockDomain:

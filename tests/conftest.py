@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workloads import registry
+from runner import registry
 
 
 @pytest.fixture(autouse=True, scope="session")

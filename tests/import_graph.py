@@ -12,7 +12,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("simcore", "traces", "fabric", "pe", "memoryx", "swarmx", "tpu", "pim", "workloads")
+#: Every top-level package and its rank: a package may import only packages of a lower rank.
+RANK = {
+    "simcore": 0,  # the kernel: time, clocks, components, channels, config, errors
+    "numerics": 0,  # number formats (bf16, fp16, MX): numpy only
+    "traces": 1,  # the trace format, reader, summaries, exports
+    "fabric": 1,  # the wafer's mesh: routers, links, wavelets
+    "pe": 2,  # the wafer's processing elements
+    "memoryx": 2,  # the weight store of the cluster
+    "swarmx": 2,  # the broadcast/reduce tree of the cluster
+    "tpu": 2,  # TPU chips, slices and the ICI
+    "pim": 2,  # HBM at DRAM-command level with PIM units
+    "wafer": 3,  # the assembled wafer: PEs on the fabric, collectives, lock-step phase, programs
+    "cs2": 4,  # a CS-2 system of the cluster, running wafer programs
+    "runner": 5,  # registry, scenarios, runs and sub-runs, budget, outputs, progress hooks
+    "workloads": 6,  # the families' kinds, validation cases, scenarios, calibration
+    "sweeps": 6,  # sweep grids, journal, tables, the Dask engine
+    "app": 7,  # the wafersim command: argument parsing, plots, terminal progress
+}
+PACKAGES = tuple(RANK)
 
 
 def _module_name(path: Path) -> str:

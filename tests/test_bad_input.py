@@ -22,10 +22,11 @@ import re
 
 import pytest
 
+from app import cli
+from runner import registry, scenario
 from simcore import config as cfg
 from simcore.errors import ConfigError
 from simcore.sim import RunResult
-from workloads import cli, registry, scenario
 
 registry.load_all()
 KINDS = sorted(registry.KINDS)
@@ -391,7 +392,7 @@ def test_every_command_and_argument_is_described():
 
 
 def test_version(capsys):
-    from workloads import __version__
+    from simcore.version import __version__
 
     with pytest.raises(SystemExit) as exc:
         cli.main(["--version"])

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from workloads import registry, scenario
-from workloads.cli import main
+from app.cli import main
+from runner import registry, scenario
 
 
 def run(capsys, *argv):

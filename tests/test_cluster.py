@@ -13,17 +13,17 @@ import json
 import numpy as np
 import pytest
 
+from app.cli import main
+from cs2 import calibration as cal
+from cs2.plan import PlanConfig, build_plan, split
+from runner import scenario
 from simcore import config as cfg
 from simcore.sim import Simulation
 from simcore.tracing import ListTracer, TraceLevel
-from workloads import scenario
-from workloads.cli import main
-from workloads.cluster import calibration as cal
+from wafer.programs.wscommon import WsMatmulParams
 from workloads.cluster import gptws
 from workloads.cluster.model import model_flops, step_model
-from workloads.cluster.plan import PlanConfig, build_plan, split
 from workloads.cluster.validation import sparse_reference_rows
-from workloads.wafer.wscommon import WsMatmulParams
 
 TINY = dict(model="custom", layers=2, hidden=16, sequence=8, vocab=32, heads=2, batch=1, steps=1)
 

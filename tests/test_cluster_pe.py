@@ -1,6 +1,6 @@
 """The GPT step's work without streamed weights on the cycle-level wafer (PE fidelity):
 the software exp and reciprocal against numpy (their error bounds), every program of
-workloads/cluster/pekernels.py against the numpy function of gpt.py, and their time coming
+cs2/pekernels.py against the numpy function of gpt.py, and their time coming
 from the PE model."""
 
 from __future__ import annotations
@@ -11,17 +11,22 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cs2 import gpt, sidecal
+from cs2 import pekernels as pk
 from pe.config import PeConfig
-from pe.wafer import WaferConfig
-from workloads.cluster import gpt, sidecal
-from workloads.cluster import pekernels as pk
+from simcore.sim import Simulation, SubRuns
+from wafer.system import WaferConfig
 
 WAFER = WaferConfig()
 
 
+#: The sub-runs of PE-level programs run outside a cluster.
+RUNS = SubRuns(Simulation())
+
+
 def one_pe(values: list[np.ndarray], body: Any, out_len: int) -> tuple[np.ndarray, int]:
     """Run ``body(t, out, ins, tmp)`` on one PE; (out, cycles)."""
-    side = pk.PeSideWork(1, 1, WAFER, 0)
+    side = pk.PeSideWork(1, 1, WAFER, RUNS)
     got: dict[str, Any] = {}
 
     def code(pe: Any) -> None:
@@ -76,7 +81,7 @@ def test_newton_reciprocal_error_bound(lo, hi):
 
 def test_elementwise_epilogues_match_numpy():
     rng = np.random.default_rng(3)
-    side = pk.PeSideWork(3, 2, WAFER, 0)  # 6 PEs, 100 elements: pieces of 17 and a short one
+    side = pk.PeSideWork(3, 2, WAFER, RUNS)  # 6 PEs, 100 elements: pieces of 17 and a short one
     u = (rng.standard_normal((4, 25)) * 3).astype(np.float32)
     dx = rng.standard_normal((4, 25)).astype(np.float32)
     g, _ = side.elementwise("gelu", u)
@@ -98,7 +103,7 @@ def test_attention_forward_and_backward_match_numpy(px, py, seqs, heads, s, dh):
     h = heads * dh
     qkv = rng.standard_normal((seqs * s, 3 * h)).astype(np.float32)
     da = rng.standard_normal((seqs * s, h)).astype(np.float32)
-    side = pk.PeSideWork(px, py, WAFER, 0)
+    side = pk.PeSideWork(px, py, WAFER, RUNS)
     a, p, c_fwd = side.attention(qkv, seqs, heads)
     ref_a, ref_p = gpt.attention(qkv, seqs, heads)
     np.testing.assert_allclose(p, ref_p, atol=1e-6)
@@ -112,7 +117,7 @@ def test_loss_matches_numpy():
     rng = np.random.default_rng(5)
     logits = (rng.standard_normal((12, 40)) * 4).astype(np.float32)
     targets = rng.integers(0, 40, 12)
-    loss, d, _ = pk.PeSideWork(2, 2, WAFER, 0).loss(logits, targets, 24)
+    loss, d, _ = pk.PeSideWork(2, 2, WAFER, RUNS).loss(logits, targets, 24)
     ref_loss, ref_d = gpt.loss_grad(logits, targets, 24)
     assert loss == pytest.approx(ref_loss, rel=pk.EXP_REL_ERROR)
     np.testing.assert_allclose(d, ref_d, atol=1e-8)
@@ -122,11 +127,11 @@ def test_program_time_comes_from_the_pe_model():
     """Slower add-like ops (1 element a cycle instead of 2) and a longer instruction setup
     lengthen the GELU program; the numbers are not a formula of the sizes."""
     u = np.linspace(-4, 4, 256, dtype=np.float32).reshape(8, 32)
-    base = pk.PeSideWork(2, 2, WAFER, 0).elementwise("gelu", u)[1]
+    base = pk.PeSideWork(2, 2, WAFER, RUNS).elementwise("gelu", u)[1]
     narrow = dataclasses.replace(WAFER, pe=PeConfig(fadds_simd_width=1))
-    slow = pk.PeSideWork(2, 2, narrow, 0).elementwise("gelu", u)[1]
+    slow = pk.PeSideWork(2, 2, narrow, RUNS).elementwise("gelu", u)[1]
     setup = dataclasses.replace(WAFER, pe=PeConfig(dsd_setup_cycles=8))
-    slower = pk.PeSideWork(2, 2, setup, 0).elementwise("gelu", u)[1]
+    slower = pk.PeSideWork(2, 2, setup, RUNS).elementwise("gelu", u)[1]
     assert slow > 1.5 * base and slower > base
 
 
@@ -203,7 +208,7 @@ def test_data_words_is_what_the_programs_allocate(px, py):
     seqs, heads, s, h, vocab = 2, 2, 8, 8, 24
     t = seqs * s
     rng = np.random.default_rng(1)
-    side = pk.PeSideWork(px, py, WAFER, 0)
+    side = pk.PeSideWork(px, py, WAFER, RUNS)
     u = rng.standard_normal((t, 4 * h)).astype(np.float32)
     for kind, args in (("add", (u, u)), ("gelu", (u,)), ("gelu-grad", (u, u))):
         side.elementwise(kind, *args)

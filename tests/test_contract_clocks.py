@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from runner import scenario
 from simcore import Component, Simulation
-from workloads import scenario
 
 NOISY = {"wall_s", "kernel_events", "trace"}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import registry
+from runner import registry
 
 registry.load_all()
 ROOT = Path(__file__).resolve().parents[1]

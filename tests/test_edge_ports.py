@@ -8,9 +8,9 @@ import pytest
 
 from fabric.wavelet import Wavelet
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
 from simcore import Component, Simulation
 from simcore.errors import BuildError
+from wafer.system import Wafer, WaferConfig
 
 WAFER_HZ = 850_000_000
 

@@ -8,13 +8,13 @@ import json
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from app import cli
 from simcore.errors import TraceError
 from tests.trace_samples import write_wafer_trace
 from traces.chrome_json import export_chrome_json
 from traces.export import export
 from traces.layout import Lanes, build_tree, display_segments
 from traces.perfetto import CLOCK_ID, clock_unit, export_perfetto
-from workloads import cli
 
 TE = pb.TrackEvent
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import registry, scenario
+from runner import registry, scenario
 from workloads.kernel import linkchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,9 +123,9 @@ def test_a_family_that_fails_leaves_the_tables_as_they_were(monkeypatch, empty_r
 
 def test_importing_workloads_registers_nothing():
     code = (
-        "import workloads.cli, workloads.kernel, workloads.wafer, workloads.cluster, "
+        "import app.cli, workloads.kernel, workloads.wafer, workloads.cluster, "
         "workloads.tpu, workloads.pim\n"
-        "from workloads import registry\n"
+        "from runner import registry\n"
         "assert registry.KINDS == {} and registry.CASES == {}, registry.KINDS\n"
         "registry.load_all()\n"
         "print(len(registry.KINDS), len(registry.CASES))\n"

@@ -17,10 +17,11 @@ import json
 
 import pytest
 
+from app import cli
+from app.progress import PointProgress, RunProgress
+from runner import budget, registry, scenario
 from simcore.errors import BuildError
 from simcore.sim import Simulation
-from workloads import budget, cli, registry, scenario
-from workloads.progress import PointProgress, RunProgress
 
 
 def test_the_runner_reports_each_point_as_it_finishes():

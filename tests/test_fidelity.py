@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wafer_programs import chained_row_broadcasts
 
-from pe.collectives import Collectives
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
+from runner import registry
+from runner.scenario import Scenario, run_scenario
 from simcore import Simulation
-from workloads import registry
-from workloads.scenario import Scenario, run_scenario
+from wafer.collectives import Collectives
+from wafer.system import Wafer, WaferConfig
 from workloads.wafer import wse
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -30,10 +30,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.cli import main
+from runner import registry, scenario
 from simcore import config as cfg
 from simcore import sim as simmod
-from workloads import registry, scenario
-from workloads.cli import main
 
 registry.load_all()
 SCENARIOS = scenario.builtin_names()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from workloads import registry, scenario
+from runner import registry, scenario
 
 GOLDEN = Path(__file__).parent / "golden"
 NOISY = {"wall_s", "kernel_events", "trace", "config"}  # host-dependent or inputs: not compared

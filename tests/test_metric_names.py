@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from app.cli import main
 from simcore import sim as simmod
-from workloads.cli import main
 
 
 def run_json(capsys, *argv):

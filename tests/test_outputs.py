@@ -24,9 +24,9 @@ import time
 
 import pytest
 
+from app import cli
 from traces.reader import read_trace
 from traces.writer import TraceWriter
-from workloads import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTINEL = b"precious bytes the user had before\n"
@@ -43,7 +43,7 @@ OUTPUTS = {
     (("sweep",), "--output"),
 }
 #: Outputs the two tests below do not drive, and why they are safe: both write through
-#: workloads/outputs.py (plot sweep in cmd_plot beside the other plots; the sweep table in
+#: runner/outputs.py (plot sweep in cmd_plot beside the other plots; the sweep table in
 #: sweep.write_table), and need a Dask cluster to produce their input.
 COVERED_BY_THE_SAME_PATH = {(("plot", "sweep"), "--output"), (("sweep",), "--output")}
 #: Option names (dests) that are files a command writes.
@@ -118,7 +118,7 @@ _DRIVER = """
 import json, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (MAXBYTES, MAXBYTES))
-from workloads.cli import main
+from app.cli import main
 results = []
 for argv in json.loads(sys.argv[1]):
     code = main(argv)
@@ -211,7 +211,7 @@ def test_kill_ends_a_run_like_ctrl_c(tmp_path):
     path = tmp_path / "t.arrows"
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workloads.cli", "run", "link-chain", "--set", "items=10000000",
+        [sys.executable, "-m", "app.cli", "run", "link-chain", "--set", "items=10000000",
          "--trace", str(path), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
     )  # fmt: skip

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
 from simcore import Simulation
 from simcore.tracing import TraceLevel
+from wafer.system import Wafer, WaferConfig
 
 COLOUR = 1
 

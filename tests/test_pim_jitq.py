@@ -9,15 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app import cli
 from pim import jitq, mx
 from pim.stack import HbmConfig, HbmStack
+from runner import scenario
+from runner.scenario import run_kind
 from simcore import Simulation
 from simcore.errors import ConfigError
 from simcore.tracing import TraceLevel
 from traces.reader import read_trace
-from workloads import cli, scenario
 from workloads.pim.jitq import JitqParams, model, planes_of
-from workloads.scenario import run_kind
 
 COMBOS = [
     (f, p, d) for f in jitq.FORMATS for p in jitq.PLACEMENTS for d in jitq.DIRECTIONS

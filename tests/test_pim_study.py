@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from workloads import cli
+from app import cli
+from simcore.sim import Simulation
 from workloads.pim import study
 from workloads.pim.study import MODELS, GpuConfig, StudyParams
 
@@ -46,9 +47,11 @@ def test_study_metrics_and_the_all_table(capsys):
 
 def test_larger_formats_free_more_memory():
     savings = [
-        study.study("gpt3-175b", StudyParams(format=f, calibration_rows=256, placement="tiled"))[
-            "capacity_savings_pct"
-        ]
+        study.study(
+            Simulation(),
+            "gpt3-175b",
+            StudyParams(format=f, calibration_rows=256, placement="tiled"),
+        )["capacity_savings_pct"]
         for f in ("mx4", "mx6", "mx9")
     ]
     assert savings == sorted(savings)

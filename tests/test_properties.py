@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernel_harness import run_pair
 
+from runner import scenario
 from simcore.tracing import TraceLevel
-from workloads import scenario
 from workloads.kernel import linkchain
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

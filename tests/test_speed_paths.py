@@ -25,8 +25,8 @@ import pytest
 from pe import isa
 from pe.config import PeConfig
 from pe.memory import Sram
+from runner.scenario import run_kind
 from simcore.tracing import TraceLevel
-from workloads.scenario import run_kind
 from workloads.wafer import summa
 
 # (p, mt, overlap, fidelity) -> (cycles, compute, comm, control, critical PE)
@@ -144,9 +144,9 @@ def _row_broadcast_run(width: int, words: int, rounds: int, fidelity: str, level
 
     from wafer_programs import chained_row_broadcasts
 
-    from pe.wafer import WaferConfig
     from simcore import Simulation
     from simcore.tracing import ListTracer
+    from wafer.system import WaferConfig
 
     tracer = ListTracer(level)
     sim = Simulation(tracer=tracer)

@@ -12,11 +12,11 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.cli import main
+from runner import registry, scenario
 from simcore import config as cfg
 from simcore.errors import ConfigError
 from simcore.sim import Simulation
-from workloads import registry, scenario
-from workloads.cli import main
 from workloads.wafer import sparse, spmv
 
 DATA = pathlib.Path(__file__).parent / "data"

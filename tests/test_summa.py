@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.cli import main
 from pe.config import PeConfig
+from runner import registry
+from runner.scenario import Scenario, run_points, run_scenario
 from simcore import config as cfg
 from simcore.errors import ConfigError
-from workloads import registry
-from workloads.cli import main
-from workloads.scenario import Scenario, run_points, run_scenario
 from workloads.wafer import summa
 
 FAST = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

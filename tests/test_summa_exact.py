@@ -8,7 +8,7 @@ the fabric engine or the compute engine that moves one cycle, one mark or one bi
 
 The sweep covers P <= 8, Mt <= 8, overlap on and off, in the fast fidelity, and a few points in
 the reference fidelity. In the fast fidelity SUMMA's broadcasts (which share every PE's ramp, so
-no express stream can carry them) are moved by the lock-step phase (:mod:`pe.lockstep`) unless
+no express stream can carry them) are moved by the lock-step phase (:mod:`wafer.lockstep`) unless
 overlap makes them medium priority; each point also checks that the phase moved every wavelet
 where it claims to, and a few points run the phase off and in its scalar form. The default tier
 runs a subset; ``-m slow`` the whole sweep.
@@ -124,7 +124,7 @@ def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
     """The same points with the phase off (every wavelet through the engine: the reference
     the digests were recorded with) and with the phase's scalar form (``LockstepPhase``, the
     rules written out per router and CE, which the array form follows) give the digests too."""
-    from pe import lockstep
+    from wafer import lockstep
 
     want = _recorded()[_key(point)]
     monkeypatch.setattr(summa, "LOCKSTEP", False)
@@ -146,7 +146,7 @@ def test_credit_table_holds_every_home_credit_count():
     import numpy as np
 
     from fabric.config import FabricConfig
-    from pe import lockstep
+    from wafer import lockstep
 
     caps = {f.name: f.metadata["max"] for f in dataclasses.fields(FabricConfig)}
     cap = max(caps["router_buffer_wavelets"], caps["ramp_credits"])
@@ -159,7 +159,7 @@ def test_quiet_cycles_skipped_change_nothing(monkeypatch):
     """The array form skips the cycles of a phase in which nothing can change (a step's
     set-up, waits for a task's hold or a credit): the same digest with the skipping off, and
     it did skip."""
-    from pe import lockstep
+    from wafer import lockstep
 
     point = (4, 8, False, "fast")
     seen: list = []

@@ -7,12 +7,13 @@ import json
 import numpy as np
 import pytest
 
+from app import cli
+from app.plots import plot_validate
+from runner import registry
 from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
 from traces import plots
 from traces.summary import summarize, union_length
-from workloads import cli, registry
-from workloads.plots import plot_validate
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -20,10 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 from kernel_harness import Dst, Src
 
+from app.cli import main
+from runner import registry, scenario
 from simcore import Component, Simulation
 from simcore.errors import BuildError, ConfigError, ScenarioError, WafersimError
-from workloads import engine, registry, scenario, sweep
-from workloads.cli import main
+from sweeps import engine, grid, tables
+from sweeps.journal import Journal
 from workloads.kernel.linkchain import LinkChainParams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,24 +58,24 @@ def grid_sweep(tmp_path: Path, *, extra: str = "") -> str:
 
 
 def measured_dropped(table) -> Any:
-    return table.drop_columns(list(sweep.MEASURED))
+    return table.drop_columns(list(grid.MEASURED))
 
 
 # -- the sweep's points, without a cluster ---------------------------------------------------------
 def test_values_of_an_axis():
-    assert sweep.parse_values("p=4,8,16") == ("p", [4, 8, 16])
-    assert sweep.parse_values("flavour=fwd,bwd") == ("flavour", ["fwd", "bwd"])
-    assert sweep.parse_values("x=1.5, true") == ("x", [1.5, True])
-    assert sweep.parse_values("pair=[1,2],[3,4]") == ("pair", [[1, 2], [3, 4]])
+    assert grid.parse_values("p=4,8,16") == ("p", [4, 8, 16])
+    assert grid.parse_values("flavour=fwd,bwd") == ("flavour", ["fwd", "bwd"])
+    assert grid.parse_values("x=1.5, true") == ("x", [1.5, True])
+    assert grid.parse_values("pair=[1,2],[3,4]") == ("pair", [[1, 2], [3, 4]])
     with pytest.raises(ConfigError) as err:
-        sweep.parse_values("p")
+        grid.parse_values("p")
     assert str(err.value) == (
         "config key 'p': an axis must look like KEY=V1,V2,...; e.g. --grid p=4,8,16"
     )
 
 
 def test_crossed_and_zipped_axes_in_order(tmp_path):
-    sw = sweep.load(grid_sweep(tmp_path), grid=["pipe=false,true"])
+    sw = grid.load(grid_sweep(tmp_path), grid=["pipe=false,true"])
     assert sw.keys == ["stages", "items", "sink_interval_cycles", "pipe"]
     combos = list(sw.combinations())
     assert len(combos) == 2 * 3 * 2
@@ -90,26 +92,26 @@ def test_crossed_and_zipped_axes_in_order(tmp_path):
         "config key 'sink_interval_cycles' = 0: out of range; allowed: 1 .. 10000"
     )
     # --set wins over the file's [set]; the hash follows the full configuration
-    again = sweep.load(grid_sweep(tmp_path), grid=["pipe=false,true"], overrides=["seed=4"])
+    again = grid.load(grid_sweep(tmp_path), grid=["pipe=false,true"], overrides=["seed=4"])
     assert again.points()[0].params.seed == 4
     assert again.points()[0].config_hash != points[0].config_hash
-    assert sweep.load(grid_sweep(tmp_path)).points()[0].config_hash == points[0].config_hash
+    assert grid.load(grid_sweep(tmp_path)).points()[0].config_hash == points[0].config_hash
 
 
 def test_a_key_the_scenario_lacks_is_an_error_of_the_sweep(tmp_path):
     with pytest.raises(ConfigError) as err:
-        sweep.load("link-chain", grid=["stagse=1,2"]).points()
+        grid.load("link-chain", grid=["stagse=1,2"]).points()
     assert str(err.value) == (
         "config key 'stagse': unknown key; allowed: seed, stages, items, latency_cycles, "
         "capacity, items_per_cycle, pipe, sink_interval_cycles, clock_hz; did you mean 'stages'?"
     )
     with pytest.raises(ScenarioError) as err:
-        sweep.load("link-chain", zip_=["stages=1,2", "items=5"])
+        grid.load("link-chain", zip_=["stages=1,2", "items=5"])
     assert str(err.value) == (
         "--zip: zipped lists must have the same length (stages has 2, items has 1)"
     )
     with pytest.raises(ScenarioError) as err:
-        sweep.load("link-chain", grid=["stages=1,2", "stages=3"])
+        grid.load("link-chain", grid=["stages=1,2", "stages=3"])
     assert str(err.value) == "sweep key(s) stages on more than one axis; keep one"
 
 
@@ -203,7 +205,7 @@ def test_a_point_stuck_while_building_is_stopped_at_its_limit(monkeypatch):
 
 # -- on a cluster ----------------------------------------------------------------------------------
 def test_a_sweep_on_two_workers(client2, tmp_path):
-    sw = sweep.load(grid_sweep(tmp_path))
+    sw = grid.load(grid_sweep(tmp_path))
     out = str(tmp_path / "t.parquet")
     outcome = engine.run_sweep(client2, sw, out, traces=str(tmp_path / "traces"))
     assert (outcome.points, outcome.ran, outcome.skipped, outcome.workers) == (6, 4, 0, 2)
@@ -237,7 +239,7 @@ def test_a_sweep_on_two_workers(client2, tmp_path):
 
 
 def test_the_same_table_with_one_and_two_workers(client1, client2, tmp_path):
-    sw = sweep.load("link-chain", grid=["stages=1,2,4", "items=30,300"], overrides=["seed=1"])
+    sw = grid.load("link-chain", grid=["stages=1,2,4", "items=30,300"], overrides=["seed=1"])
     tables = []
     for client, name in ((client1, "one"), (client2, "two")):
         out = str(tmp_path / f"{name}.parquet")
@@ -250,7 +252,7 @@ def test_the_same_table_with_one_and_two_workers(client1, client2, tmp_path):
 
 
 def test_failed_points_are_recorded_retried_and_the_sweep_goes_on(client2, tmp_path):
-    sw = sweep.load("link-chain", grid=["items=20,100000,30"])
+    sw = grid.load("link-chain", grid=["items=20,100000,30"])
     out = str(tmp_path / "t.parquet")
     outcome = engine.run_sweep(client2, sw, out, time_limit_s=0.01, retries=1)
     assert outcome.counts == {"completed": 2, "timeout": 1}
@@ -266,7 +268,7 @@ def test_failed_points_are_recorded_retried_and_the_sweep_goes_on(client2, tmp_p
 
 
 def test_the_same_configuration_twice_runs_once(client1, tmp_path):
-    sw = sweep.load("link-chain", grid=["items=5,5,6"], overrides=["seed=0"])
+    sw = grid.load("link-chain", grid=["items=5,5,6"], overrides=["seed=0"])
     outcome = engine.run_sweep(client1, sw, str(tmp_path / "d.parquet"))
     assert (outcome.points, outcome.ran) == (3, 2)
     rows = pq.read_table(str(tmp_path / "d.parquet")).to_pylist()
@@ -288,7 +290,7 @@ def test_a_point_that_kills_its_worker_is_found_and_recorded(client1, tmp_path, 
         return real(kind, items, **options)
 
     monkeypatch.setattr(engine, "run_chunk", dies_at_13)
-    sw = sweep.load("link-chain", grid=["items=" + ",".join(map(str, range(1, 31)))])
+    sw = grid.load("link-chain", grid=["items=" + ",".join(map(str, range(1, 31)))])
     out = str(tmp_path / "c.parquet")
     outcome = engine.run_sweep(client1, sw, out, retries=1)
     assert outcome.counts == {"completed": 29, "crashed": 1}
@@ -302,12 +304,12 @@ def test_resume_after_the_sweep_is_killed(client2, tmp_path):
     """A ``wafersim sweep`` process is killed (SIGKILL) part-way: a second run reuses the
     journal's points and ends with the table a sweep without a kill gives."""
     # points of a quarter of a second or more run one per task: results arrive one by one
-    grid = ["stages=1,2", "items=8000,8001"]
+    axes = ["stages=1,2", "items=8000,8001"]
     out = tmp_path / "k.parquet"
     journal = Path(str(out) + ".journal.jsonl")
-    cmd = [sys.executable, "-m", "workloads.cli", "sweep", "link-chain", "--quiet",
+    cmd = [sys.executable, "-m", "app.cli", "sweep", "link-chain", "--quiet",
            "--scheduler", client2.scheduler.address, "-o", str(out)]  # fmt: skip
-    for g in grid:
+    for g in axes:
         cmd += ["--grid", g]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -321,9 +323,9 @@ def test_resume_after_the_sweep_is_killed(client2, tmp_path):
     proc.wait()
     proc.stderr.close()
     assert not out.exists()
-    kept = len(sweep.Journal(str(out)).read())
+    kept = len(Journal(str(out)).read())
     assert 1 <= kept < 4
-    sw = sweep.load("link-chain", grid=grid)
+    sw = grid.load("link-chain", grid=axes)
     outcome = engine.run_sweep(client2, sw, str(out))
     assert (outcome.points, outcome.ran, outcome.skipped) == (4, 4 - kept, kept)
     fresh = tmp_path / "fresh.parquet"
@@ -367,7 +369,7 @@ def test_sweep_and_plot_sweep_commands(client2, tmp_path, capsys):
 
 
 def test_cluster_options_are_checked(capsys):
-    with pytest.raises(SystemExit) as exc:  # a checked type (workloads/argtypes.py)
+    with pytest.raises(SystemExit) as exc:  # a checked type (app/argtypes.py)
         main(["sweep", "link-chain", "--workers", "0", "--quiet"])
     assert exc.value.code == 2
     assert capsys.readouterr().err.endswith(
@@ -382,7 +384,7 @@ def test_cluster_options_are_checked(capsys):
 
 def test_a_sweep_table_that_is_not_one_is_a_clear_error(tmp_path):
     with pytest.raises(WafersimError) as err:
-        sweep.read_table(str(tmp_path / "none.parquet"))
+        tables.read_table(str(tmp_path / "none.parquet"))
     assert str(err.value) == (
         f"sweep table '{tmp_path / 'none.parquet'}' does not exist (write one with wafersim sweep)"
     )
@@ -400,7 +402,7 @@ def test_the_docs_sweep_file_is_a_sweep(tmp_path):
     (text,) = doc_blocks("toml")
     path = tmp_path / "grid.toml"
     path.write_text(text)
-    sw = sweep.load(str(path))
+    sw = grid.load(str(path))
     assert sw.output == "out/summa-grid.parquet" and sw.fixed == (("wafer.fidelity", "fast"),)
     assert sw.keys == ["p", "mt", "seed", "wafer.fabric.hop_latency_cycles", "wafer.clock_hz"]
     points = sw.points()
@@ -414,7 +416,7 @@ def test_the_docs_reading_examples_run(client1, tmp_path, monkeypatch, capsys):
     text = "\n".join(blocks)
     assert "import duckdb" in text and "import polars" in text and "pyarrow.parquet" in text
     monkeypatch.chdir(tmp_path)
-    sw = sweep.load("summa", grid=["p=2,4", "mt=1,4,64"])
+    sw = grid.load("summa", grid=["p=2,4", "mt=1,4,64"])
     engine.run_sweep(client1, sw, "out/sweep.parquet")
     for i, block in enumerate(blocks):
         exec(compile(block, f"{DOC}:python block {i}", "exec"), {})

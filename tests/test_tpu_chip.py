@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from runner import scenario
 from simcore import Component, Simulation
 from simcore import config as cfg
 from tpu.chip import Job, TensorChip, mxu_function
 from tpu.chips import CHIPS
-from workloads import scenario
 from workloads.tpu import models
 from workloads.tpu.common import to_bf16
 from workloads.tpu.matmul import MatmulParams

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.cli import main
+from runner import scenario
 from simcore import config as cfg
 from simcore.errors import ConfigError
-from workloads import scenario
-from workloads.cli import main
 from workloads.tpu.collective import CollectiveParams
 from workloads.tpu.p2p import P2pParams
 

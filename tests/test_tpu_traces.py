@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 
+from runner import scenario
 from traces import read_trace
 from traces.chrome_json import export_chrome_json
 from traces.perfetto import export_perfetto
-from workloads import scenario
 
 SETS = ["topology=2x2", "i=64", "j=256", "k=256", "blocks=2"]
 

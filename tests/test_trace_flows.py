@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from app.cli import main
 from traces.layout import prepass
-from workloads.cli import main
 
 #: (scenario, overrides, the largest share of the path between its slices). Between slices
 #: the path is in flight on the fabric (ops-level traces have no per-hop slices) or waiting:

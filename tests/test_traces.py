@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
+import simcore.version
 import traces.schema
-import workloads
+from runner import scenario
 from simcore.errors import TraceError
 from simcore.sim import RUN_STATUSES as KERNEL_STATUSES
 from traces import TraceLevel, TraceWriter, read_header, read_trace
 from traces.schema import RUN_STATUSES
-from workloads import scenario
 
 
 def write_sample(path, n=10, batch_rows=4):
@@ -120,9 +120,9 @@ def test_one_version_string_in_package_metadata_and_trace_headers(tmp_path):
     pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert "version" not in pyproject["project"] and pyproject["project"]["dynamic"] == ["version"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "workloads.__version__"
+        "attr": "simcore.version.__version__"
     }
     sc = scenario.find("link-chain")
     path = str(tmp_path / "v.arrows")
     scenario.run_scenario(sc, scenario.resolve_params(sc, ["items=3"]), trace_path=path)
-    assert read_header(path)["wafersim_version"] == workloads.__version__
+    assert read_header(path)["wafersim_version"] == simcore.version.__version__

@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabric.routes import RouteError
-from pe.collectives import Collectives
 from pe.memory import SramOverflowError
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
+from runner import registry
+from runner.scenario import Scenario, run_scenario
 from simcore import Simulation
 from simcore.errors import BuildError, SimulationStalled
-from workloads import registry
-from workloads.scenario import Scenario, run_scenario
+from wafer.collectives import Collectives
+from wafer.system import Wafer, WaferConfig
 from workloads.wafer import wse
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 
@@ -559,9 +559,9 @@ def test_a_long_wait_that_ends_is_no_livelock():
 
 
 def test_cli_reports_a_livelock_and_keeps_the_trace(tmp_path, capsys):
+    from app.cli import main
+    from runner import scenario
     from traces.reader import read_trace
-    from workloads import scenario
-    from workloads.cli import main
 
     kind = registry.WorkloadKind(
         name="spin", summary="a task polls forever", params=registry.ScenarioParams,

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.cli import main
 from fabric.wavelet import Wavelet
+from runner import registry
+from runner.scenario import Scenario, run_points, run_scenario
 from simcore import config as cfg
 from simcore.errors import ConfigError
-from workloads import registry
-from workloads.cli import main
-from workloads.scenario import Scenario, run_points, run_scenario
-from workloads.wafer import wscommon, wsfwd, wsgrad
+from wafer.programs import wscommon, wsfwd, wsgrad
 
 #: A scenario file's text, to run the CLI on a path rather than a built-in name.
 SCENARIO = """kind = "ws-matmul"

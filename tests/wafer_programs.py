@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.collectives import Collectives
 from pe.program import Layout
-from pe.wafer import Wafer
+from wafer.collectives import Collectives
+from wafer.system import Wafer
 
 
 def chained_row_broadcasts(width: int, height: int, words: int, rounds: int, seed: int):

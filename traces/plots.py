@@ -7,7 +7,7 @@
   ``max_slices`` slices are drawn, the first ones in time).
 * :func:`plot_comparison` — simulated vs analytical model (and a published reference, where
   there is one) at labelled points. It takes plain values: running a validation case to get them
-  is the workloads' business (``workloads/plots.py``), since traces is a lower layer and imports
+  is the workloads' business (``app/plots.py``), since traces is a lower layer and imports
   nothing but simcore.
 
 A roofline for TPU chips is a planned addition once a TPU scenario exists. The output format

@@ -8,11 +8,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from runner import scenario
 from tests.trace_samples import write_wafer_trace
 from traces import read_trace
 from traces.chrome_json import export_chrome_json
 from traces.perfetto import export_perfetto
-from workloads import scenario
 
 pytestmark = pytest.mark.browser
 

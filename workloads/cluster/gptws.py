@@ -22,6 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from cs2 import gpt
+from cs2.pekernels import PeSideWork, data_words
+from cs2.plan import PlanConfig, build_plan
+from cs2.system import Cs2, Cs2Config, Function, PeProducts
 from memoryx.plan import Entry
 from memoryx.service import MemoryX, MemoryXConfig, TensorData
 from memoryx.store import (
@@ -32,18 +36,14 @@ from memoryx.store import (
     place,
     update_rows,
 )
+from runner import registry
 from simcore.component import Component
 from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from swarmx.node import BroadcastReduceNode, SwarmXConfig
 from swarmx.tree import boxes, build_tree, hops, nodes
-from workloads import registry
-from workloads.cluster import gpt
 from workloads.cluster import model as cluster_model
-from workloads.cluster.cs2 import Cs2, Cs2Config, Function, PeProducts
-from workloads.cluster.pekernels import PeSideWork, data_words
-from workloads.cluster.plan import PlanConfig, build_plan
 
 MODEL_NAMES = (*gpt.MODELS, "custom")
 SECONDS_PER_WEEK = 604_800
@@ -272,8 +272,8 @@ def build(sim: Simulation, p: GptWsParams) -> Cluster:
     for k in range(p.systems):
         fn = pe = side = None
         if p.fidelity == "pe":
-            pe = PeProducts(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, p.seed)
-            side = PeSideWork(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, p.seed)
+            pe = PeProducts(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, sim.sub_runs)
+            side = PeSideWork(p.cs2.pe_px, p.cs2.pe_py, p.cs2.wafer, sim.sub_runs)
         if tokens is not None:
             ids, tgt = (a[k * seqs : (k + 1) * seqs] for a in tokens)
             fn = Function(shape, ids, tgt, seqs * p.systems * shape.sequence, pe, side)
@@ -402,7 +402,7 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
     }
     if p.systems > 1:
         one = dataclasses.replace(p, systems=1, batch=seqs)
-        alone = _run_alone(one)
+        alone = _run_alone(sim, one)
         out["scaling_efficiency"] = alone / step_s if step_s else 0.0
     if p.carries_data:
         out.update(functional_check(p, c))
@@ -427,13 +427,10 @@ def interconnect_bits_per_s(p: GptWsParams, c: Cluster, step: int) -> float:
     return max(down, up) * 8 * iterations / SECONDS_PER_WEEK
 
 
-def _run_alone(p: GptWsParams) -> float:
-    sim = Simulation(seed=p.seed)
-    c = build(sim, p)
-    result = sim.run()
-    if result.status != "completed":
-        raise RuntimeError(f"the one-system reference run ended {result.status}")
-    return step_window(sim, c)[0]
+def _run_alone(sim: Simulation, p: GptWsParams) -> float:
+    """The step time of ``p`` (one system) in a sub-run of ``sim``."""
+    (child, c), _ = sim.sub_runs.run("one-system reference", lambda s: (s, build(s, p)))
+    return step_window(child, c)[0]
 
 
 #: Gradient noise the functional check allows, relative to a tensor's largest gradient: FP32

@@ -7,7 +7,7 @@ weights in twice, FP32 gradients out, per parameter per step). P and tokens are 
 (a custom model: its structural P and 3·10^11 tokens).
 
 **Step time** of the simulated configuration, read from the same execution plan the simulation
-walks (:func:`workloads.cluster.plan.build_plan`), as a recurrence over its chunks
+walks (:func:`cs2.plan.build_plan`), as a recurrence over its chunks
 (:func:`step_model`): the wafer's compute per chunk (the CS-2's compute model, the one the
 wafer-level component uses), each chunk's serialisations and link latencies over the h links
 between MemoryX and a CS-2, the updates. The step boundary is what nothing hides: the first
@@ -30,12 +30,12 @@ import dataclasses
 import math
 from typing import Any
 
+from cs2 import gpt
+from cs2.plan import build_plan
+from cs2.system import matmul_cycles, side_cycles
 from memoryx.plan import Entry
 from memoryx.store import BYTES_PER_PARAM
 from swarmx.tree import FANOUT
-from workloads.cluster import gpt
-from workloads.cluster.cs2 import matmul_cycles, side_cycles
-from workloads.cluster.plan import build_plan
 
 SECONDS_PER_WEEK = 604_800
 CUSTOM_TOKENS = 3e11
@@ -200,7 +200,7 @@ def model_flops(shape: gpt.Shape, tokens: int, density: float, forward: bool = F
     non-zero weight of the decoder and head (the embedding is a gather), plus attention's
     2 x 2 S H per token forward, twice that backward; ``forward``: the forward pass only (the
     inference FLOPs). The simulation counts the FLOPs of the work each CS-2 does
-    (:meth:`workloads.cluster.plan.Work.flops`); the two agree up to the rounding of non-zeros
+    (:meth:`cs2.plan.Work.flops`); the two agree up to the rounding of non-zeros
     per row (tested)."""
     h, s = shape.hidden, shape.sequence
     weights = 12 * shape.layers * h * h * density + shape.vocab * h

@@ -19,9 +19,9 @@
 
 from __future__ import annotations
 
+from cs2 import gpt
+from runner import registry
 from simcore import config as cfg
-from workloads import registry
-from workloads.cluster import gpt
 from workloads.cluster.gptws import GptWsParams
 from workloads.cluster.model import requirements, step_model, tree_shape
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from runner import registry
 from simcore.component import Component
 from simcore.config import param
 from simcore.sim import RunResult, Simulation
 from simcore.tracing import TraceLevel
-from workloads import registry
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -21,9 +21,9 @@ import numpy as np
 
 from pim.controller import Request
 from pim.stack import HbmConfig, HbmStack
+from runner import registry
 from simcore.config import param, section
 from simcore.sim import RunResult, Simulation
-from workloads import registry
 from workloads.pim.jitq import PCH_BYTES
 
 

@@ -30,9 +30,9 @@ import numpy as np
 from pim import jitq as kernel
 from pim import mx
 from pim.stack import HbmConfig, HbmStack
+from runner import registry
 from simcore.config import param, section
 from simcore.sim import RunResult, Simulation
-from workloads import registry
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -30,19 +30,17 @@ configurations for the others, with the tensor/pipeline parallelism chosen there
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
 from typing import Any
 
 from pim import jitq as kernel
 from pim import mx
+from runner import registry, subrun
 from simcore.component import Component
 from simcore.config import param, section
 from simcore.sim import RunResult, Simulation
 from simcore.tracing import TraceLevel
-from workloads import registry
 from workloads.pim.jitq import JitqParams
-from workloads.scenario import run_kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,27 +127,36 @@ def layer_time(m: Model, phase: str, fmt: str, gpu: GpuConfig, share: float = 1.
 
 
 # -- PIM rate, measured by simulation -------------------------------------------------------------
-@functools.cache
-def pim_rate(fmt: str, placement: str, direction: str, rows: int) -> float:
-    """Elements per second one HBM-PIM stack quantizes (command-level simulation, one pCH)."""
-    p = JitqParams(
-        format=fmt, placement=placement, direction=direction, rows=rows, cols=1024,
-        batch_groups=16,
-    )  # fmt: skip
-    m = run_kind("jitq", p)
-    if not m["correct"]:
-        raise RuntimeError(f"jitq calibration {fmt} {placement} {direction}: wrong bits")
-    return m["elements_per_s"]
+#: Measured rates by (format, placement, direction, rows): a rate is simulated once a process.
+_RATES: dict[tuple[str, str, str, int], float] = {}
 
 
-def study(name: str, p: StudyParams) -> dict[str, Any]:
+def pim_rate(sim: Simulation, fmt: str, placement: str, direction: str, rows: int) -> float:
+    """Elements per second one HBM-PIM stack quantizes (command-level simulation of one pCH,
+    a ``jitq`` run as a sub-run of ``sim`` the first time these arguments are asked for)."""
+    key = (fmt, placement, direction, rows)
+    if key not in _RATES:
+        p = JitqParams(
+            format=fmt, placement=placement, direction=direction, rows=rows, cols=1024,
+            batch_groups=16,
+        )  # fmt: skip
+        m = subrun.run_kind(sim, "jitq", p)
+        if not m["correct"]:
+            raise RuntimeError(f"jitq calibration {fmt} {placement} {direction}: wrong bits")
+        _RATES[key] = m["elements_per_s"]
+    return _RATES[key]
+
+
+def study(sim: Simulation, name: str, p: StudyParams) -> dict[str, Any]:
     m, gpu = MODELS[name], p.gpu
     weights = 12 * m.hidden**2 // m.tp
     slack, pim_s, gpu_s = {}, {}, {}
     for phase in ("fwd", "bwd"):
         gpu_s[phase] = layer_time(m, phase, p.format, gpu)
         for direction in ("row", "col"):
-            rate = pim_rate(p.format, p.placement, direction, p.calibration_rows) * gpu.hbm_stacks
+            rate = (
+                pim_rate(sim, p.format, p.placement, direction, p.calibration_rows) * gpu.hbm_stacks
+            )
             pim_s[f"{phase}/{direction}"] = weights / rate
             slack[f"{phase}/{direction}"] = gpu_s[phase] / pim_s[f"{phase}/{direction}"]
     # capacity: per GPU, the layers of its pipeline stage
@@ -204,7 +211,7 @@ class Timeline(Component):
         for layer in range(2):
             for phase, direction in (("fwd", "row"), ("bwd", "col")):
                 t0 = self.env.now
-                rate = pim_rate(p.format, p.placement, direction, p.calibration_rows)
+                rate = pim_rate(self.sim, p.format, p.placement, direction, p.calibration_rows)
                 pim_ns = round(12 * m.hidden**2 / m.tp / (rate * p.gpu.hbm_stacks) * 1e9)
                 self.pim.trace("pim", f"quantize layer {layer + 1} ({direction})", t0, pim_ns)
                 for name, g in zip(names, _grouped(m, phase), strict=True):
@@ -230,8 +237,8 @@ def build(sim: Simulation, p: StudyParams) -> Timeline:
 
 def metrics(sim: Simulation, p: StudyParams, handle: Timeline, result: RunResult) -> dict[str, Any]:
     if p.model != "all":
-        return {"model": p.model, "format": p.format, **study(p.model, p)}
-    rows = {name: study(name, p) for name in MODELS}
+        return {"model": p.model, "format": p.format, **study(sim, p.model, p)}
+    rows = {name: study(sim, name, p) for name in MODELS}
     keys = ("slack_min", "slack_mean", "capacity_savings_pct", "throughput_loss_pct")
     return {
         "format": p.format,

@@ -15,7 +15,7 @@ tpu-explained`` compares them with the simulation (:mod:`.validation`).
 
 from __future__ import annotations
 
-from workloads import registry
+from runner import registry
 from workloads.tpu import collective, matmul, p2p, trainstep, validation
 
 KINDS = (

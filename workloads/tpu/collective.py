@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from runner import registry
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
@@ -26,7 +27,6 @@ from simcore.sim import RunResult, Simulation
 from tpu.collectives import OPS, RINGS, Collective
 from tpu.network import IciNetwork
 from tpu.topology import Slice
-from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.common import (
     DTYPES,

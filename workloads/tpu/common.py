@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+from runner import registry
 from simcore.component import Component
 from simcore.config import param, section
 from simcore.errors import ConfigError
@@ -20,7 +21,6 @@ from tpu.chips import ChipSpec, chip
 from tpu.config import IciConfig
 from tpu.network import IciNetwork
 from tpu.topology import Slice, parse_shape
-from workloads import registry
 
 DTYPES = {"bf16": 2, "f32": 4}
 #: payload=real holds every chip's arrays in this process: above this many bytes of float32

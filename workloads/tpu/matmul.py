@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from runner import registry
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
@@ -35,7 +36,6 @@ from simcore.sim import RunResult, Simulation
 from tpu.chip import F32, Job, TensorChip
 from tpu.collectives import Collective
 from tpu.topology import Coord, Slice
-from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
 from workloads.tpu.common import (

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from runner import registry
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.network import Chunk, Flow, IciNetwork
 from tpu.topology import Coord, Slice
-from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.common import SliceParams, build_slice, link_utilisation, seconds
 from workloads.tpu.common import footprint as common_footprint

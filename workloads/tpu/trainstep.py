@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from runner import registry
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
@@ -37,7 +38,6 @@ from simcore.sim import RunResult, Simulation
 from tpu.chip import Job, TensorChip
 from tpu.collectives import Collective
 from tpu.topology import Coord, Slice
-from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
 from workloads.tpu.common import (

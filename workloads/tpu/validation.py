@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner import registry
 from simcore import config as cfg
-from workloads import registry
 from workloads.tpu import models
 from workloads.tpu.collective import CollectiveParams
 from workloads.tpu.matmul import MatmulParams

@@ -11,7 +11,7 @@ PE; Mt = 48, 80 kB (with 46 kB of data); ws-matmul on 32 x 32 PEs, 17 kB; wse-bc
 
 from __future__ import annotations
 
-from workloads import registry
+from runner import registry
 
 #: Host memory of one built PE without its data (bytes; the largest measured, rounded up).
 PE_BYTES = 35_000

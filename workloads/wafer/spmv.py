@@ -42,14 +42,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from pe.collectives import Collectives
 from pe.dsd import MemDsd
 from pe.program import Layout, PeBuilder
-from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
+from runner import registry
 from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
-from workloads import registry
+from wafer.collectives import Collectives
+from wafer.system import MAX_WIDTH, Wafer, WaferConfig
 from workloads.wafer import sparse
 from workloads.wafer.calibration import (
     STREAM_CYCLES_PER_WORD,

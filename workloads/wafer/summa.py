@@ -47,17 +47,17 @@ from typing import Any
 
 import numpy as np
 
-from pe.collectives import Collectives
 from pe.config import PeConfig
 from pe.dsd import MemDsd
-from pe.lockstep import VectorPhase
 from pe.program import Layout, PeBuilder
-from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
+from runner import registry
 from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from simcore.tracing import TraceLevel
-from workloads import registry
+from wafer.collectives import Collectives
+from wafer.lockstep import VectorPhase
+from wafer.system import MAX_WIDTH, Wafer, WaferConfig
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 from workloads.wafer.footprint import wafer as wafer_footprint
@@ -67,7 +67,7 @@ from workloads.wafer.footprint import wafer as wafer_footprint
 #: per-instruction path, so every fmacs is a slice.
 BATCHED_LOOP = True
 
-#: Move each step's two broadcasts with the lock-step phase (:mod:`pe.lockstep`) in the fast
+#: Move each step's two broadcasts with the lock-step phase (:mod:`wafer.lockstep`) in the fast
 #: fidelity (same cycles and bits; ``False``: wavelet by wavelet, the reference it is tested
 #: against). The phase takes itself out when traces are on.
 LOCKSTEP = True

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from pe.collectives import Collectives
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
+from runner import registry
 from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
-from workloads import registry
+from wafer.collectives import Collectives
+from wafer.system import Wafer, WaferConfig
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
 from workloads.wafer.footprint import wafer as wafer_footprint

@@ -12,11 +12,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from runner import registry
 from simcore.sim import RunResult, Simulation
-from workloads import registry
-from workloads.wafer import calibration, wsfwd, wsgrad
+from wafer.programs import wsfwd, wsgrad
+from wafer.programs.wscommon import FLAVOURS, WsMatmulParams
+from workloads.wafer import calibration, wsmodel
 from workloads.wafer.footprint import wafer as wafer_footprint
-from workloads.wafer.wscommon import FLAVOURS, WsMatmulParams
 
 
 def build(sim: Simulation, p: WsMatmulParams) -> wsfwd.WsRun | wsgrad.GradRun:
@@ -27,8 +28,8 @@ def metrics(
     sim: Simulation, p: WsMatmulParams, run: wsfwd.WsRun | wsgrad.GradRun, result: RunResult
 ) -> dict[str, Any]:
     if isinstance(run, wsgrad.GradRun):
-        return wsgrad.metrics(run)
-    return wsfwd.metrics(p, run)
+        return wsgrad.metrics(run, wsmodel.wgrad_model(p)["cycles"])
+    return wsfwd.metrics(p, run, wsmodel.fwd_model(p)["cycles"])
 
 
 def footprint(p: WsMatmulParams) -> registry.Footprint:
@@ -41,8 +42,9 @@ def footprint(p: WsMatmulParams) -> registry.Footprint:
 
 
 def model(p: WsMatmulParams) -> dict[str, Any]:
-    """The flavour's row-pipelined model: :func:`.wsfwd.model` or :func:`.wsgrad.model`."""
-    return wsgrad.model(p) if p.flavour == "wgrad" else wsfwd.model(p)
+    """The flavour's row-pipelined model: :func:`.wsmodel.fwd_model` or
+    :func:`.wsmodel.wgrad_model`."""
+    return wsmodel.wgrad_model(p) if p.flavour == "wgrad" else wsmodel.fwd_model(p)
 
 
 # -- validation ----------------------------------------------------------------------------------

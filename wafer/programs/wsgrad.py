@@ -39,23 +39,18 @@ from typing import Any
 import numpy as np
 
 from fabric.wavelet import Wavelet
-from pe.collectives import Collectives
 from pe.dsd import MemDsd
 from pe.program import Layout
-from pe.wafer import Wafer
 from simcore.sim import Simulation
-from workloads.wafer.calibration import (
-    STREAM_CYCLES_PER_WORD,
-    t_bcast_reference,
-    t_fmac_reference,
-)
-from workloads.wafer.wscommon import (
+from wafer.collectives import Collectives
+from wafer.programs.wscommon import (
     WsMatmulParams,
     activation_gradient,
     inputs,
     owner,
     run_metrics,
 )
+from wafer.system import Wafer
 
 #: Colours: the mask stream and the column chain (alternating by y parity). The collectives
 #: library's row broadcast takes colours 0 and 1.
@@ -263,8 +258,9 @@ def result(run: GradRun) -> list[np.ndarray]:
     return [run.wafer.edge(x, p.py - 1, "S").data for x in range(p.px)]
 
 
-def metrics(run: GradRun) -> dict:
-    """The metrics of a wgrad run: :func:`run_metrics` and the check of dW against numpy."""
+def metrics(run: GradRun, modelled: float) -> dict:
+    """The metrics of a wgrad run: :func:`run_metrics` (``modelled``: the model's cycles) and
+    the check of dW against numpy."""
     p = run.p
     got, want = result(run), expected(p)
     same_shape = all(g.shape == w.shape for g, w in zip(got, want, strict=True))
@@ -276,51 +272,7 @@ def metrics(run: GradRun) -> dict:
     nnz = sum(w.size for w in want)  # one gradient per masked element
     return {
         "flavour": "wgrad",
-        **run_metrics(p, run.wafer, ports, nnz, model(p)["cycles"]),
+        **run_metrics(p, run.wafer, ports, nnz, modelled),
         "correct": same_shape and err <= 1e-4 * max(scale, 1.0),
         "max_abs_error": err,
     }
-
-
-def model(p: WsMatmulParams) -> dict[str, Any]:
-    """Row pipeline of the wgrad lowering from calibration and mechanism constants (never
-    fitted to end-to-end runs; it does not feed the simulation).
-
-    Per row r: the gradient-row broadcast costs the calibration fit T_bcast(BS/py) when its
-    root column changes, and T_bcast minus the router writes ``keep_routes`` skips (clearing 6
-    filters, resetting the switches, writing rx and tx: 9 writes) when it does not. A column
-    with n masked features in the row works n · (task switch + T_fmac(BS/py)) on dot products
-    plus the row's fixed CE work (five short tasks, a teardown exit, two launches, zeroing). Its
-    chain: n partials at the ramp's stream rate plus py hops and the completion task. Row r's
-    dot products on a column start when its gradient row is in, the column's row r-1 is done and
-    chain r-2 has ended (both partials buffers busy); broadcast r starts when broadcast r-1 has
-    ended and every column has finished row r-2 (its buffer is free); chain r starts when the
-    column has finished row r and chain r-1 has ended.
-    """
-    pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
-    sw, ctl, bt = pe.task_switch_cycles, ce.control_op_cycles, p.bt
-    mask = mask_of(p)
-    n = np.count_nonzero(mask.reshape(p.rows, p.px, p.f0), axis=2)  # per (row, column)
-    # Per row, besides the dot products, a PE's CE runs five short tasks (the broadcast's
-    # teardown handler, lock and callback; ROW_END; the chain's completion), leaves teardown
-    # (one router write), launches two async operations and zeroes the partials it reduced.
-    zero = pe.dsd_setup_cycles + pe.pipeline_stages + n.max(axis=1) / pe.fmovs_simd_width
-    tasks = 5 * sw + ce.route_write_cycles + 2 * pe.dsd_setup_cycles + zero + 6 * ctl
-    work = n * (sw + t_fmac_reference(bt)) + tasks[:, None]  # per (row, column)
-    reconfigure = (fab.filters_per_pe + 1 + 2) * ce.route_write_cycles
-    hop = fab.hop_latency_cycles + fab.ramp_latency_cycles
-    chain = np.where(n > 0, STREAM_CYCLES_PER_WORD * n + p.py * hop + sw + 2 * ctl, 0.0)
-    done = np.zeros(p.px)  # when each column finished its last row's dot products
-    before = np.zeros(p.px)  # ... and the row before that
-    chain_start = np.zeros(p.px)
-    chain_done = np.zeros(p.px)
-    b_done = 0.0
-    for r in range(p.rows):
-        same_root = r > 0 and owner(p, r) == owner(p, r - 1)
-        cost = t_bcast_reference(bt) - (reconfigure if same_root else 0)
-        b_done = max(b_done, float(before.max()) if r > 1 else 0.0) + cost
-        start = np.maximum(np.maximum(b_done, done), chain_start)
-        before, done = done, start + work[r]
-        chain_start = np.maximum(done, chain_done)
-        chain_done = chain_start + chain[r]
-    return {"cycles": float(chain_done.max()), "nnz": int(np.count_nonzero(mask))}

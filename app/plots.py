@@ -13,10 +13,11 @@ from __future__ import annotations
 import difflib
 import os
 
+from runner import registry
+from runner.scenario import run_points
 from simcore.errors import WafersimError
+from sweeps import tables
 from traces.plots import check_output, plot_comparison, plot_series
-from workloads import registry, sweep
-from workloads.scenario import run_points
 
 
 def plot_validate(
@@ -53,7 +54,7 @@ def plot_sweep(
     """Column ``y`` of sweep table ``path`` against column ``x``, one line per value of
     ``hue``; only completed points are drawn (the title counts the others)."""
     check_output(out)
-    table = sweep.read_table(path)
+    table = tables.read_table(path)
     names = table.column_names
     for option, column in (("--x", x), ("--y", y), ("--hue", hue)):
         if column is not None and column not in names:

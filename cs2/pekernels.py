@@ -62,11 +62,11 @@ from typing import Any
 
 import numpy as np
 
-from pe.collectives import Collectives
 from pe.dsd import MemDsd
 from pe.program import Layout
-from pe.wafer import Wafer, WaferConfig
-from simcore.sim import Simulation
+from simcore.sim import Simulation, SubRuns
+from wafer.collectives import Collectives
+from wafer.system import Wafer, WaferConfig
 
 #: exp's argument floor: exp(-32) = 1.3e-14 is returned for anything lower.
 EXP_CLAMP = -32.0
@@ -234,18 +234,17 @@ class PeSideWork:
     """A CS-2's work without streamed weights on a ``px`` x ``py`` sub-array of the cycle-level
     wafer; every method returns its results and the run's cycles."""
 
-    def __init__(self, px: int, py: int, wafer: WaferConfig, seed: int) -> None:
-        self.px, self.py, self.wafer, self.seed = px, py, wafer, seed
+    def __init__(self, px: int, py: int, wafer: WaferConfig, runs: SubRuns) -> None:
+        self.px, self.py, self.wafer, self.sub_runs = px, py, wafer, runs
         self.stats = Stats()
 
     def _run(self, kind: str, code: Callable[[Any], None]) -> Wafer:
-        sim = Simulation(seed=self.seed)
-        layout = Layout(self.px, self.py)
-        layout.set_rectangle_code(code)
-        wafer = Wafer(sim, self.wafer, layout)
-        result = sim.run()
-        if result.status != "completed":
-            raise RuntimeError(f"PE-level {kind} ended {result.status}: {result.report}")
+        def build(sim: Simulation) -> Wafer:
+            layout = Layout(self.px, self.py)
+            layout.set_rectangle_code(code)
+            return Wafer(sim, self.wafer, layout)
+
+        wafer, result = self.sub_runs.run(f"PE-level {kind} on {self.px}x{self.py} PEs", build)
         self.stats.runs += 1
         self.stats.events += result.events
         data = max(pe.ce.sram.used_bytes - pe.ce.sram.code_bytes for pe in wafer.pes.values())

@@ -12,14 +12,15 @@ the worker calls :func:`registry.load_all` and looks the kind up, so a worker ne
 importable, nothing else. What the engine adds to Dask:
 
 - a point's outcome is data, not an exception: :func:`run_point` catches a point's failure and
-  returns its status and error text (see :data:`workloads.sweep.STATUSES`), with its wall time
+  returns its status and error text (see :data:`sweeps.grid.STATUSES`), with its wall time
   and the worker's peak resident memory while it ran;
 - a per-point time limit, checked by the kernel between batches of events (the progress hook of
   :meth:`simcore.sim.Simulation.run`), with a backstop for a point stuck elsewhere (building,
   measuring) that raises in its thread a little later (:class:`_Backstop`);
 - retries of points that failed, timed out or crashed their worker (Dask's own rerun of a task
   whose worker died is turned off on the local cluster so that ``--retries`` alone decides);
-- the journal and the result table (:mod:`workloads.sweep`), and a progress bar (tqdm);
+- the journal and the result table (:mod:`sweeps.journal`, :mod:`sweeps.tables`), and a
+  progress bar (tqdm);
 - :class:`DaskRunner`, the :class:`registry.Runner` that ``validate --workers`` hands its cases.
 
 Feeding the cluster (:class:`_Queue`): the client keeps two tasks per worker thread in flight.
@@ -34,12 +35,10 @@ any of this: the table is assembled in sweep order.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import ctypes
 import dataclasses
-import json
 import logging
 import os
 import resource
@@ -57,10 +56,12 @@ import dask
 from distributed import Client, LocalCluster, as_completed
 from tqdm import tqdm
 
+from runner import registry, scenario
 from simcore.errors import SimulationStalled, WafersimError
 from simcore.sim import Progress, Simulation
 from simcore.tracing import TraceLevel
-from workloads import outputs, registry, scenario, sweep
+from sweeps import grid, tables
+from sweeps.journal import Journal, normalise, plain
 
 T = TypeVar("T")
 
@@ -255,7 +256,7 @@ def run_point(
     return {
         "status": status,
         "error": error,
-        "metrics": sweep.plain(metrics),
+        "metrics": plain(metrics),
         "wall_s": time.perf_counter() - t0,
         "peak_rss_bytes": _peak_rss_bytes(),
         "trace": trace,
@@ -288,7 +289,7 @@ def run_metrics_chunk(
     out = []
     for params in points:
         t0 = time.perf_counter()
-        out.append((sweep.plain(run_metrics(kind, params)), time.perf_counter() - t0))
+        out.append((plain(run_metrics(kind, params)), time.perf_counter() - t0))
     return out
 
 
@@ -461,7 +462,7 @@ def _crashed(exc: BaseException) -> dict[str, Any]:
 
 def run_sweep(
     client: Client,
-    sw: sweep.Sweep,
+    sw: grid.Sweep,
     output: str,
     *,
     retries: int = 0,
@@ -475,22 +476,22 @@ def run_sweep(
     docstring; points already done in ``output`` or its journal are skipped when ``resume``."""
     t0 = time.perf_counter()
     points = sw.points()
-    journal = sweep.Journal(output)
+    journal = Journal(output)
     if not resume:
         journal.close(remove=True)
-    previous = sweep.previous_results(output) if resume else {}
+    previous = tables.previous_results(output) if resume else {}
     results: dict[str, dict[str, Any]] = {}
-    todo: list[sweep.Point] = []
+    todo: list[grid.Point] = []
     seen: set[str] = set()
     for p in points:
         if p.config_hash in seen:  # the same configuration twice: run once
             continue
         seen.add(p.config_hash)
         old = previous.get(p.config_hash)
-        if old is not None and old["status"] in sweep.FINAL:
+        if old is not None and old["status"] in grid.FINAL:
             results[p.config_hash] = old
         elif p.params is None:
-            results[p.config_hash] = sweep.normalise(
+            results[p.config_hash] = normalise(
                 {"config_hash": p.config_hash, "status": "invalid", "error": p.error,
                  "metrics": {}, "wall_s": None, "peak_rss_bytes": None, "attempts": 0,
                  "trace": None}
@@ -506,8 +507,8 @@ def run_sweep(
         "livelock_cycles": sw.livelock_cycles,
     }  # fmt: skip
 
-    def trace_path(p: sweep.Point) -> str | None:
-        return os.path.join(traces, sweep.trace_name(p)) if traces else None
+    def trace_path(p: grid.Point) -> str | None:
+        return os.path.join(traces, grid.trace_name(p)) if traces else None
 
     done_before = sum(1 for p in points if p.config_hash in results)
     failed_before = sum(
@@ -517,7 +518,7 @@ def run_sweep(
     bar = _Bar(client, len(points), done_before, failed_before, quiet)
     copies = collections.Counter(p.config_hash for p in points)
     queue = _Queue(todo, key=lambda p: p.config_hash)
-    in_flight: dict[str, list[sweep.Point]] = {}
+    in_flight: dict[str, list[grid.Point]] = {}
     # on this client's loop: with no futures yet, as_completed would take the default client's
     stream = as_completed(loop=client.loop, with_results=True, raise_errors=False)
 
@@ -546,12 +547,12 @@ def run_sweep(
                     value = [_crashed(value[1] if isinstance(value, tuple) else value)]
                 for p, result in zip(chunk, value, strict=True):
                     attempt = queue.attempts[p.config_hash]
-                    if result["status"] not in sweep.FINAL and attempt <= retries:
+                    if result["status"] not in grid.FINAL and attempt <= retries:
                         queue.again(p)
                         continue
                     if result["wall_s"] is not None:
                         queue.walls.append(result["wall_s"])
-                    result = sweep.normalise(
+                    result = normalise(
                         {"config_hash": p.config_hash, **result, "attempts": attempt}
                     )
                     results[p.config_hash] = result
@@ -574,38 +575,15 @@ def run_sweep(
     finally:
         bar.close()
         journal.close()
-    table = sweep.build_table(sw, points, results, traces=bool(traces))
-    sweep.write_table(table, output)
+    table = tables.build_table(sw, points, results, traces=bool(traces))
+    tables.write_table(table, output)
     journal.close(remove=True)
     return Outcome(
         output=output,
         points=len(points),
         ran=len(todo),
         skipped=skipped,
-        counts=sweep.summarise(table.column("status").to_pylist()),
+        counts=tables.summarise(table.column("status").to_pylist()),
         wall_s=time.perf_counter() - t0,
         workers=len(client.nthreads()),
     )
-
-
-def sweep_command(args: argparse.Namespace) -> int:
-    """``wafersim sweep``: see :func:`workloads.sweep.add_arguments`."""
-    sweep.check_arguments(args)
-    sw = sweep.load(
-        args.scenario, grid=args.grid, zip_=args.zip_, overrides=args.overrides,
-        livelock_cycles=args.livelock_cycles,
-    )  # fmt: skip
-    output = args.output or sw.output or os.path.join("out", f"{sw.scen.name}-sweep.parquet")
-    if not output.endswith(".parquet"):
-        raise WafersimError(f"sweep output '{output}' must end in .parquet")
-    scen_file = args.scenario if os.path.isfile(args.scenario) else None
-    outputs.check_paths({"the scenario": scen_file}, {"the table (-o)": output})
-    sw.points()  # a key the scenario does not have is reported before a cluster starts
-    with connect(args.workers, args.scheduler) as client:
-        outcome = run_sweep(
-            client, sw, output, retries=args.retries, time_limit_s=args.time_limit,
-            traces=args.traces, trace_level=args.trace_level, resume=not args.no_resume,
-            quiet=args.quiet,
-        )  # fmt: skip
-    print(json.dumps(outcome.as_json()) if args.json else outcome.describe())
-    return 0

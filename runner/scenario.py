@@ -24,13 +24,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from runner import budget, outputs, registry
+from runner.progress import RunHooks
+from runner.subrun import RunnerSubRuns
 from simcore import config as cfg
 from simcore.errors import MISSING, ConfigError, ScenarioError, SimulationStalled, WafersimError
 from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
+from simcore.version import __version__
 from traces.writer import TraceWriter
-from workloads import __version__, budget, outputs, registry
-from workloads.progress import RunProgress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,17 +220,18 @@ def run_scenario(
 ) -> RunOutput:
     """Build, check, trace and run one scenario. See the module docstring."""
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
+    sim.sub_runs = RunnerSubRuns(sim, progress)
     writer: TraceWriter | None = None
     tmp_trace = ""
     status, message = "failed", ""
     result: RunResult | None = None
     try:
         budget.check_fits(scenario.kind, params)  # before building: refuse what cannot fit
-        if isinstance(progress, RunProgress):
+        if isinstance(progress, RunHooks):
             progress.start_build(sim, scenario.kind, params)
         handle = scenario.kind.build(sim, params)
         sim.check()
-        if isinstance(progress, RunProgress):
+        if isinstance(progress, RunHooks):
             progress.end_build(sim)
         if trace_path and trace_level > TraceLevel.OFF:
             # Written under a temporary name and renamed into place once closed (outputs.py).
@@ -273,7 +276,7 @@ def run_scenario(
         message = f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        if isinstance(progress, RunProgress):
+        if isinstance(progress, RunHooks):
             progress.close()
         if writer is not None:
             _close_trace(writer, sim, status, message, tmp_trace, trace_path or "")

@@ -20,14 +20,16 @@ import threading
 import traceback
 from typing import Any
 
+from app import argtypes, sweepcli
+from app.progress import PointProgress, RunProgress
+from runner import outputs, registry, scenario
 from simcore import config as cfg
 from simcore.errors import WafersimError
 from simcore.tracing import LEVEL_NAMES, TraceLevel
+from simcore.version import __version__
 from traces.export import export, export_path
 from traces.perfetto import export_perfetto
 from traces.summary import format_summary, summarize
-from workloads import __version__, argtypes, outputs, registry, scenario, sweep
-from workloads.progress import PointProgress, RunProgress
 
 #: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
 #: nor of wafersim's: the simulation and the model disagree more than the case allows).
@@ -53,7 +55,7 @@ def _cases_epilog() -> str:
     return "\n".join(lines)
 
 
-_count = argtypes.count  # every numeric option takes a checked type (workloads/argtypes.py)
+_count = argtypes.count  # every numeric option takes a checked type (app/argtypes.py)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -144,10 +146,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON list of cases at the end")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    sweep.add_cluster_arguments(p, workers_default="none: one point after another, here")
+    sweepcli.add_cluster_arguments(p, workers_default="none: one point after another, here")
 
     p = sub.add_parser("sweep", help="run a scenario over a grid of parameters, in parallel")
-    sweep.add_arguments(p)
+    sweepcli.add_arguments(p)
 
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
@@ -319,10 +321,10 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    sweep.check_arguments(args)
+    sweepcli.check_arguments(args)
     points = PointProgress(sys.stderr, quiet=args.quiet)
     if args.workers or args.scheduler:
-        from workloads import engine  # distributed adds half a second to a command's start
+        from sweeps import engine  # distributed adds half a second to a command's start
 
         with engine.connect(args.workers, args.scheduler) as client:
             return _validate(args, engine.DaskRunner(client, on_point=points), points)
@@ -405,8 +407,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
+    from app.plots import plot_sweep, plot_validate
     from traces import plots
-    from workloads.plots import plot_sweep, plot_validate
 
     plots.check_format(args.output)
     trace = getattr(args, "path", None)
@@ -426,9 +428,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from workloads import engine  # distributed adds half a second to a command's start
-
-    return engine.sweep_command(args)
+    return sweepcli.sweep_command(args)
 
 
 def _json_default(obj: Any) -> Any:
@@ -499,7 +499,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     except OSError as exc:
         if exc.filename is not None or exc.errno not in _STREAM_ERRNOS:
             return _internal_error()
-        # Every file output converts its own OSError (workloads/outputs.py): a write error
+        # Every file output converts its own OSError (runner/outputs.py): a write error
         # without a file name is standard output's (`> /dev/full`, a full disk).
         _silence_stdout()
         print(f"wafersim: error: cannot write standard output: {exc.strerror}", file=sys.stderr)

@@ -51,16 +51,15 @@ import numpy as np
 from fabric.wavelet import Wavelet
 from pe.dsd import MemDsd
 from pe.program import Layout
-from pe.wafer import Wafer
 from simcore.sim import Simulation
-from workloads.wafer.calibration import STREAM_CYCLES_PER_WORD, t_fmac_reference
-from workloads.wafer.wscommon import (
+from wafer.programs.wscommon import (
     WsMatmulParams,
     activation_gradient,
     inputs,
     owner,
     run_metrics,
 )
+from wafer.system import Wafer
 
 #: Colours: the weight stream; the ring's eastward links (alternating by x parity) and the wrap
 #: link that brings the ring back from the east end to the west end of the PE row.
@@ -246,14 +245,13 @@ def result_matrix(p: WsMatmulParams, run: WsRun) -> np.ndarray:
     return x1
 
 
-def metrics(p: WsMatmulParams, run: WsRun) -> dict:
+def metrics(p: WsMatmulParams, run: WsRun, modelled: float) -> dict:
     """The metrics of a fwd or bwd run: :func:`run_metrics` and the check of X_out against numpy.
 
-    ``model_cycles`` is :func:`model` of the run's own parameters (for bwd: the transposed
-    weights that were streamed).
+    ``modelled`` is the model's cycles for the run's own parameters (for bwd: the transposed
+    weights that were streamed), reported as ``model_cycles``.
     """
     flavour = p.flavour
-    modelled = model(p)["cycles"]
     p = lowered(p)[0]
     got = result_matrix(p, run)
     want = run.x0.astype(np.float64) @ run.w.astype(np.float64).T
@@ -269,52 +267,6 @@ def metrics(p: WsMatmulParams, run: WsRun) -> dict:
     }
 
 
-# -- analytical model --------------------------------------------------------------------------
 def row_nnz(p: WsMatmulParams, w: np.ndarray) -> np.ndarray:
     """Non-zeros per (row of W, PE column): what each column's stream carries per row."""
     return np.count_nonzero(w.reshape(p.rows, p.px, p.f0), axis=2)
-
-
-def model(p: WsMatmulParams) -> dict[str, Any]:
-    """Row-pipelined time from per-mechanism constants (never fitted to end-to-end runs).
-
-    Per row r and PE column c with n non-zeros: the column's PEs spend F = n·(2 task switches +
-    T_fmac(BS/py)) on index and FMAC tasks (T_fmac: the calibration fit). The end-of-row
-    command's task (switch, launches) starts the ring reduction R: BS/py words at
-    ``STREAM_CYCLES_PER_WORD`` (the ramp's rate) plus, per link of the ring, a hop and the
-    relay's way down and up its ramps, and the wrap's way back along the row; then the
-    completion task (switch, zeroing the accumulator, control ops). Each column runs its FMACs
-    row after row; its command for row r waits until row r-1's reduction has ended (one
-    accumulator in the ring at a time), and row r's ring starts when the last column's command
-    has run, so row r+1's FMACs overlap row r's reduction and columns may run a row apart;
-    the ring's microthreads take one issue cycle per word from those FMACs (pe/ce.py).
-    """
-    p, _, w = lowered(p)
-    pe, ce, fab = p.wafer.pe, p.wafer.ce, p.wafer.fabric
-    sw, ctl, bt, px = pe.task_switch_cycles, ce.control_op_cycles, p.bt, p.px
-    fmovs = pe.dsd_setup_cycles + pe.pipeline_stages + bt / pe.fmovs_simd_width
-    n = row_nnz(p, w)
-    fmacs = n * (2 * sw + t_fmac_reference(bt))  # per (row, column)
-    command = sw + 2 * pe.dsd_setup_cycles
-    link = fab.hop_latency_cycles + 2 * fab.ramp_latency_cycles
-    ring = (
-        STREAM_CYCLES_PER_WORD * bt + px * link + (px - 1) * fab.hop_latency_cycles
-        if px > 1
-        else fmovs
-    )
-    done = sw + fmovs + 2 * ctl
-    # Each column runs its rows' FMACs back to back; its command for row r waits for the
-    # reduction of row r-1 (one accumulator in the ring at a time); the ring of row r starts
-    # when the last column has issued its command.
-    ready = np.full(px, float(p.py * fab.hop_latency_cycles))  # when a column's FMACs may go
-    reduced = 0.0
-    # The previous row's ring issues one element per wavelet on every PE; above the main thread
-    # (ring_priority medium/high) each issue is a cycle the FMAC tasks lose, as far as they last.
-    steal = bt if px > 1 and p.ring_priority != "low" else 0
-    for r in range(p.rows):
-        lost = np.minimum(steal, fmacs[r]) if r else 0
-        issued = np.maximum(ready + fmacs[r] + lost, reduced) + command
-        reduced = float(issued.max()) + ring + done
-        ready = issued
-    total = reduced
-    return {"cycles": float(total), "nnz": int(np.count_nonzero(w))}

@@ -2,22 +2,22 @@
 
 The CS-2 is a component in the wafer's clock domain with two ports, ``weights`` (in, from its
 SwarmX leaf) and ``grads`` (out). It does what each arriving chunk's command says
-(:class:`workloads.cluster.plan.Work`), chunk after chunk: the weight stream drives the wafer.
+(:class:`cs2.plan.Work`), chunk after chunk: the weight stream drives the wafer.
 Gradient chunks leave through its I/O port (:class:`swarmx.node.Interface`, ``io_bits_per_s`` =
 1.2 Tb/s), a child component with an on-wafer buffer of ``grad_buffer_chunks`` chunks, so
 sending overlaps the next chunk's compute.
 
 How long a chunk takes:
 
-- ``fidelity = "wafer"``: the calibrated row model of :mod:`workloads.cluster.calibration` for
+- ``fidelity = "wafer"``: the calibrated row model of :mod:`cs2.calibration` for
   the streamed products (fwd, dgrad, wgrad) over this system's tokens, and for attention, its
   backward, the loss and the epilogues (residual adds, GELU, GELU') the models of their PE
-  programs fitted to PE-level runs (:mod:`workloads.cluster.sidecal`), on the whole array;
+  programs fitted to PE-level runs (:mod:`cs2.sidecal`), on the whole array;
 - ``fidelity = "pe"``: the chunk's streamed product (forward; activation gradient, the same
   program on W^T; or weight gradient on the request mask) runs as the cycle-level ``ws-matmul``
-  program (:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`) on a ``pe_px`` x
+  program (:mod:`wafer.programs.wsfwd`, :mod:`wafer.programs.wsgrad`) on a ``pe_px`` x
   ``pe_py`` sub-array with the chunk's real data, in a simulation of its own, and so do its
-  attention, loss and epilogue (:mod:`workloads.cluster.pekernels`); the chunk takes the cycles
+  attention, loss and epilogue (:mod:`cs2.pekernels`); the chunk takes the cycles
   those runs measured, and the results are what the PEs computed. Only the embedding's gather
   and scatter keep a documented cost.
 
@@ -31,23 +31,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
+from cs2 import calibration as cal
+from cs2 import gpt, sidecal
+from cs2.pekernels import PeSideWork
+from cs2.plan import Work
 from memoryx.plan import Chunk, Entry
-from pe.wafer import WaferConfig
 from simcore.component import Component
 from simcore.config import param, section
-from simcore.sim import Simulation
+from simcore.sim import Simulation, SubRuns
 from simcore.tracing import TraceLevel
 from swarmx.node import Interface
-from workloads.cluster import calibration as cal
-from workloads.cluster import gpt, sidecal
-from workloads.cluster.pekernels import PeSideWork
-from workloads.cluster.plan import Work
-from workloads.wafer import wsfwd, wsgrad
-from workloads.wafer.wscommon import WsMatmulParams
+from wafer.programs import wsfwd, wsgrad
+from wafer.programs.wscommon import WsMatmulParams
+from wafer.system import WaferConfig
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,7 +81,7 @@ EPILOGUES = (
 
 def side_cycles(w: Work, shape: gpt.Shape, seqs: int, c: cal.Cs2ComputeConfig) -> float:
     """Wafer-level cost of the chunk's work that streams no weights: attention, loss and
-    epilogues from the models of their PE programs (:mod:`workloads.cluster.sidecal`) on the
+    epilogues from the models of their PE programs (:mod:`cs2.sidecal`) on the
     whole array; the embedding's gather and scatter at a documented cost."""
     t, h, s = seqs * shape.sequence, shape.hidden, shape.sequence
     px, py = c.pe_columns, c.pe_rows
@@ -324,10 +327,11 @@ def _rows_of(shape: gpt.Shape, tensor: str) -> int:
 
 class PeProducts:
     """The streamed products on the cycle-level wafer: a ``px`` x ``py`` sub-array runs the
-    ``ws-matmul`` programs with the chunk's data, each in a simulation of its own."""
+    ``ws-matmul`` programs with the chunk's data, each in a simulation of its own: a sub-run of
+    ``runs`` (the simulation of the cluster's, see :class:`simcore.sim.SubRuns`)."""
 
-    def __init__(self, px: int, py: int, wafer: WaferConfig, seed: int) -> None:
-        self.px, self.py, self.wafer, self.seed = px, py, wafer, seed
+    def __init__(self, px: int, py: int, wafer: WaferConfig, runs: SubRuns) -> None:
+        self.px, self.py, self.wafer, self.sub_runs = px, py, wafer, runs
         self.runs = 0
         self.events = 0
 
@@ -346,29 +350,28 @@ class PeProducts:
     def fwd(self, x: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, int]:
         """X · M^T with M's rows streamed in (fwd; bwd is the same program on W^T)."""
         p = self._params("fwd", m.shape[0], m.shape[1], x.shape[0])
-        sim = Simulation(seed=self.seed)
-        run = wsfwd.build(sim, p, data=(x, m))
-        self._run(sim)
+        run = self._run(
+            f"fwd {p.rows}x{p.cols}x{p.tokens}", lambda sim: wsfwd.build(sim, p, (x, m))
+        )
         return wsfwd.result_matrix(p, run), run.wafer.span_cycles()
 
     def wgrad(self, x: np.ndarray, dy: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, int]:
         """dY^T · X on ``mask``, the mask streamed in and the gradients out of the south edge."""
         p = self._params("wgrad", mask.shape[0], mask.shape[1], x.shape[0])
-        sim = Simulation(seed=self.seed)
-        run = wsgrad.build(sim, p, data=(x, dy, mask))
-        self._run(sim)
+        run = self._run(
+            f"wgrad {p.rows}x{p.cols}x{p.tokens}", lambda sim: wsgrad.build(sim, p, (x, dy, mask))
+        )
         out = np.zeros(mask.shape, np.float32)
         for col, got in enumerate(wsgrad.result(run)):
             block = out[:, col * p.f0 : (col + 1) * p.f0]
             block[mask[:, col * p.f0 : (col + 1) * p.f0]] = got
         return out, run.wafer.span_cycles()
 
-    def _run(self, sim: Simulation) -> None:
-        result = sim.run()
-        if result.status != "completed":
-            raise RuntimeError(f"PE-level product ended {result.status}: {result.report}")
+    def _run(self, what: str, build: Callable[[Simulation], T]) -> T:
+        run, result = self.sub_runs.run(f"PE-level {what} on {self.px}x{self.py} PEs", build)
         self.runs += 1
         self.events += result.events
+        return run
 
 
 # -- the component -------------------------------------------------------------------------------

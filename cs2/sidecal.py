@@ -1,6 +1,6 @@
 """Wafer-level cost of the work without streamed weights, fitted to its PE-level programs.
 
-At wafer fidelity a CS-2 does not run :mod:`workloads.cluster.pekernels`; it takes, for each
+At wafer fidelity a CS-2 does not run :mod:`cs2.pekernels`; it takes, for each
 program, a time that follows the program's mapping and structure, with constants fitted
 (:func:`fit`, non-negative least squares on the relative error) to PE-level runs on small
 sub-arrays (:data:`POINTS`; ``bench/cluster_bench.py calibrate`` re-runs the fit and prints the
@@ -31,9 +31,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import nnls
 
-from pe.wafer import WaferConfig
+from cs2.pekernels import PeSideWork, newton_steps
 from simcore.config import param
-from workloads.cluster.pekernels import PeSideWork, newton_steps
+from simcore.sim import Simulation, SubRuns
+from wafer.system import WaferConfig
 
 EW_KINDS = ("add", "gelu", "gelu-grad")
 KINDS = (*EW_KINDS, "attention", "attention-grad", "loss")
@@ -183,14 +184,14 @@ def measure(kind: str, dims: tuple[int, ...], wafer: WaferConfig | None = None) 
     rng = np.random.default_rng([17, *dims])
     if kind in EW_KINDS:
         e, px, py = dims
-        side = PeSideWork(px, py, wafer, 0)
+        side = PeSideWork(px, py, wafer, SubRuns(Simulation()))
         args = [
             rng.standard_normal(e).astype(np.float32) for _ in range(1 if kind == "gelu" else 2)
         ]
         return side.elementwise(kind, *args)[1]
     if kind in ("attention", "attention-grad"):
         pairs, s, dh, px, py = dims
-        side = PeSideWork(px, py, wafer, 0)
+        side = PeSideWork(px, py, wafer, SubRuns(Simulation()))
         qkv = rng.standard_normal((pairs * s, 3 * dh)).astype(np.float32)
         a, p, cyc = side.attention(qkv, pairs, 1)
         if kind == "attention":
@@ -200,7 +201,9 @@ def measure(kind: str, dims: tuple[int, ...], wafer: WaferConfig | None = None) 
         )[1]
     tokens, v, px, py = dims
     logits = rng.standard_normal((tokens, v)).astype(np.float32)
-    return PeSideWork(px, py, wafer, 0).loss(logits, rng.integers(0, v, tokens), tokens)[2]
+    return PeSideWork(px, py, wafer, SubRuns(Simulation())).loss(
+        logits, rng.integers(0, v, tokens), tokens
+    )[2]
 
 
 def fit(

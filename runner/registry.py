@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
-from simcore.config import param
+from simcore.config import ScenarioParams
 from simcore.errors import WafersimError
 from simcore.sim import RunResult, Simulation
 
@@ -34,13 +34,6 @@ from simcore.sim import RunResult, Simulation
 FAMILIES = ("kernel", "wafer", "cluster", "tpu", "pim")
 
 Metrics = dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ScenarioParams:
-    """Fields every scenario has."""
-
-    seed: int = param(0, "seed of all random streams (inputs, arbitration)", min=0, max=2**63 - 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,8 @@
   shows components built of the footprint's estimate (a bar with rate and ETA); while it runs,
   simulated cycles of the end the kind's analytical model predicts, so the fraction and ETA are
   estimates (marked ``~``), and events per second. Nothing shows for work under two seconds.
+  Simulations nested in the run (sub-runs: a CS-2's PE-level products) show as lines: the
+  current sub-run's cycles, and how many have ended.
 * :class:`PointProgress` is the ``on_point`` callback of a validation's runner
   (:class:`registry.PointDone`): a line per finished point (its parameters that differ from the
   kind's defaults, its result, its time) and a bar over the points of the case.
@@ -22,10 +24,11 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from runner import registry
+from runner.progress import RunHooks
 from simcore import config as cfg
 from simcore.clock import Ticks
-from simcore.sim import Progress, Simulation
-from workloads import registry
+from simcore.sim import RunResult, Simulation
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -36,7 +39,7 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
-class RunProgress(Progress):
+class RunProgress(RunHooks):
     """Build and run progress of one scenario (see the module docstring)."""
 
     def __init__(self, stream: TextIO | None = None, *, after_s: float = 2.0, every_s: float = 2.0):
@@ -47,6 +50,9 @@ class RunProgress(Progress):
         self._build_total = 0
         self._build_t0 = 0.0
         self._build_last = 0.0
+        self._run_t0 = time.perf_counter()
+        self._sub_last = 0.0
+        self.sub_runs = 0
 
     # -- build -------------------------------------------------------------------------------------
     def start_build(self, sim: Simulation, kind: registry.WorkloadKind, params: Any) -> None:
@@ -88,6 +94,33 @@ class RunProgress(Progress):
     def end_build(self, sim: Simulation) -> None:
         sim.on_build = None
         self._close()
+        self._run_t0 = time.perf_counter()
+
+    # -- sub-runs (simulations inside the run: a CS-2's PE-level products, a study's points) ---
+    def sub_update(
+        self, label: str, sim: Simulation, wall: float, events: int, limit: int | None
+    ) -> None:
+        cycle = sim.main_domain.cycle_at(Ticks(sim.env.now))
+        rate = events / wall if wall > 0 else 0.0
+        what = f"t = {cycle:,} {sim.main_domain.name} cycles | {rate:,.0f} events/s"
+        self._sub_line(f"sub-run {self.sub_runs + 1} ({label}): {what}")
+
+    def end_sub_run(self, label: str, sim: Simulation, result: RunResult) -> None:
+        self.sub_runs += 1
+        cycles = sim.main_domain.cycle_at(Ticks(result.end_ticks))
+        self._sub_line(f"{self.sub_runs:,} sub-runs done (last: {label}, {cycles:,} cycles)")
+
+    def _sub_line(self, text: str) -> None:
+        now = time.perf_counter()
+        if now - self._run_t0 < self.after_s or now - self._sub_last < self.every_s:
+            return
+        self._sub_last = now
+        line = f"[wafersim] {text}"
+        if self._bar is not None:
+            self._bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+        self.printed = True
 
     # -- run ---------------------------------------------------------------------------------------
     def update(self, sim: Simulation, wall: float, events: int, limit: int | None) -> None:

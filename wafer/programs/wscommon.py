@@ -17,17 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from pe.wafer import MAX_WIDTH, Wafer, WaferConfig
-from simcore.config import param, section
+from simcore.config import ScenarioParams, param, section
 from simcore.errors import ConfigError
-from workloads import registry
+from wafer.system import MAX_WIDTH, Wafer, WaferConfig
 
 WORD_BYTES = 4
 FLAVOURS = ("fwd", "bwd", "wgrad")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class WsMatmulParams(registry.ScenarioParams):
+class WsMatmulParams(ScenarioParams):
     flavour: str = param(
         "fwd",
         "which product: fwd (X1 = X0·W^T), bwd (dX0 = dX1·W) or wgrad (dW = dX1^T·X0 on W's mask)",

@@ -36,8 +36,8 @@ import dataclasses
 import itertools
 import math
 
+from cs2.gpt import LAYER_MATRICES, Shape
 from memoryx.plan import COMMAND_BYTES, Entry
-from workloads.cluster.gpt import LAYER_MATRICES, Shape
 
 
 @dataclasses.dataclass(frozen=True)

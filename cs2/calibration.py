@@ -2,7 +2,7 @@
 
 At wafer level a CS-2 does not run PE programs: it holds each streamed chunk for the time this
 model gives. The model follows the structure of the weight-streaming lowering
-(:mod:`workloads.wafer.wsfwd`, :mod:`workloads.wafer.wsgrad`), row by row of the streamed
+(:mod:`wafer.programs.wsfwd`, :mod:`wafer.programs.wsgrad`), row by row of the streamed
 matrix: a PE column works ``n`` weights of the row (n = non-zeros of the row in the column's
 features), each an FMAC (or dot product) over the PE's ``bt`` tokens, while the previous row's
 reduction runs along the PE row (ring) or down the column (chain); a row costs whichever is
@@ -24,8 +24,8 @@ of the tokens (bt = ceil(T / (k·py)) per PE) and the weight stream is multicast
 The tile width px is chosen per matmul to minimise the time (:func:`best_mapping`).
 
 Work without streamed weights (attention and its backward, the loss, GELU, GELU', residual adds)
-costs what :mod:`workloads.cluster.sidecal` gives: models of the PE programs of
-:mod:`workloads.cluster.pekernels` on the whole array, with constants fitted to PE-level runs
+costs what :mod:`cs2.sidecal` gives: models of the PE programs of
+:mod:`cs2.pekernels` on the whole array, with constants fitted to PE-level runs
 (``side``). The embedding's gather and scatter keep a documented cost, ``vector_cycles_per_op``
 per element spread over every PE.
 """
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from cs2.sidecal import SideCostConfig
 from simcore.config import param, section
-from workloads.cluster.sidecal import SideCostConfig
 
 #: Candidate tile widths (PE columns per tile).
 TILE_WIDTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 375, 750)

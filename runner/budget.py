@@ -14,8 +14,8 @@ import dataclasses
 import os
 from typing import Any
 
+from runner import registry
 from simcore.errors import BuildError
-from workloads import registry
 
 #: Share of the available memory a build may plan to use (the rest: the interpreter, the OS).
 USABLE = 0.9
@@ -59,6 +59,18 @@ def largest_fitting(kind: registry.WorkloadKind, params: Any, limit: int) -> int
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
     return lo
+
+
+def check_bytes(what: str, needed: int, available: int | None = None) -> None:
+    """Raise :class:`BuildError` if ``what``, estimated at ``needed`` bytes at its peak, would not
+    fit in the memory available (a sub-run's budget check)."""
+    free = available_bytes() if available is None else available
+    if free is None or needed <= USABLE * free:
+        return
+    raise BuildError(
+        f"{what} would need about {_gb(needed)} of memory but {_gb(free)} is available: "
+        "lower the sizes of the run, or free memory"
+    )
 
 
 def check_fits(kind: registry.WorkloadKind, params: Any, available: int | None = None) -> None:
