@@ -66,7 +66,7 @@ PACKAGES = [p for p in TOP if (ROOT / p / "__init__.py").is_file()]
 #: program API's variables (`pe.zeros`): a name under them is checked only when it reaches a
 #: module below the package (`pe.isa.TensorUnit`).
 AMBIGUOUS = {"wafer", "cs2", "memoryx", "swarmx", "pe", "fabric"}
-_CODE = re.compile(r"`([^`\n]+)`")
+_CODE = re.compile(r"`((?:[^`\n]|\n(?!\n))+)`")  # a code span may wrap, not cross a paragraph
 _PATH = re.compile(rf"(?<![\w./<-])(?:{'|'.join(map(re.escape, TOP))})/[\w./*-]*")
 _BARE = re.compile(r"^[\w-]+\.(?:py|md|toml)$")
 _DOTTED = re.compile(rf"^({'|'.join(PACKAGES)})((?:\.\w+)+)(?:\(.*\))?$")
@@ -76,7 +76,9 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 def _code_spans(text: str) -> list[str]:
     """Inline code and the lines of fenced blocks."""
     fenced = re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S)
-    inline = _CODE.findall(re.sub(r"```.*?```", "", text, flags=re.S))
+    inline = [
+        " ".join(span.split()) for span in _CODE.findall(re.sub(r"```.*?```", "", text, flags=re.S))
+    ]
     return inline + [line for block in fenced for line in block.splitlines()]
 
 
