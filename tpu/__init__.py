@@ -10,5 +10,5 @@
   VMEM and MXUs with the HBM -> VMEM -> MXU pipeline that runs its matmuls;
 - between slices, DCN hops through PCIe and host NICs (:class:`tpu.network.DcnHop`).
 
-Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/hardware/tpu.md.
+Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/tpu/hardware.md.
 """
