@@ -1,0 +1,118 @@
+"""Start time of the ``wafersim`` command: how long a short command takes from exec to exit.
+
+    .venv/bin/python bench/start_bench.py [--repeat N] [--wafersim PATH] [--only TEXT] [--json]
+
+Runs each command in N fresh processes (default 5) and prints the median wall time and the
+median CPU time (user + system of the child, from ``getrusage``): ``wafersim --version``,
+``list``, ``params SCENARIO`` for every built-in scenario, and ``run link-chain --quiet`` for
+comparison (a run imports the simulation and trace modules a start does not need). On a busy
+machine wall time grows with the load and CPU time much less: read both. The target is under
+0.3 s for ``--version``, ``list`` and ``params`` (docs/cli.md, "Start time"); a line over it is
+marked ``over``. ``--modules`` adds, for each command, the heavy third-party modules it
+imported (``python -X importtime``; none of them is imported by ``--version`` or ``list``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+#: What a start must stay under (seconds of wall time on an idle machine).
+TARGET_S = 0.3
+
+#: Third-party packages heavy enough to show in ``--modules`` (import time well over 20 ms).
+HEAVY = (
+    "numpy", "simpy", "scipy", "networkx", "pyarrow", "perfetto", "google.protobuf",
+    "matplotlib", "distributed", "dask", "tqdm", "polars",
+)  # fmt: skip
+
+
+def commands() -> list[list[str]]:
+    from runner import scenario
+
+    out = [["--version"], ["list"]]
+    out += [["params", name] for name in scenario.builtin_names()]
+    out.append(["run", "link-chain", "--quiet"])
+    return out
+
+
+def once(argv: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one process running ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def heavy_modules(wafersim: str, args: list[str]) -> list[str]:
+    """The :data:`HEAVY` top-level packages ``wafersim ARGS`` imports."""
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    done = subprocess.run([wafersim, *args], env=env, capture_output=True, text=True, check=False)
+    names = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    return [h for h in HEAVY if h in names]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=5, metavar="N", help="processes per command")
+    ap.add_argument(
+        "--wafersim", default=os.path.join(os.path.dirname(sys.executable), "wafersim"),
+        metavar="PATH", help="the command to time (default: wafersim beside this python)",
+    )  # fmt: skip
+    ap.add_argument("--only", metavar="TEXT", help="only the commands whose line contains TEXT")
+    ap.add_argument("--modules", action="store_true", help="list the heavy modules each imports")
+    ap.add_argument("--json", action="store_true", help="print one JSON list")
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    rows = []
+    for cmd in commands():
+        line = " ".join(cmd)
+        if args.only and args.only not in line:
+            continue
+        once([args.wafersim, *cmd])  # warm the file cache: not counted
+        runs = [once([args.wafersim, *cmd]) for _ in range(args.repeat)]
+        row = {
+            "command": f"wafersim {line}",
+            "wall_s": statistics.median(w for w, _ in runs),
+            "cpu_s": statistics.median(c for _, c in runs),
+            "min_wall_s": min(w for w, _ in runs),
+        }
+        if args.modules:
+            row["heavy_modules"] = heavy_modules(args.wafersim, cmd)
+        rows.append(row)
+        if not args.json:
+            over = "  over" if row["wall_s"] > TARGET_S and cmd[0] != "run" else ""
+            mods = f"  [{', '.join(row['heavy_modules']) or '-'}]" if args.modules else ""
+            print(
+                f"{row['command']:<44} wall {row['wall_s']:.3f} s (min {row['min_wall_s']:.3f})"
+                f"  cpu {row['cpu_s']:.3f} s{over}{mods}",
+                flush=True,
+            )
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(f"medians of {args.repeat} fresh processes; load average {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
