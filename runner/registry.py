@@ -12,23 +12,34 @@ itself: it is given a :class:`Runner` and hands it the sweep's points, so the sa
 point after point today (``scenario.run_points``) and on a parallel engine later.
 
 Kinds, cases and built-in scenarios come in *families*, one subpackage of ``workloads`` per kind
-of hardware (:data:`FAMILIES`). :func:`load_all` imports each family package and calls its
-``register()``, which registers that family's kinds and cases; importing a module registers
-nothing. Names are global (a scenario names its kind, the CLI names a case), so a name defined
-twice is an error naming both definitions, never a silent replacement.
+of hardware (:data:`FAMILIES`). A family package's ``register()`` *declares* its modules and the
+kinds each defines (:func:`declare`), without importing them; a module's own ``register()``
+registers its kinds and cases (:func:`register_kind`, :func:`register_case`) when the module is
+imported, which happens the first time one of its kinds is looked up in :data:`KINDS` or when
+everything is needed (:func:`load_all`). So ``wafersim list`` knows every kind's name without
+importing any, and ``wafersim params summa`` imports the summa module and nothing else of the
+families (docs/cli.md, "Start time"). Importing a module registers nothing.
+
+:func:`declare_all` declares every family; :func:`load_all` also imports every declared module,
+registering every kind and case. Names are global (a scenario names its kind, the CLI names a
+case), so a name defined twice, declared or registered, is an error naming both definitions,
+never a silent replacement.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from simcore.config import ScenarioParams
 from simcore.errors import WafersimError
-from simcore.sim import RunResult, Simulation
+
+if TYPE_CHECKING:
+    from simcore.sim import RunResult, Simulation
 
 #: The hardware families, one subpackage of ``workloads`` each, registered in this order.
 FAMILIES = ("kernel", "wafer", "cluster", "tpu", "pim")
@@ -167,7 +178,73 @@ class RegistryError(WafersimError):
     asked for is not defined."""
 
 
-KINDS: dict[str, WorkloadKind] = {}
+class KindTable(MutableMapping[str, WorkloadKind]):
+    """The workload kinds by name, each either *declared* (the module that defines it is known
+    and not imported yet) or *defined* (its :class:`WorkloadKind`).
+
+    Membership, iteration and length see declared kinds as well, without importing anything;
+    ``table[name]`` imports a declared kind's module first (calling its ``register()``, which
+    defines the kind), so a kind is loaded only when it is used. ``values()`` and ``items()``
+    therefore import every declared module.
+    """
+
+    def __init__(self) -> None:
+        #: name -> its definition, or the name of the module that defines it (declared).
+        self._entries: dict[str, WorkloadKind | str] = {}
+        #: declared module -> the kinds it defines (modules that define none included).
+        self.modules: dict[str, tuple[str, ...]] = {}
+        #: declared modules imported and registered so far.
+        self.imported: set[str] = set()
+
+    def __getitem__(self, name: str) -> WorkloadKind:
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            load_module(entry)
+            entry = self._entries[name]
+        if isinstance(entry, str):  # the table is not the registry's (a test's own)
+            raise RegistryError(f"workload kind '{name}' of {entry} is not defined")
+        return entry
+
+    def __setitem__(self, name: str, kind: WorkloadKind) -> None:
+        self._entries[name] = kind
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def origin(self, name: str) -> str:
+        """Where kind ``name`` is defined (its module), without importing it."""
+        entry = self._entries[name]
+        return entry if isinstance(entry, str) else _origin(entry)
+
+    def is_declared(self, name: str) -> bool:
+        """True while ``name`` is declared and its module not imported yet."""
+        return isinstance(self._entries.get(name), str)
+
+    def declare(self, name: str, module: str) -> None:
+        self._entries[name] = module
+
+    def copy(self) -> KindTable:
+        """A copy of the table as it is (declared kinds stay declared)."""
+        other = KindTable()
+        other.restore(self)
+        return other
+
+    def restore(self, other: KindTable) -> None:
+        """Make this table what ``other`` is."""
+        self._entries, self.modules = dict(other._entries), dict(other.modules)
+        self.imported = set(other.imported)
+
+
+KINDS = KindTable()
 CASES: dict[str, ValidationCase] = {}
 
 
@@ -175,14 +252,70 @@ def _origin(item: WorkloadKind | ValidationCase) -> str:
     return item.origin or "a definition without origin"
 
 
+def _defined_twice(name: str, first: str, second: str) -> RegistryError:
+    return RegistryError(
+        f"workload kind '{name}' is defined twice: in {first} and in {second}; rename one of "
+        "them (scenarios name kinds, so names are global)"
+    )
+
+
+def declare(module: str, *kinds: str) -> None:
+    """Declare that ``module`` (``workloads.<family>.<name>``) defines ``kinds``: its
+    ``register()`` registers them, and any validation cases, when the module is imported.
+
+    What a family package's ``register()`` calls, once per module that registers anything (a
+    module of cases only declares no kinds). Nothing is imported here: the kinds' names are
+    known at once (``wafersim list`` checks scenarios' kinds against them) and the module is
+    imported when one of them is first looked up in :data:`KINDS`, or by :func:`load_all`.
+    A name declared or defined already is an error naming both modules.
+    """
+    if module in KINDS.modules:
+        raise RegistryError(f"module {module} is declared twice; declare each module once")
+    for name in kinds:
+        if name in KINDS:
+            raise _defined_twice(name, KINDS.origin(name), module)
+    KINDS.modules[module] = kinds
+    for name in kinds:
+        KINDS.declare(name, module)
+
+
+def load_module(module: str) -> None:
+    """Import the declared ``module`` and call its ``register()``, once; every kind it was
+    declared to define must then be defined (and it may define no other). If it fails (a
+    duplicate name), the tables are left as they were."""
+    if module in KINDS.imported:
+        return
+    if module not in KINDS.modules:
+        raise RegistryError(f"module {module} is not declared (registry.declare)")
+    with _all_or_nothing():
+        KINDS.imported.add(module)
+        importlib.import_module(module).register()
+        missing = [name for name in KINDS.modules[module] if KINDS.is_declared(name)]
+        if missing:
+            raise RegistryError(
+                f"{module} is declared to define workload kind(s) {', '.join(missing)}, but its "
+                "register() does not register them; register them there, or declare only the "
+                "kinds it defines"
+            )
+
+
 def register_kind(kind: WorkloadKind) -> WorkloadKind:
-    """Add ``kind`` to :data:`KINDS`; a kind of the same name already there is an error."""
+    """Add ``kind`` to :data:`KINDS`. A kind of the same name already defined is an error, as
+    is one declared by another module; a declared module may define only the kinds it was
+    declared with."""
     if kind.name in KINDS:
+        declared = KINDS.is_declared(kind.name) and KINDS.origin(kind.name) == kind.origin
+        if not declared:
+            raise _defined_twice(kind.name, KINDS.origin(kind.name), _origin(kind))
+    elif kind.origin in KINDS.modules:
         raise RegistryError(
-            f"workload kind '{kind.name}' is defined twice: in {_origin(KINDS[kind.name])} and "
-            f"in {_origin(kind)}; rename one of them (scenarios name kinds, so names are global)"
+            f"workload kind '{kind.name}' of {kind.origin} is not declared: add it to the "
+            f"family's registry.declare('{kind.origin}', ...) so that its name is known "
+            "before the module is imported"
         )
     KINDS[kind.name] = kind
+    if kind.origin in KINDS.modules:
+        KINDS.imported.add(kind.origin)  # registered by hand: not to be registered again
     return kind
 
 
@@ -209,26 +342,49 @@ def find_cases(names: Sequence[str]) -> list[ValidationCase]:
     return [CASES[n] for n in (names or sorted(CASES))]
 
 
+_declared = False
 _loaded = False
 
 
-def load_all() -> None:
-    """Register the kinds and cases of every family in :data:`FAMILIES`, once.
+def declare_all() -> None:
+    """Declare the kinds of every family in :data:`FAMILIES`, once, importing no kind.
 
-    Each family is the package ``workloads.<family>``; its ``register()`` registers what it
-    defines. If a family fails (a duplicate name), the tables are left as they were before.
+    Each family is the package ``workloads.<family>``; its ``register()`` declares its modules
+    (:func:`declare`). If a family fails (a duplicate name), the tables are left as they were.
     """
+    global _declared
+    if _declared:
+        return
+    with _all_or_nothing():
+        for family in FAMILIES:
+            importlib.import_module(f"workloads.{family}").register()
+        _declared = True
+
+
+def load_all() -> None:
+    """Register the kinds and cases of every family in :data:`FAMILIES`, once: declare them
+    (:func:`declare_all`) and import every declared module. If a family fails (a duplicate
+    name), the tables are left as they were before."""
     global _loaded
     if _loaded:
         return
-    kinds, cases = dict(KINDS), dict(CASES)
+    with _all_or_nothing():
+        declare_all()
+        for module in list(KINDS.modules):
+            load_module(module)
+        _loaded = True
+
+
+@contextlib.contextmanager
+def _all_or_nothing() -> Iterator[None]:
+    """Restore :data:`KINDS`, :data:`CASES` and the flags if the block fails."""
+    global _declared, _loaded
+    kinds, cases, flags = KINDS.copy(), dict(CASES), (_declared, _loaded)
     try:
-        for family in FAMILIES:
-            importlib.import_module(f"workloads.{family}").register()
+        yield
     except BaseException:
-        KINDS.clear()
-        KINDS.update(kinds)
+        KINDS.restore(kinds)
         CASES.clear()
         CASES.update(cases)
+        _declared, _loaded = flags
         raise
-    _loaded = True

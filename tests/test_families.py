@@ -1,5 +1,6 @@
 """Workloads come in families: each registers its own kinds, cases and built-in scenarios, names
-are global, and a name defined twice is an error naming both places."""
+are global, and a name defined twice is an error naming both places. A family declares its
+modules and their kinds; a module is imported when one of its kinds is first used."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def empty_registry(monkeypatch):
-    """Empty tables for the test; the session's tables come back afterwards."""
-    monkeypatch.setattr(registry, "KINDS", {})
+    """Empty tables for the test, nothing declared; the session's come back afterwards."""
+    monkeypatch.setattr(registry, "KINDS", registry.KindTable())
     monkeypatch.setattr(registry, "CASES", {})
+    monkeypatch.setattr(registry, "_declared", False)
+    monkeypatch.setattr(registry, "_loaded", False)
 
 
 def kind(name: str, origin: str) -> registry.WorkloadKind:
@@ -59,7 +62,9 @@ def test_every_family_is_a_package_that_registers_its_own():
 def test_a_family_that_registers_nothing_says_so(family, empty_registry):
     package = importlib.import_module(f"workloads.{family}")
     package.register()
-    empty = registry.KINDS == {} and registry.CASES == {}
+    for module in list(registry.KINDS.modules):
+        registry.load_module(module)
+    empty = len(registry.KINDS) == 0 and registry.CASES == {}
     assert package.__doc__ and ("none registered yet" in package.__doc__) == empty
     assert (ROOT / "workloads" / family / "scenarios").exists() != empty
 
@@ -113,12 +118,17 @@ def test_a_built_in_scenario_in_two_families_names_both_files(tmp_path):
 
 def test_a_family_that_fails_leaves_the_tables_as_they_were(monkeypatch, empty_registry):
     registry.register_kind(kind("link-chain", "tests.test_families"))
-    monkeypatch.setattr(registry, "_loaded", False)
-    with pytest.raises(registry.RegistryError, match="'link-chain' is defined twice"):
+    with pytest.raises(registry.RegistryError) as err:
         registry.load_all()
+    assert str(err.value) == (
+        "workload kind 'link-chain' is defined twice: in tests.test_families and in "
+        "workloads.kernel.linkchain; rename one of them (scenarios name kinds, so names are "
+        "global)"
+    )
     assert list(registry.KINDS) == ["link-chain"] and registry.CASES == {}
     assert registry.KINDS["link-chain"].origin == "tests.test_families"
-    assert registry._loaded is False
+    assert registry.KINDS.modules == {}
+    assert registry._loaded is False and registry._declared is False
 
 
 def test_importing_workloads_registers_nothing():
@@ -126,7 +136,7 @@ def test_importing_workloads_registers_nothing():
         "import app.cli, workloads.kernel, workloads.wafer, workloads.cluster, "
         "workloads.tpu, workloads.pim\n"
         "from runner import registry\n"
-        "assert registry.KINDS == {} and registry.CASES == {}, registry.KINDS\n"
+        "assert len(registry.KINDS) == 0 and registry.CASES == {}, list(registry.KINDS)\n"
         "registry.load_all()\n"
         "print(len(registry.KINDS), len(registry.CASES))\n"
     )
@@ -183,3 +193,125 @@ def test_the_sequential_runner_runs_each_point_in_order():
     points = [linkchain.LinkChainParams(items=n) for n in (5, 50, 20)]
     assert [m["received"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
     assert scenario.run_points("link-chain", []) == []
+
+
+# -- declared kinds: known by name at once, imported on first use ------------------------------
+KIND_MODULE = """
+from runner import registry
+
+
+def register():
+    for name in NAMES:
+        registry.register_kind(registry.WorkloadKind(
+            name=name, summary="", params=registry.ScenarioParams, build=lambda sim, p: None,
+            metrics=lambda *a: {}, origin=__name__,
+        ))
+    registry.register_case(registry.ValidationCase(
+        name=f"{__name__}-case", summary="", run=lambda runner: [], tolerance=1.0,
+        origin=__name__,
+    ))
+"""
+
+
+@pytest.fixture
+def kind_modules(tmp_path, monkeypatch, empty_registry):
+    """``make(module, *names)`` writes a module whose ``register()`` registers kinds ``names``
+    and a case ``<module>-case``; nothing is imported until the registry does."""
+
+    def make(module: str, *names: str) -> None:
+        (tmp_path / f"{module}.py").write_text(f"NAMES = {names!r}\n" + KIND_MODULE)
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield make
+    for name in [m for m in sys.modules if m.startswith("fake_")]:
+        del sys.modules[name]
+
+
+def test_a_declared_kind_is_known_at_once_and_imported_when_looked_up(kind_modules):
+    kind_modules("fake_gemm", "gemm", "gemv")
+    kind_modules("fake_conv", "conv")
+    registry.declare("fake_gemm", "gemm", "gemv")
+    registry.declare("fake_conv", "conv")
+    assert list(registry.KINDS) == ["gemm", "gemv", "conv"] and "gemv" in registry.KINDS
+    assert registry.KINDS.origin("conv") == "fake_conv"
+    assert "fake_gemm" not in sys.modules and registry.CASES == {}
+    assert registry.KINDS["gemv"].origin == "fake_gemm"  # imports fake_gemm, registers it all
+    assert not registry.KINDS.is_declared("gemm") and registry.KINDS.is_declared("conv")
+    assert list(registry.CASES) == ["fake_gemm-case"] and "fake_conv" not in sys.modules
+    assert sorted(k.name for k in registry.KINDS.values()) == ["conv", "gemm", "gemv"]
+    assert list(registry.CASES) == ["fake_gemm-case", "fake_conv-case"]
+
+
+def test_a_kind_declared_twice_names_both_modules(kind_modules):
+    registry.declare("fake_gemm", "gemm")
+    with pytest.raises(registry.RegistryError) as err:
+        registry.declare("fake_tpu", "conv", "gemm")
+    assert str(err.value) == (
+        "workload kind 'gemm' is defined twice: in fake_gemm and in fake_tpu; rename one of "
+        "them (scenarios name kinds, so names are global)"
+    )
+    with pytest.raises(registry.RegistryError, match="module fake_gemm is declared twice"):
+        registry.declare("fake_gemm")
+
+
+def test_a_module_must_register_what_it_declares_and_nothing_else(kind_modules):
+    kind_modules("fake_gemm", "gemm")
+    kind_modules("fake_more", "gemm2", "extra")
+    registry.declare("fake_gemm", "gemm", "gemv")
+    with pytest.raises(registry.RegistryError) as err:
+        registry.KINDS["gemm"]
+    assert str(err.value) == (
+        "fake_gemm is declared to define workload kind(s) gemv, but its register() does not "
+        "register them; register them there, or declare only the kinds it defines"
+    )
+    assert registry.KINDS.is_declared("gemm") and registry.CASES == {}  # left as it was
+    registry.declare("fake_more", "gemm2")
+    with pytest.raises(registry.RegistryError) as err:
+        registry.load_module("fake_more")
+    assert str(err.value) == (
+        "workload kind 'extra' of fake_more is not declared: add it to the family's "
+        "registry.declare('fake_more', ...) so that its name is known before the module is "
+        "imported"
+    )
+    with pytest.raises(registry.RegistryError, match="module fake_none is not declared"):
+        registry.load_module("fake_none")
+
+
+def test_a_kind_defined_by_another_module_than_declared_names_both(kind_modules):
+    kind_modules("fake_gemm", "gemm")
+    registry.declare("fake_tpu", "gemm")
+    registry.declare("fake_gemm")
+    with pytest.raises(registry.RegistryError) as err:
+        registry.load_module("fake_gemm")
+    assert str(err.value).startswith(
+        "workload kind 'gemm' is defined twice: in fake_tpu and in fake_gemm; "
+    )
+
+
+def test_finding_a_scenario_imports_its_kind_alone():
+    """``wafersim params summa`` imports the summa module and no other kind's (in a fresh
+    process: this one has loaded every family)."""
+    code = (
+        "import sys\n"
+        "from runner import registry, scenario\n"
+        "assert scenario.read('summa').kind == 'summa'\n"
+        "assert not [m for m in sys.modules if m.count('.') == 2 and m.startswith('workloads.')]\n"
+        "assert scenario.find('summa').kind.name == 'summa'\n"
+        "print(sorted(m for m in sys.modules if m.count('.') == 2 and m.startswith('workloads')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    loaded = set(eval(out))
+    assert "workloads.wafer.summa" in loaded
+    assert not {"workloads.wafer.spmv", "workloads.wafer.wse", "workloads.cluster.gptws",
+                "workloads.tpu.collective", "workloads.pim.jitq"} & loaded  # fmt: skip
+
+
+def test_every_declared_kind_is_registered():
+    assert all(not registry.KINDS.is_declared(name) for name in registry.KINDS)
+    for module, names in registry.KINDS.modules.items():
+        assert {registry.KINDS[n].origin for n in names} <= {module}
+    assert set(registry.KINDS.modules) == {k.origin for k in registry.KINDS.values()} | {
+        c.origin for c in registry.CASES.values()
+    }

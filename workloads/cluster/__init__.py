@@ -16,10 +16,11 @@ Built-in scenarios are in ``scenarios/`` beside this file.
 
 from __future__ import annotations
 
-from workloads.cluster import gptws, validation
+from runner import registry
 
 
 def register() -> None:
-    """Register the family's kinds and validation cases."""
-    gptws.register()
-    validation.register()
+    """Declare the family's modules and their kinds (each module registers its kinds and cases
+    when it is first used: :func:`runner.registry.declare`)."""
+    registry.declare("workloads.cluster.gptws", "gpt-ws")
+    registry.declare("workloads.cluster.validation")

@@ -7,9 +7,10 @@ against a closed-form model. Scenarios: ``link-chain``, ``link-chain-backpressur
 
 from __future__ import annotations
 
-from workloads.kernel import linkchain
+from runner import registry
 
 
 def register() -> None:
-    """Register the family's kinds and validation cases."""
-    linkchain.register()
+    """Declare the family's modules and their kinds (each module registers its kinds and cases
+    when it is first used: :func:`runner.registry.declare`)."""
+    registry.declare("workloads.kernel.linkchain", "link-chain")

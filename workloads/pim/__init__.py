@@ -12,11 +12,12 @@ Built-in scenarios are in ``scenarios/`` beside this file.
 
 from __future__ import annotations
 
-from workloads.pim import hbmread, jitq, study
+from runner import registry
 
 
 def register() -> None:
-    """Register the family's kinds and validation cases."""
-    hbmread.register()
-    jitq.register()
-    study.register()
+    """Declare the family's modules and their kinds (each module registers its kinds and cases
+    when it is first used: :func:`runner.registry.declare`)."""
+    registry.declare("workloads.pim.hbmread", "hbm-read")
+    registry.declare("workloads.pim.jitq", "jitq")
+    registry.declare("workloads.pim.study", "jitq-study")

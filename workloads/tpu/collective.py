@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -251,3 +252,14 @@ def footprint(p: CollectiveParams) -> registry.Footprint:
     elems = p.bytes // DTYPES[p.dtype]
     data = 3 * 4 * elems * p.slice().chips if p.payload == "real" else 0
     return common_footprint(p, 0, data, "bytes")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.module_kind(
+            "tpu-collective",
+            "a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
+            CollectiveParams,
+            sys.modules[__name__],
+        )
+    )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -361,3 +362,14 @@ def footprint(p: MatmulParams) -> registry.Footprint:
     need = 2 * (p.i * p.j + p.j * p.k) + F32 * p.i * p.k
     data = 2 * need * p.slice().chips if p.payload == "real" else 0
     return common_footprint(p, 6, data, "i")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.module_kind(
+            "tpu-matmul",
+            "a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
+            MatmulParams,
+            sys.modules[__name__],
+        )
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from typing import Any
 
 import numpy as np
@@ -152,3 +153,14 @@ def footprint(p: P2pParams) -> registry.Footprint:
     """The network and, with a real payload, the message at the source, in flight and at the
     destination."""
     return common_footprint(p, 0, 3 * p.bytes if p.payload == "real" else 0, "bytes")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.module_kind(
+            "tpu-p2p",
+            "one transfer between two chips of a TPU slice, routed over the torus",
+            P2pParams,
+            sys.modules[__name__],
+        )
+    )

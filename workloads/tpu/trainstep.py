@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -344,3 +345,14 @@ def footprint(p: TrainStepParams) -> registry.Footprint:
     need = BF16 * (2 * d * f + b * d + 2 * b * f) + 4 * (b * f + b * d)
     data = 2 * 2 * need * p.slice().chips if p.payload == "real" else 0
     return common_footprint(p, 6, data, "batch")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.module_kind(
+            "tpu-train-step",
+            "one layer's data-parallel or FSDP training step on a TPU slice",
+            TrainStepParams,
+            sys.modules[__name__],
+        )
+    )
