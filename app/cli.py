@@ -18,18 +18,24 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from app import argtypes, sweepcli
-from app.progress import PointProgress, RunProgress
 from runner import outputs, registry, scenario
 from simcore import config as cfg
 from simcore.errors import WafersimError
 from simcore.tracing import LEVEL_NAMES, TraceLevel
 from simcore.version import __version__
-from traces.export import export, export_path
-from traces.perfetto import export_perfetto
-from traces.summary import format_summary, summarize
+
+if TYPE_CHECKING:
+    from app.progress import PointProgress
+
+# What a command needs beyond finding and describing scenarios is imported by the command
+# itself: the kind it runs (through the registry), the trace modules (pyarrow, perfetto), the
+# progress bars (tqdm), the plots (matplotlib) and the Dask engine (distributed). So
+# `wafersim --version`, `list` and `params` start in a fraction of a second (docs/cli.md,
+# "Start time"; tests/test_layers.py lists which modules may be imported late, and why).
 
 #: Exit status of ``validate`` when a case is outside its tolerance (not an error of the user's
 #: nor of wafersim's: the simulation and the model disagree more than the case allows).
@@ -58,8 +64,26 @@ def _cases_epilog() -> str:
 _count = argtypes.count  # every numeric option takes a checked type (app/argtypes.py)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose epilog may be written only when its help is shown
+    (``epilog_from``): the list of validation cases loads every family, which parsing a
+    command line never needs."""
+
+    def __init__(self, *args: Any, epilog_from: Callable[[], str] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self.epilog_from = epilog_from
+
+    def format_help(self) -> str:
+        if self.epilog_from is not None:
+            self.epilog, self.epilog_from = self.epilog_from(), None
+        return super().format_help()
+
+
+Subcommands = argparse._SubParsersAction  # what add_subparsers returns: one add_parser each
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="wafersim",
         description="Cycle-level discrete-event simulator of machine-learning hardware.",
         epilog="exit status: 0 success; 2 a user error (one line saying what to change); 3 a "
@@ -67,9 +91,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--version", action="version", version=f"wafersim {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_list, _add_params, _add_run, _add_model, _add_validate, _add_sweep,
+                _add_trace, _add_plot):  # fmt: skip
+        add(sub)
+    return ap
 
+
+def _scenario_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
+
+
+def _set_argument(p: argparse.ArgumentParser, help_text: str) -> None:
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help=help_text,
+    )  # fmt: skip
+
+
+def _seed_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
+
+
+def _add_list(sub: Subcommands) -> None:
     sub.add_parser("list", help="list built-in scenarios with one-line descriptions")
 
+
+def _add_params(sub: Subcommands) -> None:
     p = sub.add_parser(
         "params",
         help="list a scenario's parameters: the values a run uses, who set them, ranges",
@@ -77,48 +124,36 @@ def _parser() -> argparse.ArgumentParser:
         "comes from (scenario: the scenario file sets it; --set: an override given here; "
         "default: the kind's default), the allowed values and a description.",
     )
-    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="show the values with this override applied (repeatable)",
-    )  # fmt: skip
+    _scenario_argument(p)
+    _set_argument(p, "show the values with this override applied (repeatable)")
     p.add_argument("--json", action="store_true", help="print a JSON list of parameters")
 
+
+def _add_run(sub: Subcommands) -> None:
     p = sub.add_parser("run", help="run a scenario and print its metrics")
-    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a parameter (repeatable), e.g. --set elements=64",
-    )
-    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
+    _scenario_argument(p)
+    _set_argument(p, "override a parameter (repeatable), e.g. --set elements=64")
+    _seed_argument(p)
     p.add_argument("--trace", metavar="PATH", help="write an Arrow event trace to PATH")
     p.add_argument(
-        "--trace-level",
-        default="ops",
-        choices=LEVEL_NAMES,
+        "--trace-level", default="ops", choices=LEVEL_NAMES,
         help="how much the trace records (default: ops)",
-    )
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
-        "--livelock-cycles",
-        type=_count,
-        default=1_000_000,
-        metavar="N",
+        "--livelock-cycles", type=_count, default=1_000_000, metavar="N",
         help="end the run as a livelock when nothing is computed or moved for N cycles while "
         "events go on (default 1,000,000; 0: never)",
-    )
+    )  # fmt: skip
     p.add_argument(
-        "--perfetto",
-        metavar="OUT",
+        "--perfetto", metavar="OUT",
         help="after the run, export the trace to OUT (.pftrace) for ui.perfetto.dev "
         "(the Arrow trace goes to --trace, or next to OUT)",
-    )
+    )  # fmt: skip
 
+
+def _add_model(sub: Subcommands) -> None:
     p = sub.add_parser(
         "model", help="evaluate a scenario's analytical model (no simulation)",
         description="Evaluate the analytical model of SCENARIO's workload kind at the scenario's "
@@ -126,14 +161,13 @@ def _parser() -> argparse.ArgumentParser:
         "built from published calibration fits and never feeds the simulator's timing; "
         "'wafersim validate' compares the two.",
     )  # fmt: skip
-    p.add_argument("scenario", metavar="SCENARIO", help="built-in scenario name or .toml path")
-    p.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a parameter (repeatable), e.g. --set p=750",
-    )  # fmt: skip
-    p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
+    _scenario_argument(p)
+    _set_argument(p, "override a parameter (repeatable), e.g. --set p=750")
+    _seed_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+
+def _add_validate(sub: Subcommands) -> None:
     p = sub.add_parser(
         "validate", help="compare simulation with analytical models",
         description="Run validation cases: each simulates a sweep of points and compares the "
@@ -141,16 +175,20 @@ def _parser() -> argparse.ArgumentParser:
         "where there is one). " + VALIDATE_COLUMNS + " Progress goes to stderr point by "
         "point; each case's table is printed when the case ends. Exit status 3 if a case is "
         "outside its tolerance.",
-        epilog=_cases_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog_from=_cases_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON list of cases at the end")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sweepcli.add_cluster_arguments(p, workers_default="none: one point after another, here")
 
+
+def _add_sweep(sub: Subcommands) -> None:
     p = sub.add_parser("sweep", help="run a scenario over a grid of parameters, in parallel")
     sweepcli.add_arguments(p)
 
+
+def _add_trace(sub: Subcommands) -> None:
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
     q = tsub.add_parser(
@@ -166,15 +204,19 @@ def _parser() -> argparse.ArgumentParser:
     q = tsub.add_parser("export", help="convert a trace for a timeline viewer")
     q.add_argument("path", metavar="PATH", help="an Arrow trace written by run --trace")
     q.add_argument(
-        "--to",
-        required=True,
-        choices=("perfetto", "json"),
+        "--to", required=True, choices=("perfetto", "json"),
         help="perfetto: .pftrace for ui.perfetto.dev; json: Chrome trace-event JSON",
-    )
+    )  # fmt: skip
     q.add_argument(
         "-o", "--output", metavar="OUT", help="output file (default: PATH with .pftrace or .json)"
     )
 
+
+def _image_argument(q: argparse.ArgumentParser) -> None:
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+
+
+def _add_plot(sub: Subcommands) -> None:
     p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
     psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
     q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")
@@ -185,13 +227,13 @@ def _parser() -> argparse.ArgumentParser:
         "link and queue occupancy of each PE, as a fraction of capacity where the trace gives "
         "it (default: busy; link needs a detail-level trace)",
     )  # fmt: skip
-    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+    _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a small trace")
     q.add_argument("path", metavar="PATH", help="an Arrow trace (the first 20,000 slices drawn)")
-    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+    _image_argument(q)
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
-    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
+    _image_argument(q)
     q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
     q.add_argument("path", metavar="TABLE.parquet", help="a table written by wafersim sweep")
     q.add_argument("--x", required=True, metavar="COLUMN", help="the column on the x axis")
@@ -199,8 +241,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--hue", metavar="COLUMN", help="one line per value of COLUMN")
     q.add_argument("--logx", action="store_true", help="logarithmic x axis")
     q.add_argument("--logy", action="store_true", help="logarithmic y axis")
-    q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
-    return ap  # fmt: skip
+    _image_argument(q)
 
 
 def _fmt(v: Any) -> str:
@@ -212,11 +253,10 @@ def _fmt(v: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    registry.load_all()
     rows = []
     for name in scenario.builtin_names():
-        sc = scenario.find(name)
-        rows.append((name, sc.kind.name, sc.description))
+        sc = scenario.read(name)  # the file alone: no kind is imported
+        rows.append((name, sc.kind, sc.description))
     width = max(len(r[0]) for r in rows)
     for name, kind, desc in rows:
         print(f"{name:<{width}}  {desc}  [{kind}]")
@@ -262,6 +302,8 @@ def _seed(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from app.progress import RunProgress  # tqdm, and the kernel (SimPy, numpy)
+
     _seed(args)
     sc = scenario.find(args.scenario)
     params = scenario.resolve_params(sc, args.overrides)
@@ -287,6 +329,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     data = out.as_json()
     if args.perfetto and out.trace_path:
+        from traces.perfetto import export_perfetto  # pyarrow, perfetto
+
         with outputs.atomic(args.perfetto, "--perfetto") as tmp:
             export_perfetto(out.trace_path, tmp)
         data["perfetto"] = args.perfetto
@@ -321,6 +365,8 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from app.progress import PointProgress  # tqdm, and the kernel (SimPy, numpy)
+
     sweepcli.check_arguments(args)
     points = PointProgress(sys.stderr, quiet=args.quiet)
     if args.workers or args.scheduler:
@@ -387,6 +433,9 @@ def _print_case(
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from traces.export import export, export_path  # pyarrow, perfetto
+    from traces.summary import format_summary, summarize  # pyarrow, numpy
+
     if args.trace_command == "export":
         out = export_path(args.path, args.to, args.output)
         outputs.check_paths({"the trace": args.path}, {"the export": out})

@@ -20,15 +20,23 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any, TextIO
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any, TextIO
 
 from runner import registry
 from runner.progress import RunHooks
 from simcore import config as cfg
 from simcore.clock import Ticks
 from simcore.sim import RunResult, Simulation
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+
+def _bar(**options: Any) -> tqdm:
+    """A tqdm progress bar (imported when a terminal first shows one)."""
+    from tqdm import tqdm
+
+    return tqdm(**options)
 
 
 def _is_tty(stream: TextIO) -> bool:
@@ -78,7 +86,7 @@ class RunProgress(RunHooks):
             return
         if self.tty:
             if self._bar is None:
-                self._bar = tqdm(total=self._build_total, desc="[wafersim] building",
+                self._bar = _bar(total=self._build_total, desc="[wafersim] building",
                                  unit="comp", file=self.stream, dynamic_ncols=True)  # fmt: skip
             self._bar.update(n - self._bar.n)
         elif now - self._build_last >= self.every_s:
@@ -133,7 +141,7 @@ class RunProgress(RunHooks):
         total = self.expected_cycles
         if self.tty:
             if self._bar is None:
-                self._bar = tqdm(total=int(total), desc="[wafersim] ~cycles (model)",
+                self._bar = _bar(total=int(total), desc="[wafersim] ~cycles (model)",
                                  unit="cyc", unit_scale=True, file=self.stream,
                                  dynamic_ncols=True)  # fmt: skip
             self._bar.set_postfix_str(f"{events / wall:,.0f} events/s", refresh=False)
@@ -192,7 +200,7 @@ class PointProgress:
         if self.tty:
             if self._bar is None or self._bar.total != done.total:
                 self.close()
-                self._bar = tqdm(total=done.total, desc=f"[validate {self.case}]", unit="pt",
+                self._bar = _bar(total=done.total, desc=f"[validate {self.case}]", unit="pt",
                                  file=self.stream, dynamic_ncols=True, leave=False)  # fmt: skip
             self._bar.write(line, file=self.stream)
             self._bar.update(1)

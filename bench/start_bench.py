@@ -6,7 +6,12 @@ Runs each command in N fresh processes (default 5) and prints the median wall ti
 median CPU time (user + system of the child, from ``getrusage``): ``wafersim --version``,
 ``list``, ``params SCENARIO`` for every built-in scenario, and ``run link-chain --quiet`` for
 comparison (a run imports the simulation and trace modules a start does not need). On a busy
-machine wall time grows with the load and CPU time much less: read both. The target is under
+machine wall time grows with the load and CPU time much less: read both.
+
+Compiled bytecode is cached as on an installed copy, in a temporary folder
+(``PYTHONPYCACHEPREFIX``) whatever ``PYTHONDONTWRITEBYTECODE`` says, and a first, uncounted run
+of each command fills it; ``--no-cache`` keeps the environment's setting instead (with
+``PYTHONDONTWRITEBYTECODE=1`` every start compiles wafersim's modules again). The target is under
 0.3 s for ``--version``, ``list`` and ``params`` (docs/cli.md, "Start time"); a line over it is
 marked ``over``. ``--modules`` adds, for each command, the heavy third-party modules it
 imported (``python -X importtime``; none of them is imported by ``--version`` or ``list``).
@@ -18,9 +23,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,11 +52,13 @@ def commands() -> list[list[str]]:
     return out
 
 
-def once(argv: list[str]) -> tuple[float, float]:
+def once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall s, CPU s) of one process running ``argv``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -58,15 +67,22 @@ def once(argv: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def heavy_modules(wafersim: str, args: list[str]) -> list[str]:
-    """The :data:`HEAVY` top-level packages ``wafersim ARGS`` imports."""
-    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
-    done = subprocess.run([wafersim, *args], env=env, capture_output=True, text=True, check=False)
-    names = {
-        line.rsplit("|", 1)[-1].strip()
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:")
-    }
+#: Runs ``wafersim ARGS`` in this interpreter and prints the modules it imported, at exit.
+SHOW_MODULES = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print(' '.join(sys.modules), file=sys.stderr))\n"
+    "from app.cli import main\n"
+    "sys.argv[0] = 'wafersim'\n"
+    "sys.exit(main())\n"
+)
+
+
+def heavy_modules(python: str, args: list[str], env: dict[str, str]) -> list[str]:
+    """The :data:`HEAVY` packages ``wafersim ARGS`` imports."""
+    done = subprocess.run(
+        [python, "-c", SHOW_MODULES, *args], env=env, capture_output=True, text=True, check=False
+    )
+    names = set(done.stderr.splitlines()[-1].split()) if done.stderr else set()
     return [h for h in HEAVY if h in names]
 
 
@@ -79,17 +95,44 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ap.add_argument("--only", metavar="TEXT", help="only the commands whose line contains TEXT")
     ap.add_argument("--modules", action="store_true", help="list the heavy modules each imports")
+    ap.add_argument(
+        "--no-cache", action="store_true",
+        help="keep the environment's bytecode setting (default: cache it in a temporary folder)",
+    )  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print one JSON list")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
+    cache = None if args.no_cache else tempfile.mkdtemp(prefix="start-bench-pycache-")
+    env = dict(os.environ)
+    if cache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = cache
+    python = os.path.join(os.path.dirname(args.wafersim), "python")
+    try:
+        rows = measure(args, env, python)
+    finally:
+        if cache is not None:
+            shutil.rmtree(cache, ignore_errors=True)
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(
+            f"medians of {args.repeat} fresh processes; bytecode "
+            f"{'as the environment says' if cache is None else 'cached'}; "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
+    return 0
+
+
+def measure(args: argparse.Namespace, env: dict[str, str], python: str) -> list[dict]:
     rows = []
     for cmd in commands():
         line = " ".join(cmd)
         if args.only and args.only not in line:
             continue
-        once([args.wafersim, *cmd])  # warm the file cache: not counted
-        runs = [once([args.wafersim, *cmd]) for _ in range(args.repeat)]
+        once([args.wafersim, *cmd], env)  # fill the caches (files, bytecode): not counted
+        runs = [once([args.wafersim, *cmd], env) for _ in range(args.repeat)]
         row = {
             "command": f"wafersim {line}",
             "wall_s": statistics.median(w for w, _ in runs),
@@ -97,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             "min_wall_s": min(w for w, _ in runs),
         }
         if args.modules:
-            row["heavy_modules"] = heavy_modules(args.wafersim, cmd)
+            row["heavy_modules"] = heavy_modules(python, cmd, env)
         rows.append(row)
         if not args.json:
             over = "  over" if row["wall_s"] > TARGET_S and cmd[0] != "run" else ""
@@ -107,11 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  cpu {row['cpu_s']:.3f} s{over}{mods}",
                 flush=True,
             )
-    if args.json:
-        print(json.dumps(rows))
-    else:
-        print(f"medians of {args.repeat} fresh processes; load average {os.getloadavg()[0]:.2f}")
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

@@ -16,23 +16,35 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import os
 import time
 import tomllib
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner import budget, outputs, registry
-from runner.progress import RunHooks
-from runner.subrun import RunnerSubRuns
 from simcore import config as cfg
 from simcore.errors import MISSING, ConfigError, ScenarioError, SimulationStalled, WafersimError
-from simcore.sim import Progress, RunResult, Simulation
 from simcore.tracing import TraceLevel
 from simcore.version import __version__
-from traces.writer import TraceWriter
+
+if TYPE_CHECKING:
+    from simcore.sim import Progress, RunResult, Simulation
+    from traces.writer import TraceWriter
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioFile:
+    """A scenario as its file says: what :func:`read` returns without loading its kind
+    (``wafersim list``). ``data`` is every key but ``kind`` and ``description``."""
+
+    name: str
+    path: str
+    kind: str
+    description: str
+    data: dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +58,8 @@ class Scenario:
 
 def builtin_dirs() -> list[Path]:
     """The ``scenarios/`` folder of every family that has one, in ``registry.FAMILIES`` order."""
-    root = resources.files("workloads")
-    folders = (Path(str(root / family / "scenarios")) for family in registry.FAMILIES)
+    root = Path(str(importlib.import_module("workloads").__file__)).parent  # its own folder
+    folders = (root / family / "scenarios" for family in registry.FAMILIES)
     return [folder for folder in folders if folder.is_dir()]
 
 
@@ -74,8 +86,16 @@ def builtin_names() -> list[str]:
 
 
 def find(name_or_path: str) -> Scenario:
-    """A built-in scenario by name, or a TOML file by path."""
-    registry.load_all()
+    """A built-in scenario by name, or a TOML file by path, with its workload kind (whose
+    module is imported now, if it was not)."""
+    sc = read(name_or_path)
+    return Scenario(sc.name, sc.path, registry.KINDS[sc.kind], sc.description, sc.data)
+
+
+def read(name_or_path: str) -> ScenarioFile:
+    """A built-in scenario by name, or a TOML file by path, as its file says; its kind must be
+    a known one (declared: no family module is imported)."""
+    registry.declare_all()
     if name_or_path.endswith(".toml") or os.sep in name_or_path or os.path.isdir(name_or_path):
         path = Path(name_or_path)
         if path.is_dir():
@@ -118,7 +138,7 @@ def find(name_or_path: str) -> Scenario:
             f"scenario '{path}': kind = {kind_name!r} is not a known workload kind; "
             f"known kinds: {', '.join(sorted(registry.KINDS))}"
         )
-    return Scenario(path.stem, str(path), registry.KINDS[kind_name], description, data)
+    return ScenarioFile(path.stem, str(path), kind_name, description, data)
 
 
 def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
@@ -166,7 +186,7 @@ class RunOutput:
 def run_kind(kind: str, params: Any) -> dict[str, Any]:
     """Run workload kind ``kind`` with ``params`` (no trace) and return its metrics: what
     validation sweeps and tests need, without a scenario file."""
-    registry.load_all()
+    registry.declare_all()
     scen = Scenario(kind, "<validate>", registry.KINDS[kind], "", {})
     return run_scenario(scen, params).metrics
 
@@ -219,6 +239,12 @@ def run_scenario(
     livelock_cycles: int = 1_000_000,
 ) -> RunOutput:
     """Build, check, trace and run one scenario. See the module docstring."""
+    # Imported here: they load SimPy and numpy, which finding and describing scenarios
+    # (``wafersim list``, ``params``) do without (docs/cli.md, "Start time").
+    from runner.progress import RunHooks
+    from runner.subrun import RunnerSubRuns
+    from simcore.sim import Simulation
+
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
     sim.sub_runs = RunnerSubRuns(sim, progress)
     writer: TraceWriter | None = None
@@ -234,6 +260,8 @@ def run_scenario(
         if isinstance(progress, RunHooks):
             progress.end_build(sim)
         if trace_path and trace_level > TraceLevel.OFF:
+            from traces.writer import TraceWriter  # pyarrow: only a traced run writes Arrow
+
             # Written under a temporary name and renamed into place once closed (outputs.py).
             tmp_trace = outputs.temp_for(trace_path)
             writer = TraceWriter(
