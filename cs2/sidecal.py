@@ -29,7 +29,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import nnls
 
 from cs2.pekernels import PeSideWork, newton_steps
 from simcore.config import param
@@ -211,6 +210,8 @@ def fit(
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Non-negative least squares of each kind's constants on the relative error; returns
     (constants by name, MAPE % by kind)."""
+    from scipy.optimize import nnls  # fitting only: a run or a model needs none of scipy
+
     out: dict[str, float] = {}
     mape: dict[str, float] = {}
     for kind in KINDS:

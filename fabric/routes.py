@@ -21,8 +21,6 @@ import dataclasses
 import enum
 from collections.abc import Iterable
 
-import networkx as nx
-
 from simcore.errors import BuildError
 
 
@@ -180,6 +178,8 @@ def _check_position(
     height: int,
     edges: set[tuple[tuple[tuple[int, int], Dir], str]],
 ) -> None:
+    import networkx as nx  # checking routes needs it; describing a kind's parameters does not
+
     graph = nx.DiGraph()
     for xy in sorted(table):
         p = _position(table[xy], pos_index)

@@ -14,14 +14,18 @@ Nodes carry ``kind`` (memoryx, node, cs2) and ``level``.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 FANOUT = {"1:4": 4, "2x1:2": 2}
 
 
 def build_tree(systems: int, mode: str = "1:4") -> nx.DiGraph:
     """The tree for ``systems`` CS-2s (>= 1) with nodes in ``mode`` (``1:4`` or ``2x1:2``)."""
+    import networkx as nx  # building a tree needs it; describing a kind's parameters does not
+
     fanout = FANOUT[mode]
     g = nx.DiGraph()
     level: list[str] = []
@@ -59,4 +63,6 @@ def boxes(g: nx.DiGraph, mode: str) -> int:
 
 def hops(g: nx.DiGraph) -> int:
     """Links between MemoryX and a CS-2 (the same for every CS-2)."""
+    import networkx as nx
+
     return nx.shortest_path_length(g, "memoryx", "cs2[0]")

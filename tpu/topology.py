@@ -25,13 +25,16 @@ Bad shapes are :class:`ConfigError` naming the rule broken.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from simcore.errors import ConfigError
 from tpu.chips import DCN_BYTES_PER_S, PCIE_BYTES_PER_S, ChipSpec
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 AXES = "xyz"
 Coord = tuple[int, ...]
@@ -109,8 +112,15 @@ class Slice:
         self.wrap = ((slices > 2,) if self.dcn_axis else ()) + wraps(spec, self.ici_shape)
         self.coords: list[Coord] = list(itertools.product(*(range(a) for a in self.shape)))
         self.index = {c: i for i, c in enumerate(self.coords)}
-        self.graph = nx.DiGraph()
-        self.graph.add_nodes_from(self.coords)
+
+    @functools.cached_property
+    def graph(self) -> nx.DiGraph:
+        """The links, one edge per direction (made on first use: checking a slice's parameters
+        does not need networkx, so ``wafersim params`` does not load it)."""
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.coords)
         edges: dict[tuple[Coord, Coord], dict[str, object]] = {}
         for c in self.coords:
             for axis, size in enumerate(self.shape):
@@ -120,7 +130,8 @@ class Slice:
                         continue  # an axis of 2 that wraps: one link pair, not two
                     wrap = not 0 <= c[axis] + sign < size
                     edges[(c, n)] = {"axis": axis, "sign": sign, "wrap": wrap}
-        self.graph.add_edges_from((a, b, d) for (a, b), d in edges.items())
+        graph.add_edges_from((a, b, d) for (a, b), d in edges.items())
+        return graph
 
     @property
     def chips(self) -> int:

@@ -20,9 +20,7 @@ import functools
 import math
 import os
 
-import networkx as nx
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 
 from simcore.errors import ConfigError
@@ -57,6 +55,8 @@ def read_mtx(path: str) -> sp.spmatrix:
     allowed = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
     if not os.path.isfile(path):
         raise ConfigError("matrix", path, "no such file", allowed=allowed)
+    import scipy.io  # reading .mtx files only
+
     try:
         a = scipy.io.mmread(path)
     except Exception as err:  # scipy raises ValueError, IndexError... on malformed files
@@ -113,6 +113,8 @@ def poisson2d(side: int) -> sp.csr_matrix:
 
 def laplacian(n: int, graph: str, degree: int, density: float, seed: int) -> sp.csr_matrix:
     """L = D - A of a seeded networkx graph with n nodes."""
+    import networkx as nx  # this generator only
+
     if graph == "barabasi_albert":
         if not 1 <= degree < n:
             raise ConfigError("degree", degree, f"must be in 1 .. {n - 1} for n = {n}")
