@@ -31,7 +31,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -340,6 +342,14 @@ def find_cases(names: Sequence[str]) -> list[ValidationCase]:
             f"known cases: {', '.join(sorted(CASES))}"
         )
     return [CASES[n] for n in (names or sorted(CASES))]
+
+
+def families_folder() -> Path:
+    """The folder of the ``workloads`` package, which holds a folder per family (found, not
+    imported)."""
+    spec = importlib.util.find_spec("workloads")
+    assert spec is not None and spec.submodule_search_locations, "wafersim is installed"
+    return Path(spec.submodule_search_locations[0])
 
 
 _declared = False

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import os
 import time
 import tomllib
@@ -58,7 +57,7 @@ class Scenario:
 
 def builtin_dirs() -> list[Path]:
     """The ``scenarios/`` folder of every family that has one, in ``registry.FAMILIES`` order."""
-    root = Path(str(importlib.import_module("workloads").__file__)).parent  # its own folder
+    root = registry.families_folder()
     folders = (root / family / "scenarios" for family in registry.FAMILIES)
     return [folder for folder in folders if folder.is_dir()]
 

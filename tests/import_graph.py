@@ -5,7 +5,7 @@ imported): ``python tests/import_graph.py`` prints, per package, the packages it
 ``--update-docs`` writes it there, between its markers (tests/test_layer_docs.py keeps the two
 equal).
 
-Used by tests/test_layering.py, which holds the layering rules.
+Used by tests/test_layers.py, which holds the layering rules.
 """
 
 from __future__ import annotations
@@ -57,28 +57,87 @@ def _imports(tree: ast.AST, module: str, known: set[str], typing_too: bool) -> s
     (the package ``__init__`` Python runs first is not counted when a name is a module: a
     package importing its own modules is how it assembles itself)."""
     found: set[str] = set()
-    package = module if (ROOT / Path(*module.split("."))).is_dir() else module.rsplit(".", 1)[0]
+    package = _package(module)
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node) and not typing_too:
             for child in node.orelse:
                 visit(child)
             return
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{base}.{node.module}" if node.module else base
-            subs = [f"{base}.{a.name}" for a in node.names]
-            found.update([m for m in subs if m in known] or [base])
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update(_imported(node, package, known))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
     visit(tree)
     return {m for m in found if m.split(".")[0] in PACKAGES}
+
+
+def _imported(node: ast.Import | ast.ImportFrom, package: str, known: set[str]) -> set[str]:
+    """The modules one import statement imports, dotted (first- or third-party)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[: len(parts) - node.level + 1])
+        base = f"{base}.{node.module}" if node.module else base
+    subs = [f"{base}.{a.name}" for a in node.names]
+    return set([m for m in subs if m in known] or [base])
+
+
+def _package(module: str) -> str:
+    return module if (ROOT / Path(*module.split("."))).is_dir() else module.rsplit(".", 1)[0]
+
+
+def split_imports(
+    tree: ast.AST, module: str, known: set[str]
+) -> tuple[set[str], list[tuple[str, str]]]:
+    """``module``'s imports, split by when they run: (the modules importing it imports at once,
+    [(where, module)] of the others). The others are inside a function (``where`` is its name:
+    they run when it is called) or under ``if TYPE_CHECKING`` (``where`` is ``TYPE_CHECKING``:
+    they never run). Modules are dotted, first- or third-party (``from a.b import c`` names
+    ``a.b.c`` when that is a module of the tree)."""
+    package = _package(module)
+    eager: set[str] = set()
+    late: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, where: str | None) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            where = where or node.name
+        elif isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.body:
+                visit(child, where or "TYPE_CHECKING")
+            for child in node.orelse:
+                visit(child, where)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = _imported(node, package, known)
+            if where is None:
+                eager.update(names)
+            else:
+                late.extend((where, name) for name in sorted(names))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(tree, None)
+    return eager, late
+
+
+def loads(module: str, eager: dict[str, set[str]]) -> set[str]:
+    """Every module importing ``module`` imports, transitively (``eager``: each module's
+    :func:`split_imports` at once), with the packages whose ``__init__`` runs first."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            part = ".".join(parts[:i])
+            if part not in seen:
+                seen.add(part)
+                todo.extend(eager.get(part, ()))
+    return seen - {module}
 
 
 def modules() -> dict[str, Path]:

@@ -1,14 +1,25 @@
 """Layering: packages import only downwards (the kernel, then the trace format and the wafer's
 fabric, then the hardware models, then the workloads and the command line); no modules import
 each other in a circle, lazy imports inside functions included (they are how a cycle hides);
-``workloads/`` imports at module level. Checked on the source, so a new module is covered the
-day it is added. ``python tests/import_graph.py`` prints the graph (docs/design.md, "Layers")."""
+a function imports only what a start should not load (a named list of heavy packages, and the
+modules that load them), and modules are imported by name only through the registry. Checked
+on the source, so a new module is covered the day it is added. ``python tests/import_graph.py`` prints the graph (docs/design.md, "Layers")."""
 
 from __future__ import annotations
 
 import ast
 
-from import_graph import PACKAGES, RANK, ROOT, cycles, module_graph, package_graph
+from import_graph import (
+    PACKAGES,
+    RANK,
+    ROOT,
+    cycles,
+    loads,
+    module_graph,
+    modules,
+    package_graph,
+    split_imports,
+)
 
 
 def test_every_package_has_a_rank():
@@ -36,27 +47,135 @@ def test_the_checker_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_workloads_import_at_module_level():
-    """The exceptions: the CLI's ``plot`` command imports the plotting modules when it runs,
-    because matplotlib adds about a second to the start of every other command; ``sweep`` and
-    ``validate --workers`` import the Dask engine, since distributed adds half a second."""
-    lazy = set()
-    paths = [
-        p for pkg in ("runner", "workloads", "sweeps", "app") for p in (ROOT / pkg).rglob("*.py")
+#: Third-party packages that may be imported late (inside the function that needs them), and
+#: why: each is a noticeable part of a start, and most commands never need it. A start is what
+#: `wafersim --version`, `list` and `params` cost (docs/cli.md, "Start time";
+#: tests/test_start.py checks which of these each loads).
+HEAVY = {
+    "numpy": "about 0.1 s; the kinds and hardware need it, `--version` and `list` do not",
+    "simpy": "the kernel's engine (with importlib.metadata); only a kind's module needs it",
+    "networkx": "graphs of routes, TPU slices, SwarmX trees: building needs them, `params` not",
+    "scipy": "0.3 to 0.6 s: spmv's matrices, the side-work fit",
+    "pyarrow": "0.2 s: writing and reading traces and sweep tables only",
+    "perfetto": "the Perfetto export's protobuf classes: exports only",
+    "matplotlib": "about a second: `plot` only",
+    "distributed": "half a second: the Dask engine, for `sweep` and `validate --workers` only",
+    "dask": "with distributed",
+    "tqdm": "progress bars, drawn on a terminal only",
+}
+
+#: wafersim's own modules that may be imported late, each because importing it loads one of
+#: the :data:`HEAVY` packages (checked below), so a command that does not use it starts without.
+LATE = {
+    "simcore.sim": "simpy, numpy: running a scenario, not finding or describing one",
+    "runner.progress": "simcore.sim (a run's progress hooks)",
+    "runner.subrun": "simcore.sim (a run's sub-runs)",
+    "app.progress": "simcore.sim and tqdm: `run` and `validate` draw progress",
+    "traces.writer": "pyarrow: only a traced run writes a trace",
+    "traces.summary": "pyarrow, numpy: `trace summary`",
+    "traces.export": "pyarrow, perfetto: `trace export`",
+    "traces.perfetto": "perfetto, pyarrow: `run --perfetto`, `trace export --to perfetto`",
+    "traces.chrome_json": "pyarrow: `trace export --to json`",
+    "traces.plots": "matplotlib: `plot`",
+    "app.plots": "matplotlib: `plot`",
+    "sweeps.engine": "distributed: `sweep` and `validate --workers`",
+}
+
+#: Where a module may be imported by name at run time (``importlib.import_module``): the
+#: registry imports a family's package and a kind's module when they are needed, and simcore
+#: its own modules when a name of its API is first used.
+DYNAMIC = {"runner/registry.py", "simcore/__init__.py"}
+
+#: Packages whose ``if TYPE_CHECKING`` imports are checked too (the lower ones use them for
+#: annotations that would otherwise import in a circle).
+UPPER = ("runner", "workloads", "sweeps", "app")
+
+
+def _checked(late: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """``late`` without the lower packages' ``TYPE_CHECKING`` imports."""
+    return [
+        (module, where, name)
+        for module, where, name in late
+        if where != "TYPE_CHECKING" or module.split(".")[0] in UPPER
     ]
-    for path in sorted(paths):
+
+
+def unjustified(late: list[tuple[str, str, str]]) -> list[str]:
+    """The imports of ``late`` (module, where, imported) that the policy does not allow: a
+    third-party package not in :data:`HEAVY`, one of wafersim's modules not in :data:`LATE`,
+    and, in the upper packages, a ``TYPE_CHECKING`` import of either."""
+    out = []
+    for module, where, name in _checked(late):
+        top = name.split(".")[0]
+        ok = name in LATE if top in PACKAGES else top in HEAVY
+        if not ok:
+            out.append(f"{module}:{where} imports {name}")
+    return out
+
+
+def _split() -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    mods = modules()
+    eager: dict[str, set[str]] = {}
+    late: list[tuple[str, str, str]] = []
+    for name, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                if any(isinstance(n, ast.Import | ast.ImportFrom) for n in ast.walk(node)):
-                    lazy.add(f"{path.relative_to(ROOT)}:{node.name}")
-            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                lazy.add(f"{path.relative_to(ROOT)}:{node.lineno} TYPE_CHECKING")
-    assert lazy == {
-        "app/cli.py:cmd_plot",
-        "app/sweepcli.py:sweep_command",
-        "app/cli.py:cmd_validate",
-    }
+        eager[name], found = split_imports(tree, name, set(mods))
+        late += [(name, where, imported) for where, imported in found]
+    return eager, late
+
+
+def test_late_imports_are_of_heavy_modules_only():
+    """A function may import what a start should not load (:data:`HEAVY`, :data:`LATE`);
+    anything else is imported at the top of its module, where the import graph sees it."""
+    eager, late = _split()
+    assert unjustified(late) == []
+    assert {name for _, _, name in _checked(late) if name.split(".")[0] in PACKAGES} == set(LATE)
+    for module in LATE:  # each is late for a reason: it loads a heavy package
+        assert {m.split(".")[0] for m in loads(module, eager)} & set(HEAVY), module
+
+
+def test_the_late_import_check_refuses_what_is_not_heavy():
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import json\n"
+        "if TYPE_CHECKING:\n"
+        "    from runner.outputs import OutputError\n"
+        "    from simcore.sim import Simulation\n"
+        "def f():\n"
+        "    import re\n"
+        "    from runner import outputs\n"
+        "    from sweeps.engine import connect\n"
+        "    import scipy.sparse\n"
+        "    def g():\n"
+        "        from workloads.wafer import summa\n"
+    )
+    known = {"runner.outputs", "sweeps.engine", "simcore.sim", "workloads.wafer.summa"}
+    eager, found = split_imports(ast.parse(source), "app.fake", known)
+    assert eager == {"typing", "json"}
+    late = [("app.fake", where, name) for where, name in found]
+    assert unjustified(late) == [
+        "app.fake:TYPE_CHECKING imports runner.outputs",
+        "app.fake:f imports re",
+        "app.fake:f imports runner.outputs",
+        "app.fake:f imports workloads.wafer.summa",
+    ]
+    assert unjustified([("fabric.fake", "TYPE_CHECKING", "fabric.engine")]) == []
+    assert loads("app.fake", {"app.fake": {"runner.outputs"}, "runner": {"numpy"}}) == {
+        "app", "runner", "runner.outputs", "numpy"
+    }  # fmt: skip
+
+
+def test_modules_are_imported_by_name_only_by_the_registry():
+    """Family packages and kinds' modules are imported through the registry
+    (``registry.load_module``), which checks what they register; nothing else imports by name."""
+    calls = set()
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
+                "import_module", "__import__"
+            ):  # fmt: skip
+                calls.add(str(path.relative_to(ROOT)))
+    assert calls == DYNAMIC
 
 
 def test_no_family_imports_another_familys_workloads():
