@@ -14,6 +14,7 @@ from runner import scenario, subrun
 from runner.progress import RunHooks
 from runner.subrun import RunnerSubRuns
 from simcore import Component, Simulation
+from simcore import sim as kernel
 from simcore.errors import BuildError, SimulationStalled
 from simcore.sim import Progress, RunResult, SubRuns
 from workloads.kernel.linkchain import LinkChainParams
@@ -164,14 +165,14 @@ def test_run_kind_as_a_sub_run_gives_the_kinds_own_metrics():
 
 def test_run_scenario_gives_every_run_the_runners_sub_runs(monkeypatch):
     seen: list[SubRuns] = []
-    real = scenario.Simulation
+    real = kernel.Simulation  # run_scenario imports it when it runs (docs/cli.md)
 
     class Spy(real):  # type: ignore[misc,valid-type]
         def run(self, **kw: Any) -> RunResult:
             seen.append(self.sub_runs)
             return super().run(**kw)
 
-    monkeypatch.setattr(scenario, "Simulation", Spy)
+    monkeypatch.setattr(kernel, "Simulation", Spy)
     sc = scenario.find("link-chain")
     scenario.run_scenario(sc, scenario.resolve_params(sc, ["items=5"]))
     assert len(seen) == 1 and isinstance(seen[0], RunnerSubRuns)
