@@ -5,8 +5,10 @@
 Runs each command in N fresh processes (default 5) and prints the median wall time and the
 median CPU time (user + system of the child, from ``getrusage``): ``wafersim --version``,
 ``list``, ``params SCENARIO`` for every built-in scenario, and ``run link-chain --quiet`` for
-comparison (a run imports the simulation and trace modules a start does not need). On a busy
-machine wall time grows with the load and CPU time much less: read both.
+comparison (a run imports the simulation and trace modules a start does not need). Two
+reference lines follow: the interpreter alone (``python -c pass``) and with numpy and SimPy,
+which any kind's module imports (the floor of ``params``). On a busy machine wall time grows
+with the load and CPU time much less: read both.
 
 Compiled bytecode is cached as on an installed copy, in a temporary folder
 (``PYTHONPYCACHEPREFIX``) whatever ``PYTHONDONTWRITEBYTECODE`` says, and a first, uncounted run
@@ -125,26 +127,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: Reference lines: what the interpreter costs, and with the packages every kind imports.
+FLOORS = (["-c", "pass"], ["-c", "import numpy, simpy"])
+
+
 def measure(args: argparse.Namespace, env: dict[str, str], python: str) -> list[dict]:
     rows = []
-    for cmd in commands():
-        line = " ".join(cmd)
+    todo = [(f"wafersim {' '.join(c)}", [args.wafersim, *c], c) for c in commands()]
+    todo += [(f"python {c[0]} '{c[1]}'", [python, *c], None) for c in FLOORS]
+    for line, argv, cmd in todo:
         if args.only and args.only not in line:
             continue
-        once([args.wafersim, *cmd], env)  # fill the caches (files, bytecode): not counted
-        runs = [once([args.wafersim, *cmd], env) for _ in range(args.repeat)]
+        once(argv, env)  # fill the caches (files, bytecode): not counted
+        runs = [once(argv, env) for _ in range(args.repeat)]
         row = {
-            "command": f"wafersim {line}",
+            "command": line,
             "wall_s": statistics.median(w for w, _ in runs),
             "cpu_s": statistics.median(c for _, c in runs),
             "min_wall_s": min(w for w, _ in runs),
         }
-        if args.modules:
+        if args.modules and cmd is not None:
             row["heavy_modules"] = heavy_modules(python, cmd, env)
         rows.append(row)
         if not args.json:
-            over = "  over" if row["wall_s"] > TARGET_S and cmd[0] != "run" else ""
-            mods = f"  [{', '.join(row['heavy_modules']) or '-'}]" if args.modules else ""
+            target = cmd is not None and cmd[0] != "run"
+            over = "  over" if row["wall_s"] > TARGET_S and target else ""
+            mods = f"  [{', '.join(row['heavy_modules']) or '-'}]" if "heavy_modules" in row else ""
             print(
                 f"{row['command']:<44} wall {row['wall_s']:.3f} s (min {row['min_wall_s']:.3f})"
                 f"  cpu {row['cpu_s']:.3f} s{over}{mods}",
