@@ -79,7 +79,7 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-Subcommands = argparse._SubParsersAction  # what add_subparsers returns: one add_parser each
+_Subparsers = argparse._SubParsersAction  # what add_subparsers returns: one add_parser each
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,11 +112,11 @@ def _seed_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=_count, metavar="N", help="the seed (same as --set seed=N)")
 
 
-def _add_list(sub: Subcommands) -> None:
+def _add_list(sub: _Subparsers) -> None:
     sub.add_parser("list", help="list built-in scenarios with one-line descriptions")
 
 
-def _add_params(sub: Subcommands) -> None:
+def _add_params(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "params",
         help="list a scenario's parameters: the values a run uses, who set them, ranges",
@@ -129,7 +129,7 @@ def _add_params(sub: Subcommands) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON list of parameters")
 
 
-def _add_run(sub: Subcommands) -> None:
+def _add_run(sub: _Subparsers) -> None:
     p = sub.add_parser("run", help="run a scenario and print its metrics")
     _scenario_argument(p)
     _set_argument(p, "override a parameter (repeatable), e.g. --set elements=64")
@@ -153,7 +153,7 @@ def _add_run(sub: Subcommands) -> None:
     )  # fmt: skip
 
 
-def _add_model(sub: Subcommands) -> None:
+def _add_model(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "model", help="evaluate a scenario's analytical model (no simulation)",
         description="Evaluate the analytical model of SCENARIO's workload kind at the scenario's "
@@ -167,7 +167,7 @@ def _add_model(sub: Subcommands) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _add_validate(sub: Subcommands) -> None:
+def _add_validate(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "validate", help="compare simulation with analytical models",
         description="Run validation cases: each simulates a sweep of points and compares the "
@@ -183,12 +183,12 @@ def _add_validate(sub: Subcommands) -> None:
     sweepcli.add_cluster_arguments(p, workers_default="none: one point after another, here")
 
 
-def _add_sweep(sub: Subcommands) -> None:
+def _add_sweep(sub: _Subparsers) -> None:
     p = sub.add_parser("sweep", help="run a scenario over a grid of parameters, in parallel")
     sweepcli.add_arguments(p)
 
 
-def _add_trace(sub: Subcommands) -> None:
+def _add_trace(sub: _Subparsers) -> None:
     p = sub.add_parser("trace", help="work with trace files")
     tsub = p.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
     q = tsub.add_parser(
@@ -216,7 +216,7 @@ def _image_argument(q: argparse.ArgumentParser) -> None:
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
 
 
-def _add_plot(sub: Subcommands) -> None:
+def _add_plot(sub: _Subparsers) -> None:
     p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
     psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
     q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")

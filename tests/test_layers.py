@@ -3,7 +3,8 @@ fabric, then the hardware models, then the workloads and the command line); no m
 each other in a circle, lazy imports inside functions included (they are how a cycle hides);
 a function imports only what a start should not load (a named list of heavy packages, and the
 modules that load them), and modules are imported by name only through the registry. Checked
-on the source, so a new module is covered the day it is added. ``python tests/import_graph.py`` prints the graph (docs/design.md, "Layers")."""
+on the source, so a new module is covered the day it is added. ``python tests/import_graph.py``
+prints the graph (docs/design.md, "Layers")."""
 
 from __future__ import annotations
 
