@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -256,10 +255,14 @@ def footprint(p: CollectiveParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "tpu-collective",
-            "a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
-            CollectiveParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="tpu-collective",
+            summary="a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
+            params=CollectiveParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -366,10 +365,14 @@ def footprint(p: MatmulParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "tpu-matmul",
-            "a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
-            MatmulParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="tpu-matmul",
+            summary="a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
+            params=MatmulParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import sys
 from typing import Any
 
 import numpy as np
@@ -157,10 +156,14 @@ def footprint(p: P2pParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "tpu-p2p",
-            "one transfer between two chips of a TPU slice, routed over the torus",
-            P2pParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="tpu-p2p",
+            summary="one transfer between two chips of a TPU slice, routed over the torus",
+            params=P2pParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )

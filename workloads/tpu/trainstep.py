@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -349,10 +348,14 @@ def footprint(p: TrainStepParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "tpu-train-step",
-            "one layer's data-parallel or FSDP training step on a TPU slice",
-            TrainStepParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="tpu-train-step",
+            summary="one layer's data-parallel or FSDP training step on a TPU slice",
+            params=TrainStepParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
