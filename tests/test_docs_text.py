@@ -93,6 +93,8 @@ def _defines(path: Path) -> set[str]:
             for target in node.targets:
                 elts = target.elts if isinstance(target, ast.Tuple) else [target]
                 names.update(t.id for t in elts if isinstance(t, ast.Name))
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    names.update(ast.literal_eval(node.value))  # exported, maybe imported lazily
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
         elif isinstance(node, ast.Import | ast.ImportFrom):
