@@ -14,11 +14,11 @@ point after point today (``scenario.run_points``) and on a parallel engine later
 Kinds, cases and built-in scenarios come in *families*, one subpackage of ``workloads`` per kind
 of hardware (:data:`FAMILIES`). A family package's ``register()`` *declares* its modules and the
 kinds each defines (:func:`declare`), without importing them; a module's own ``register()``
-registers its kinds and cases (:func:`register_kind`, :func:`register_case`) when the module is
-imported, which happens the first time one of its kinds is looked up in :data:`KINDS` or when
-everything is needed (:func:`load_all`). So ``wafersim list`` knows every kind's name without
-importing any, and ``wafersim params summa`` imports the summa module and nothing else of the
-families (docs/cli.md, "Start time"). Importing a module registers nothing.
+registers its kinds and cases (:func:`register_kind`, :func:`register_case`) when the registry
+imports the module (:func:`load_module`): the first time one of its kinds is looked up in
+:data:`KINDS`, or when everything is needed (:func:`load_all`). So ``wafersim list`` knows every
+kind's name without importing any, and ``wafersim params summa`` imports the summa module and
+nothing else of the families (docs/cli.md, "Start time"). Importing a module registers nothing.
 
 :func:`declare_all` declares every family; :func:`load_all` also imports every declared module,
 registering every kind and case. Names are global (a scenario names its kind, the CLI names a
