@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any, Protocol
 
 from simcore.config import ScenarioParams
@@ -62,18 +61,6 @@ class WorkloadKind:
     model: Callable[[Any], Metrics] | None = None
     origin: str = ""
     footprint: Callable[[Any], Footprint] | None = None
-
-
-def module_kind(
-    name: str, summary: str, params: type[ScenarioParams], module: ModuleType
-) -> WorkloadKind:
-    """The kind a module defines by convention: its ``build``, ``metrics`` and (when present)
-    ``model`` and ``footprint`` functions, with the module as origin."""
-    return WorkloadKind(
-        name=name, summary=summary, params=params, build=module.build, metrics=module.metrics,
-        model=getattr(module, "model", None), footprint=getattr(module, "footprint", None),
-        origin=module.__name__,
-    )  # fmt: skip
 
 
 class Runner(Protocol):

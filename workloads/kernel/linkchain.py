@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -210,11 +209,15 @@ def footprint(p: LinkChainParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "link-chain",
-            "source -> chain of channels -> rate-limited sink (kernel exercise)",
-            LinkChainParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="link-chain",
+            summary="source -> chain of channels -> rate-limited sink (kernel exercise)",
+            params=LinkChainParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

@@ -14,7 +14,6 @@ refresh, (tRFC + tRP + tRCD) every tREFI.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import numpy as np
@@ -139,11 +138,15 @@ def footprint(p: HbmReadParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "hbm-read",
-            "host reads through an HBM pseudo-channel controller (stream or random)",
-            HbmReadParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="hbm-read",
+            summary="host reads through an HBM pseudo-channel controller (stream or random)",
+            params=HbmReadParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

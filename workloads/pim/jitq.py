@@ -22,7 +22,6 @@ plus row visits shorter than tRC, stretched by refresh.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import numpy as np
@@ -253,11 +252,15 @@ def model(p: JitqParams) -> dict[str, Any]:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "jitq",
-            "JIT-Q: MX quantization of a BF16 matrix by HBM-PIM units, command-level",
-            JitqParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="jitq",
+            summary="JIT-Q: MX quantization of a BF16 matrix by HBM-PIM units, command-level",
+            params=JitqParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

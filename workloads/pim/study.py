@@ -30,7 +30,6 @@ configurations for the others, with the tensor/pipeline parallelism chosen there
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 from pim import jitq as kernel
@@ -249,11 +248,14 @@ def metrics(sim: Simulation, p: StudyParams, handle: Timeline, result: RunResult
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "jitq-study",
-            "JIT-Q study: slack, capacity savings and throughput loss per LLM (MI210)",
-            StudyParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="jitq-study",
+            summary="JIT-Q study: slack, capacity savings and throughput loss per LLM (MI210)",
+            params=StudyParams,
+            build=build,
+            metrics=metrics,
+            origin=__name__,
+            footprint=footprint,
         )
     )
 

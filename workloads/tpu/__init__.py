@@ -15,23 +15,13 @@ tpu-explained`` compares them with the simulation (:mod:`.validation`).
 
 from __future__ import annotations
 
-from runner import registry
 from workloads.tpu import collective, matmul, p2p, trainstep, validation
-
-KINDS = (
-    ("tpu-collective", "a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
-     collective.CollectiveParams, collective),
-    ("tpu-p2p", "one transfer between two chips of a TPU slice, routed over the torus",
-     p2p.P2pParams, p2p),
-    ("tpu-matmul", "a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
-     matmul.MatmulParams, matmul),
-    ("tpu-train-step", "one layer's data-parallel or FSDP training step on a TPU slice",
-     trainstep.TrainStepParams, trainstep),
-)  # fmt: skip
 
 
 def register() -> None:
     """Register the family's kinds and validation cases."""
-    for name, summary, params, module in KINDS:
-        registry.register_kind(registry.module_kind(name, summary, params, module))
+    collective.register()
+    p2p.register()
+    matmul.register()
+    trainstep.register()
     validation.register()

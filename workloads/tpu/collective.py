@@ -251,3 +251,18 @@ def footprint(p: CollectiveParams) -> registry.Footprint:
     elems = p.bytes // DTYPES[p.dtype]
     data = 3 * 4 * elems * p.slice().chips if p.payload == "real" else 0
     return common_footprint(p, 0, data, "bytes")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="tpu-collective",
+            summary="a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
+            params=CollectiveParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
+        )
+    )

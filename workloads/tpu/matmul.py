@@ -361,3 +361,18 @@ def footprint(p: MatmulParams) -> registry.Footprint:
     need = 2 * (p.i * p.j + p.j * p.k) + F32 * p.i * p.k
     data = 2 * need * p.slice().chips if p.payload == "real" else 0
     return common_footprint(p, 6, data, "i")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="tpu-matmul",
+            summary="a sharded matmul on a TPU slice: chips' MXU pipelines and ICI collectives",
+            params=MatmulParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
+        )
+    )

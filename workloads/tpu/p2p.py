@@ -152,3 +152,18 @@ def footprint(p: P2pParams) -> registry.Footprint:
     """The network and, with a real payload, the message at the source, in flight and at the
     destination."""
     return common_footprint(p, 0, 3 * p.bytes if p.payload == "real" else 0, "bytes")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="tpu-p2p",
+            summary="one transfer between two chips of a TPU slice, routed over the torus",
+            params=P2pParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
+        )
+    )

@@ -344,3 +344,18 @@ def footprint(p: TrainStepParams) -> registry.Footprint:
     need = BF16 * (2 * d * f + b * d + 2 * b * f) + 4 * (b * f + b * d)
     data = 2 * 2 * need * p.slice().chips if p.payload == "real" else 0
     return common_footprint(p, 6, data, "batch")
+
+
+def register() -> None:
+    registry.register_kind(
+        registry.WorkloadKind(
+            name="tpu-train-step",
+            summary="one layer's data-parallel or FSDP training step on a TPU slice",
+            params=TrainStepParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
+        )
+    )

@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -413,11 +412,15 @@ def model(p: SpmvParams) -> dict[str, Any]:
 # -- registration and validation -----------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "spmv",
-            "sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
-            SpmvParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="spmv",
+            summary="sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
+            params=SpmvParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -470,11 +469,15 @@ def footprint(p: SummaParams) -> registry.Footprint:
 # -- registration --------------------------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "summa",
-            "SUMMA GEMM on P x P PEs with row/column broadcasts (the SDK's GEMM)",
-            SummaParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="summa",
+            summary="SUMMA GEMM on P x P PEs with row/column broadcasts (the SDK's GEMM)",
+            params=SummaParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     cases = (

@@ -9,7 +9,6 @@ dispatches on ``flavour`` and holds the validation sweep. See docs/ws-matmul.md.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from runner import registry
@@ -79,12 +78,16 @@ def validate(
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "ws-matmul",
-            "weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
+        registry.WorkloadKind(
+            name="ws-matmul",
+            summary="weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
             "edge) and wgrad (W's mask streamed, gradients out)",
-            WsMatmulParams,
-            sys.modules[__name__],
+            params=WsMatmulParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(
