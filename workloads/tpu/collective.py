@@ -26,15 +26,12 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.collectives import OPS, RINGS, Collective
 from tpu.network import IciNetwork
+from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Slice
 from workloads.tpu import models
 from workloads.tpu.common import (
     DTYPES,
     REAL_LIMIT_BYTES,
-    SliceParams,
-    build_slice,
-    link_utilisation,
-    parse_axes,
     seconds,
     small_ints,
 )

@@ -24,10 +24,11 @@ from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.network import Chunk, Flow, IciNetwork
+from tpu.slice import SliceParams, build_slice, link_utilisation
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
-from workloads.tpu.common import SliceParams, build_slice, link_utilisation, seconds
 from workloads.tpu.common import footprint as common_footprint
+from workloads.tpu.common import seconds
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -37,15 +37,12 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import Job, TensorChip
 from tpu.collectives import Collective
+from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
 from workloads.tpu.common import (
     REAL_LIMIT_BYTES,
-    SliceParams,
-    build_slice,
-    link_utilisation,
-    parse_axes,
     seconds,
     small_ints,
 )
