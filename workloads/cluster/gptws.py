@@ -36,6 +36,7 @@ from memoryx.store import (
     place,
     update_rows,
 )
+from numerics.floats import round_fp16
 from runner import registry
 from simcore.component import Component
 from simcore.config import param, section
@@ -489,7 +490,7 @@ def reference_update(
     for name, (w, mask) in weights0.items():
         d = DenseTensor(w.copy(), mask.copy(), np.ones_like(mask) if regrow else mask.copy())
         masters[name] = d
-        seen[name] = d.w.astype(np.float16).astype(np.float32)
+        seen[name] = round_fp16(d.w)
     loss, grads = gpt.reference_step(shape, seen, ids, targets)
     opt = p.memoryx.opt()
     from_store = {}

@@ -12,7 +12,7 @@ with its own data; ``pch`` simulates pseudo-channel 0 command by command and sca
 pseudo-channel receives the same broadcast stream and the same amount of (padded) work, so it
 takes the same time, and the system's commands are the per-channel counts times the channels
 (docs/design.md, "PIM: two fidelities"). ``correct`` compares, bit for bit, every simulated
-unit's output with :mod:`pim.mx`'s reference.
+unit's output with :mod:`numerics.mx`'s reference.
 
 The analytical model (:func:`model`, never used for timing): column commands (triggers and
 register writes) x tCCD_L, plus what each waits beyond that for a bus turnaround or a row switch,
@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from numerics import mx
+from numerics.floats import bf16_bits, fp32_bits
 from pim import jitq as kernel
-from pim import mx
 from pim.stack import HbmConfig, HbmStack
 from runner import registry
 from simcore.config import param, section
@@ -76,8 +77,8 @@ def matrix(p: JitqParams) -> np.ndarray:
     vals = rng.standard_normal((p.rows, p.cols)) * np.exp2(rng.integers(-8, 8, (p.rows, p.cols)))
     vals[rng.random((p.rows, p.cols)) < p.zero_fraction] = 0.0
     if p.master == "fp32":
-        return mx.to_fp32_bits(vals.astype(np.float32))
-    return mx.to_bf16_bits(vals.astype(np.float32))
+        return fp32_bits(vals.astype(np.float32))
+    return bf16_bits(vals.astype(np.float32))
 
 
 def planes_of(bits: np.ndarray) -> list[np.ndarray]:

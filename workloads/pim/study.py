@@ -32,8 +32,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from numerics import mx
 from pim import jitq as kernel
-from pim import mx
 from runner import registry, subrun
 from simcore.component import Component
 from simcore.config import param, section

@@ -1,5 +1,5 @@
 """What every TPU workload kind shares besides the slice (:mod:`tpu.slice`): element sizes, test
-data, bf16 values, metrics in seconds, the build's footprint.
+data, metrics in seconds, the build's footprint.
 
 Metrics in seconds come from the time base (exact fractions), whatever domain counted them.
 """
@@ -16,13 +16,6 @@ DTYPES = {"bf16": 2, "f32": 4}
 #: payload=real holds every chip's arrays in this process: above this many bytes of float32
 #: values in total, use payload=size.
 REAL_LIMIT_BYTES = 1 << 31
-
-
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to the nearest bfloat16 (ties to even), returned as float32."""
-    bits = np.asarray(x, np.float32).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    return (rounded & np.uint32(0xFFFF0000)).view(np.float32)
 
 
 def small_ints(rng: np.random.Generator, n: int) -> np.ndarray:
