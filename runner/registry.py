@@ -98,13 +98,20 @@ class PointDone:
 
 @dataclasses.dataclass(frozen=True)
 class ValidationRow:
-    """One line of a validate table. ``error_pct`` is (simulated - model) / model x 100."""
+    """One line of a validate table: ``simulated``, ``model`` and ``reference`` are in ``unit``
+    (``cycles``, ``s``, ``bits/s``..., printed with the table). ``error_pct`` is
+    (simulated - model) / model x 100."""
 
     case: str
     point: str
     simulated: float
     model: float
     reference: float | None = None
+    unit: str = dataclasses.field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.unit:
+            raise ValueError(f"validation row '{self.case}: {self.point}' names no unit")
 
     @property
     def error_pct(self) -> float:

@@ -222,5 +222,5 @@ def test_every_case_hands_the_runner_all_its_points_in_one_call():
 
 def test_the_sequential_runner_runs_each_point_in_order():
     points = [linkchain.LinkChainParams(items=n) for n in (5, 50, 20)]
-    assert [m["received"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
+    assert [m["received_items"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
     assert scenario.run_points("link-chain", []) == []

@@ -380,7 +380,7 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "systems": p.systems,
         "batch": seqs,
         "parameters": shape.params,
-        "step_time_s": step_s,
+        "time_s": step_s,
         "tokens_per_s": p.systems * tokens / step_s if step_s else 0.0,
         "wafer_utilisation": flops / (step_s * peak) if step_s else 0.0,
         "memoryx_bytes": shape.params * BYTES_PER_PARAM,
@@ -400,7 +400,11 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "interconnect_bits_per_s": interconnect_bits_per_s(p, c, step),
         "plan_entries": len(c.plan),
         "run_time_s": float(t(end)),
+        "correct": None,
     }
+    modelled = cluster_model.step_model(p)["time_s"]
+    out["model_time_s"] = modelled
+    out["model_error_pct"] = 100.0 * (step_s - modelled) / modelled if modelled else 0.0
     if p.systems > 1:
         one = dataclasses.replace(p, systems=1, batch=seqs)
         alone = _run_alone(sim, one)

@@ -234,18 +234,18 @@ def stream_counts(p: JitqParams) -> dict[str, int]:
                 open_row[q] = -1
     return {
         "triggers": trig, "reg_writes": reg, "row_switches": switches,
-        "turnarounds": turnarounds, "wait_cycles": extra, "ras_wait": ras,
+        "turnarounds": turnarounds, "wait_cycles": extra, "ras_wait_cycles": ras,
     }  # fmt: skip
 
 
 def model(p: JitqParams) -> dict[str, Any]:
     """T = (triggers + register writes) x tCCD_L + what each column command waits beyond
     tCCD_L (a bus turnaround or a row switch: ``wait_cycles``) + row visits shorter than tRC
-    (``ras_wait``), stretched by refresh: (tRFC + tRP + tRCD) every tREFI."""
+    (``ras_wait_cycles``), stretched by refresh: (tRFC + tRP + tRCD) every tREFI."""
     std = p.hbm.standard()
     t = std.timing
     n = stream_counts(p)
-    cycles = (n["triggers"] + n["reg_writes"]) * t.nCCD_L + n["wait_cycles"] + n["ras_wait"]
+    cycles = (n["triggers"] + n["reg_writes"]) * t.nCCD_L + n["wait_cycles"] + n["ras_wait_cycles"]
     if p.hbm.refresh == "all-bank":
         cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
     return {"time_s": cycles / t.clock_hz, "cycles": cycles, **n}
@@ -295,7 +295,9 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
         if not m["correct"]:
             raise RuntimeError(f"jitq {p.format} {p.placement} {p.direction}: wrong bits")
         label = f"{p.rows}x{p.cols} {p.format} {p.placement} {p.direction}"
-        rows.append(registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"]))
+        rows.append(
+            registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"], unit="cycles")
+        )
     return rows
 
 

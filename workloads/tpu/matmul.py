@@ -348,7 +348,7 @@ def model(p: MatmulParams) -> dict[str, Any]:
         "comm_s": comm,
         "bound": roof["bound"] if compute >= comm else "communication",
         "intensity_flops_per_byte": roof["intensity_flops_per_byte"],
-        "critical_intensity": roof["critical_intensity"],
+        "critical_intensity_flops_per_byte": roof["critical_intensity_flops_per_byte"],
     }
 
 

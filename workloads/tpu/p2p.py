@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from runner import registry
+from simcore.clock import Ticks
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
@@ -124,6 +125,7 @@ def metrics(sim: Simulation, p: P2pParams, h: Handle, result: RunResult) -> dict
     t = seconds(sim, last)
     return {
         "time_s": t,
+        "cycles": h.net.domain.cycle_at(Ticks(last)),  # of the ICI links' clock
         "first_byte_s": seconds(sim, first),
         "hops": max(f.hops for f in flows),
         "paths": len(flows),
