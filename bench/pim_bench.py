@@ -3,7 +3,7 @@
     .venv/bin/python bench/pim_bench.py [--rows 4096] [--cols 4096] [--format mx6] [--study]
 
 Each placement and direction runs the ``jitq`` kind at one-pseudo-channel fidelity (every
-pseudo-channel gets the same broadcast stream; design.md, "PIM: two fidelities"): the wall time
+pseudo-channel gets the same broadcast stream; docs/pim/design.md, "Two fidelities"): the wall time
 of the whole run (building, loading the banks, simulating, reading back and checking every bit
 against the reference), the simulated time, and the commands the simulated controller issued per
 wall second, and the CPU seconds the process used (the one-core figure on a shared machine).

@@ -6,7 +6,7 @@ Each point runs twice each way, alternating, with the gate forced open and with
 of each way and their ratio, and checks that both gave the same cycles.
 
 Run: ``PYTHONPATH=. python bench/summa_gate.py P,MT [P,MT ...]`` (default: the points of
-docs/summa.md, "Where the phase pays").
+docs/wafer/performance.md, "Where the lock-step phase pays").
 """
 
 from __future__ import annotations

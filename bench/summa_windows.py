@@ -6,7 +6,7 @@ broadcast callback ``x{k}``/``y{k}``) and the smallest gap from that last callba
 end of the step's compute ``e{k}`` (with ``overlap``: its first start ``c{k}``), where the next
 step's first set-up begins. A positive gap means the
 fabric is silent between two steps' broadcasts: the premise of a lock-step phase per step
-(docs/summa.md, "The phase's window, measured").
+(docs/wafer/design.md, "The lock-step phase").
 
 Run: ``PYTHONPATH=. python bench/summa_windows.py [P,MT[,overlap] ...]`` (default 8,8 16,8).
 """

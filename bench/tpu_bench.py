@@ -1,6 +1,6 @@
 """TPU pod benchmark: wall time and peak memory of large AllReduces with payload=size.
 
-    PYTHONPATH=. python bench/tpu_bench.py            # the three figures of the TPU guide
+    PYTHONPATH=. python bench/tpu_bench.py            # the figures of docs/tpu/performance.md
     PYTHONPATH=. python bench/tpu_bench.py --profile  # and the top entries of a profile
 
 Each case runs in a fresh process (peak memory is the process's maximum resident set; ``cpu_s``
@@ -10,8 +10,8 @@ is the process's CPU time, which other processes sharing the machine do not infl
 - AllReduce of 1 GiB over a v5p 8x8x8 slice (axes xyz);
 - AllReduce of 1 GiB over a v5p 16x16x16 slice: 4,096 chips (axes xyz).
 
-Chunks of ``--chunk-mib`` MiB (the ICI chunk size, a modelling parameter: see docs/tpu.md for its
-effect on time; the bench's default keeps the number of kernel events per chunk low).
+Chunks of ``--chunk-mib`` MiB (the ICI chunk size, a modelling parameter: see docs/tpu/guide.md
+for its effect on time; the bench's default keeps the number of kernel events per chunk low).
 """
 
 from __future__ import annotations

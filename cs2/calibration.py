@@ -16,7 +16,7 @@ with one set of six constants per product: ``fwd`` (also ``bwd``, the same progr
 cycle-level runs of ``ws-matmul`` on small PE arrays (:data:`POINTS`; ``bench/cluster_bench.py
 calibrate`` re-runs the fit); their defaults below are that fit's result, and
 ``tests/test_cluster.py`` checks the model against fresh cycle-level runs (the error is stated
-in docs/weight-streaming.md).
+in docs/cluster/guide.md).
 
 Mapping a layer onto the wafer: the array is cut into k = W // px tiles of px x py PEs side by
 side (py = min(H, ceil(T / k)): no PE row without a token); each tile holds a different slice

@@ -26,7 +26,7 @@ the PEs computed:
   gradient depends on it) is -sum(log p_target) / global tokens on the host: the PE has no log.
 
 The ISA has no exp, division or reciprocal: :func:`exp_nonpos` and :func:`reciprocal` are
-software routines of DSD instructions (docs/design.md, "Weight streaming at PE fidelity"):
+software routines of DSD instructions (docs/cluster/design.md, "Weight streaming at PE fidelity"):
 
 - exp(x) for x <= 0: clamp x at :data:`EXP_CLAMP` (exp(-32) = 1.3e-14: far below anything
   softmax keeps), r = x / 2^K (K = :data:`EXP_HALVINGS`, so r in [-0.5, 0]), expm1(r) = r·q(r)

@@ -55,7 +55,7 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Cs2Config:
-    """One CS-2 system (defaults: docs/hardware/cluster.md)."""
+    """One CS-2 system (defaults: docs/cluster/hardware.md)."""
 
     clock_hz: int = param(850_000_000, "wafer clock (the SDK measurements' 850 MHz)", min=1)
     io_bits_per_s: float = param(1.2e12, "the system's I/O, bits/s each way (1.2 Tb/s)", min=1)

@@ -1,7 +1,7 @@
-"""Fabric parameters (docs/hardware/wse.md, "Router and fabric" and "Programming model").
+"""Fabric parameters (docs/wafer/hardware.md, "Router and fabric" and "Programming model").
 
 Every number is a published WSE-2 value or, where none is published, a documented choice (see
-"Unknowns and their defaults" in docs/hardware/wse.md).
+"Unknowns and their defaults" in docs/wafer/hardware.md).
 The ramp parameters carry the broadcast slope: a ramp direction sustains
 ``ramp_credits / (ramp_latency_cycles + ramp_credit_latency_cycles)`` wavelets per cycle, 5/8 by
 default, i.e. the 1.6 cycles per FP32 word of the measured T_bcast(I) = 1.6 I + 250.

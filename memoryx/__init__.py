@@ -7,5 +7,5 @@
 - :mod:`memoryx.service`: MemoryX as a component (its own clock domain): tiers as bandwidth
   servers, a reader that prefetches ahead of the I/O port, the optimizer's update throughput.
 
-See docs/weight-streaming.md and docs/hardware/cluster.md.
+See docs/cluster/guide.md and docs/cluster/hardware.md.
 """

@@ -45,7 +45,7 @@ TB = 10**12
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MemoryXConfig:
-    """One MemoryX service (defaults: docs/hardware/cluster.md)."""
+    """One MemoryX service (defaults: docs/cluster/hardware.md)."""
 
     clock_hz: int = param(1_000_000_000, "MemoryX's clock (its servers count its cycles)", min=1)
     dram_bytes: int = param(4 * TB, "DRAM capacity, bytes (the smallest MemoryX: 4 TB)", min=0)

@@ -1,6 +1,6 @@
 """The compute engine (CE) of one PE: tasks, queues, microthreads, timestamps.
 
-Tasks (docs/hardware/wse.md, "Programming model")
+Tasks (docs/wafer/hardware.md, "Programming model")
     64 task ids. A *data* task is bound to a colour (through an input queue) and runs once per
     wavelet that arrives on it, with the wavelet's data; a *local* task runs when activated; a
     *control* task when a control wavelet names it. A task runs only when activated (or fed) and
@@ -22,7 +22,7 @@ Time
     ticks, so other clock domains in the same run change nothing.
 
 Queues and microthreads
-    8 input queues and 6 output queues with the WSE-2 depths (docs/hardware/wse.md). A colour is
+    8 input queues and 6 output queues with the WSE-2 depths (docs/wafer/hardware.md). A colour is
     bound to one input queue. An asynchronous DSD operation runs on a microthread whose id is its
     output queue if it writes to the fabric, else the input queue of its fabric input; two
     concurrent operations may not share one. Each cycle the CE advances at most one microthread by
@@ -33,7 +33,7 @@ Ramps
     :mod:`fabric.config`): the CE may have ``ramp_credits`` wavelets in flight up per colour, and
     the router may have ``min(ramp_credits, queue depth)`` in flight down.
 
-The main thread shares the datapath (docs/pe-isa.md, "One issue per cycle")
+The main thread shares the datapath (docs/wafer/pe-isa.md, "One issue per cycle")
     A running task is the *main thread*. From the end of its task switch to its end it holds the
     CE's issue slot, and sits between medium and low in the microthread scheduler: a low-priority
     microthread (the default of every async operation) does not issue while a task runs, and

@@ -1,7 +1,8 @@
-"""Processing-element parameters (docs/hardware/wse.md, "Processing element", "Programming model").
+"""Processing-element parameters (docs/wafer/hardware.md, "Processing element", "Programming
+model").
 
 Every number is a published WSE-2 value or, where none is published, a documented choice. Two
-parameters carry the measured FP32 FMAC time T_fmac(I) = 2 I + 10 cycles (see docs/pe-isa.md):
+parameters carry the measured FP32 FMAC time T_fmac(I) = 2 I + 10 cycles (docs/wafer/pe-isa.md):
 ``fp32_fmac_cycles_per_element`` (2) is the initiation interval of an FP32 multiply-add on the
 16-bit FMAC datapath and gives the slope; ``dsd_setup_cycles`` (4) plus ``pipeline_stages`` (6) give
 the constant. The timing code never sees the formula, only these mechanisms.
@@ -19,7 +20,7 @@ import dataclasses
 from simcore.config import param
 from simcore.errors import ConfigError
 
-#: Bytes one datapath access moves (the 64-bit reads and write of docs/hardware/wse.md).
+#: Bytes one datapath access moves (the 64-bit reads and write of docs/wafer/hardware.md).
 DATAPATH_BYTES = 8
 
 

@@ -43,7 +43,7 @@ DTYPES: dict[str, np.dtype] = {
 }
 
 #: WSE-2 limits used when no configuration is at hand (24 colours, 8 in / 6 out queues;
-#: docs/hardware/wse.md).
+#: docs/wafer/hardware.md).
 COLOURS = 24
 INPUT_QUEUES = 8
 OUTPUT_QUEUES = 6

@@ -9,7 +9,7 @@ Three separately testable pieces:
   Integer adds wrap. IEEE specials propagate silently (no numpy warnings).
 - **timing** (:func:`cost_cycles`): cycles the instruction occupies the datapath, from mechanisms
   only, from the operands' descriptors and never their data. See :func:`cost_cycles` for the
-  model; docs/pe-isa.md shows which parameters carry the measured T_fmac(I) = 2 I + 10.
+  model; docs/wafer/pe-isa.md shows which parameters carry the measured T_fmac(I) = 2 I + 10.
 - **execution** (:class:`TensorUnit`, one per ``PeConfig``): gather the memory operands, apply,
   scatter into the destination, return the cost. Dtypes and lengths are checked first, with
   messages naming the op and operand. The unit owns every cache: the cost memo, the numbering

@@ -6,7 +6,7 @@ each candidate command is legal, so instead of waking every cycle it sleeps unti
 cycle at which something can be issued and decides there, which issues exactly the commands a
 per-cycle loop would (every decision is taken at a cycle where at least one candidate is legal;
 arrivals wake it too). One command per cycle on the pseudo-channel's command bus (real HBM has
-separate row and column command buses; see docs/design.md).
+separate row and column command buses; see docs/pim/design.md).
 
 Two ways to feed it:
 

@@ -6,7 +6,7 @@ preset, the number of stacks, the controller's scheduling, page and refresh poli
 :class:`pim.device.PseudoChannel` and one :class:`pim.controller.Controller` per simulated
 pseudo-channel. ``pchs`` chooses how many are simulated: all of the stacks' pseudo-channels
 (full fidelity), or fewer when every pseudo-channel receives the same broadcast command stream
-and one stands for all (the two-fidelity argument of docs/design.md).
+and one stands for all (the two-fidelity argument of docs/pim/design.md).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ bus), ``bankgroup``, ``bank``.
 
 Presets (:data:`PRESETS`): ``hbm3-4.8`` is the JIT-Q study's stack (HBM3 geometry, 4.8 Gb/s per
 pin, 614.4 GB/s, tRP 15 ns, tCCD_L 3.33 ns, tRAS 33 ns); ``hbm2-2.4`` is the public HBM2-PIM
-(Aquabolt-XL) part. Every value and its source is in docs/hardware/pim.md.
+(Aquabolt-XL) part. Every value and its source is in docs/pim/hardware.md.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def _cycles(ns: float, clock_hz: int) -> int:
 def hbm3_study() -> Standard:
     """The JIT-Q study's stack: HBM3 geometry, 4.8 Gb/s per pin (tCK 0.833 ns, 4 bits per pin
     per clock), 512 banks, 1 KiB rows; tRP, tCCD_L and tRAS from the study, the rest from the
-    public HBM2 timing at the same clock (docs/hardware/pim.md)."""
+    public HBM2 timing at the same clock (docs/pim/hardware.md)."""
     tck = 1_200_000_000  # Hz: tCK = 0.833 ns
     org = Organisation(
         channels=16, pch_per_channel=2, bankgroups=4, banks_per_group=4, rows=32768,

@@ -6,5 +6,5 @@
   transaction per plan chunk): weights broadcast down, FP32 gradients sum-reduced up, each port
   a bundle of 100 Gb/s interfaces serialising what it sends.
 
-See docs/weight-streaming.md and docs/hardware/cluster.md.
+See docs/cluster/guide.md and docs/cluster/hardware.md.
 """

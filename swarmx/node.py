@@ -35,7 +35,7 @@ from simcore.tracing import TraceLevel
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SwarmXConfig:
-    """The SwarmX fabric (defaults: docs/hardware/cluster.md)."""
+    """The SwarmX fabric (defaults: docs/cluster/hardware.md)."""
 
     clock_hz: int = param(1_000_000_000, "SwarmX's clock", min=1)
     interface_bits_per_s: float = param(100e9, "one network interface, bits/s (100 Gb/s)", min=1)

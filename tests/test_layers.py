@@ -57,3 +57,50 @@ def test_workloads_import_at_module_level():
         "app/sweepcli.py:sweep_command",
         "app/cli.py:cmd_validate",
     }
+
+
+def test_no_family_imports_another_familys_workloads():
+    """``workloads/<family>/`` imports its own family's modules, the runner and the hardware:
+    what two families share lives in a hardware package or a program library (``wafer/``)."""
+    crossing = [
+        f"{mod} imports {dep}"
+        for mod, deps in module_graph(typing_too=True).items()
+        if mod.startswith("workloads.") and mod.count(".") >= 1
+        for dep in sorted(deps)
+        if dep.startswith("workloads.") and dep.split(".")[1] != mod.split(".")[1]
+    ]
+    assert crossing == []
+
+
+def test_nested_simulations_run_through_sub_runs():
+    """Outside the kernel and the runner, nothing runs a :class:`Simulation` it built itself:
+    a simulation inside a run is a sub-run (``sim.sub_runs.run``), which gets the budget
+    check, deadline, interrupt handling and progress of the run (runner/subrun.py)."""
+    by_hand = []
+    for pkg in PACKAGES:
+        if pkg in ("simcore", "runner"):
+            continue
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            for fn in ast.walk(tree):
+                if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                built = {
+                    t.id
+                    for n in ast.walk(fn)
+                    if isinstance(n, ast.Assign)
+                    and isinstance(n.value, ast.Call)
+                    and ast.unparse(n.value.func).endswith("Simulation")
+                    for t in n.targets
+                    if isinstance(t, ast.Name)
+                }
+                by_hand += [
+                    f"{path.relative_to(ROOT)}:{n.lineno} {fn.name}"
+                    for n in ast.walk(fn)
+                    if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "run"
+                    and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in built
+                ]
+    assert by_hand == []

@@ -1,4 +1,4 @@
-"""The examples in docs/programming.md run, and do what the text says."""
+"""The examples in docs/wafer/programming.md run, and do what the text says."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "programming.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "wafer" / "programming.md"
 
 
 def blocks() -> list[str]:

@@ -91,7 +91,7 @@ def test_model_is_the_study_formula():
 def test_overlap_hides_the_write_latency_not_the_streams():
     """With the datapath shared, low-priority broadcasts wait for the compute task, and medium
     ones take one issue per word from it: either way what overlap still hides is the posted
-    router writes' latency (docs/summa.md, "Overlap and the shared datapath")."""
+    router writes' latency (docs/wafer/summa.md, "Overlap and the shared datapath")."""
     plain = run_summa(p=2, mt=8)
     low = run_summa(p=2, mt=8, overlap=True, microthread_priority="low")
     medium = run_summa(p=2, mt=8, overlap=True)

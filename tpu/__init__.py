@@ -12,5 +12,5 @@
 - a slice assembled (:mod:`tpu.slice`): its parameters (generation, shape, links), its build
   (the pod's top component and the ICI network) and its link utilisation.
 
-Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/hardware/tpu.md.
+Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/tpu/hardware.md.
 """

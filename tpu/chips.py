@@ -2,7 +2,7 @@
 
 A generation is a row of tables, not code (the Ramulator habit): pod shape, the host's block of
 chips, HBM size and bandwidth, peak bf16 and int8 rates, ICI bandwidth per link and direction,
-the TensorCore's MXU count and size, and the clock. Sources are in docs/hardware/tpu.md.
+the TensorCore's MXU count and size, and the clock. Sources are in docs/tpu/hardware.md.
 
 The clock is not in the public table: it is *derived* so that the MXUs' mechanism (an
 ``[8, d] x [d, d]`` product every 8 cycles per MXU, i.e. ``2·d²`` FLOP per cycle) reproduces

@@ -3,7 +3,7 @@
 SUMMA's x and y broadcasts share every PE's down-ramp port, so they are never express streams
 and ran wavelet by wavelet: each wavelet and hop costs a router step, two sends and a credit
 through the scheduler, the CE's delivery, issue and ramp credit (~46 Python calls). Between two
-steps the fabric is silent (docs/summa.md, "The lock-step phase"), so a step's broadcasts can
+steps the fabric is silent (docs/wafer/design.md, "The lock-step phase"), so a step's broadcasts can
 be moved by one stepper that owns the data movement of the program's broadcast colours on every
 router and compute engine while they run. It applies, cycle by cycle, the rules of
 :meth:`fabric.engine.Router.step` and :meth:`pe.ce.ComputeEngine.step` for what these colours

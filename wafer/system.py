@@ -33,25 +33,25 @@ from simcore.sim import Simulation
 from simcore.stepping import CycleScheduler
 from simcore.tracing import TraceLevel
 
-MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (docs/hardware/wse.md)
+MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (docs/wafer/hardware.md)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CeTiming:
-    """Costs of the CE's non-tensor work (unknowns; defaults: docs/hardware/wse.md)."""
+    """Costs of the CE's non-tensor work (unknowns; defaults: docs/wafer/hardware.md)."""
 
     route_write_cycles: int = param(
         10,
         "cycles the CE spends issuing one router configuration register write (spec unknown; "
         "set with route_write_latency_cycles from the broadcast micro-benchmark's constant and "
-        "SUMMA's per-step control, docs/summa.md)",
+        "SUMMA's per-step control, docs/wafer/summa.md)",
         min=0,
     )
     route_write_latency_cycles: int = param(
         120,
         "cycles from the CE issuing a router configuration write to the router applying it; the "
-        "CE goes on meanwhile (a posted write). 0: the write lands when issued (docs/summa.md, "
-        "'The broadcast constant: CE work and latency')",
+        "CE goes on meanwhile (a posted write). 0: the write lands when issued "
+        "(docs/wafer/summa.md, 'The broadcast constant: CE work and latency')",
         min=0,
     )
     control_op_cycles: int = param(1, "cycles of an activate / block / unblock", min=0)

@@ -84,7 +84,7 @@ def assert_same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
     that any NaN matches any NaN: which payload and sign a NaN result carries when two NaNs meet
     (or an invalid operation meets a NaN) is up to numpy's loops and the host's SIMD units, which
     pick operands in different orders for in-place and out-of-place calls. The models do not
-    specify NaN payloads (docs/pe-isa.md, "IEEE specials"); every other bit is specified."""
+    specify NaN payloads (docs/wafer/pe-isa.md, "IEEE specials"); every other bit is specified."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
     assert got.itemsize == want.itemsize, (

@@ -1,7 +1,7 @@
 """The fwd and bwd flavours of ``ws-matmul``: one sparse input streamed in, dense output kept.
 
 X1 [BS][H1] = X0 [BS][H0] · W^T with W [H1][H0] sparse (density D, seeded), lowered as the
-weight streaming of docs/hardware/wse.md describes ("one sparse input, dense output"):
+weight streaming of docs/wafer/hardware.md describes ("one sparse input, dense output"):
 
 - Activations X0 live on a px x py PE array: H0 split in blocks over the x columns, the tokens
   BS in blocks over the y rows. PE (x, y) keeps its block feature-major (``xloc[f][token]``) so
@@ -16,10 +16,11 @@ weight streaming of docs/hardware/wse.md describes ("one sparse input, dense out
 - Each data wavelet triggers the data task bound to ``WEIGHT``: an index is latched (a PE
   register); a weight runs ``fmacs(acc, acc, xloc[f], w)`` over the PE's local tokens.
 - The commands are control tasks of high priority. Control wavelets keep their place in the
-  stream (design.md), so row r's command runs after row r's weights and before row r+1's. It
-  hands the row's accumulator to the ring reduction and switches the FMACs to the other of two
-  accumulators, so row r+1's FMACs overlap row r's reduction; if row r-1's reduction is still
-  running, it blocks the weight task until that one ends (one accumulator in the ring at a time).
+  stream (docs/wafer/design.md), so row r's command runs after row r's weights and before row
+  r+1's. It hands the row's accumulator to the ring reduction and switches the FMACs to the
+  other of two accumulators, so row r+1's FMACs overlap row r's reduction; if row r-1's
+  reduction is still running, it blocks the weight task until that one ends (one accumulator in
+  the ring at a time).
 - The ring runs east along the PE row (colours ``RING``, alternating by x parity) and back from
   the east end to the west end on ``WRAP`` through the routers between; all routes are static.
   On PSUM a PE adds its partial sums into the passing stream (async ``fadds``, fabric + memory
@@ -38,7 +39,7 @@ The analytical model (:func:`model`) lives beside the simulation and never feeds
 Left out: FP16 weights with a 16-bit index packed beside them in one wavelet (the WSE's format;
 FP32 keeps the check exact and the stream is never the bottleneck). The ring's microthreads
 share the datapath with the FMAC tasks (``ring_priority``, medium by default: they take issue
-cycles from the tasks; low: they wait for them; see :mod:`pe.ce` and docs/ws-matmul.md).
+cycles from the tasks; low: they wait for them; see :mod:`pe.ce` and docs/wafer/ws-matmul.md).
 """
 
 from __future__ import annotations

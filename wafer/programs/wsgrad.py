@@ -2,7 +2,7 @@
 
 dW [H1][H0] = dX1^T · X0 on W's sparsity mask only: dW[r, j] = sum over tokens t of
 dX1[t, r] · X0[t, j] for each masked (r, j). Lowered as the weight streaming of
-docs/hardware/wse.md describes:
+docs/wafer/hardware.md describes:
 
 - Both dense inputs live on the wafer in the activations' layout: PE (x, y) holds the tokens of
   block y of X0 for the input features of block x (``x0[f][token]``, as in fwd) and of dX1 for

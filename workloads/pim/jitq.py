@@ -11,7 +11,7 @@ Two fidelities (``fidelity``): ``stack`` simulates every pseudo-channel of every
 with its own data; ``pch`` simulates pseudo-channel 0 command by command and scales: every
 pseudo-channel receives the same broadcast stream and the same amount of (padded) work, so it
 takes the same time, and the system's commands are the per-channel counts times the channels
-(docs/design.md, "PIM: two fidelities"). ``correct`` compares, bit for bit, every simulated
+(docs/pim/design.md, "Two fidelities"). ``correct`` compares, bit for bit, every simulated
 unit's output with :mod:`numerics.mx`'s reference.
 
 The analytical model (:func:`model`, never used for timing): column commands (triggers and

@@ -23,7 +23,7 @@ The JIT-Q study's question, for one model or all (``model = all``), per MX forma
 - **throughput loss**: while PIM runs, the CUs that issue its commands (one per two HBM
   channels: 16 of 104) do not compute; the GEMMs of that overlap run at 88/104 of peak.
 
-Model shapes are in docs/hardware/pim.md (the spec's table for the future models; public
+Model shapes are in docs/pim/hardware.md (the spec's table for the future models; public
 configurations for the others, with the tensor/pipeline parallelism chosen there).
 """
 

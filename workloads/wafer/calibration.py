@@ -10,12 +10,12 @@ simulation's timing, which comes from the PE and fabric mechanisms alone.
 - T_bcast(I) = 1.6 I + 250: a row or column broadcast of I FP32 words with the collectives
   library (MAPE 2.0 % for I in 1..4096). Its slope is the stream rate of a fabric -> memory move
   through a PE's ramp, which the ws-matmul models use for every stream along a row or column.
-- SUMMA: T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast + 100} x P (docs/summa.md).
+- SUMMA: T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast + 100} x P (docs/wafer/summa.md).
 """
 
 from __future__ import annotations
 
-#: Where the fits and constants below were published (docs/hardware/wse.md, sources S8 and S9).
+#: Where the fits and constants below were published (docs/wafer/hardware.md, sources S8 and S9).
 STUDY = (
     'R. Matsuzaki, D. Mukunoki, T. Miyajima, "Performance evaluation and modelling of '
     'single-precision matrix multiplication on Cerebras CS-2", SC24 workshops, 2024; journal '

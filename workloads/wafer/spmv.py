@@ -1,4 +1,4 @@
-"""Sparse matrix-vector product y = A·x on a px x py rectangle of PEs (docs/spmv.md).
+"""Sparse matrix-vector product y = A·x on a px x py rectangle of PEs (docs/wafer/spmv.md).
 
 A comes from a Matrix Market file or a generator (:mod:`.sparse`); PE (x, y) holds block
 A[y, x] (rows of block row y, columns of block column x) as CSR, or as DCSR when the block is

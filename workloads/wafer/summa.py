@@ -30,7 +30,7 @@ the compute task of step k starts step k+1's broadcasts before computing. The br
 microthreads share the datapath with the compute task (see :mod:`pe.ce`): at low priority they
 wait for it to end, at medium (``microthread_priority = auto`` with overlap) every word they
 move is a cycle the compute task ends later; what overlap still hides is the latency of the
-posted router writes (docs/summa.md, "Overlap and the shared datapath").
+posted router writes (docs/wafer/summa.md, "Overlap and the shared datapath").
 
 The analytical model (:func:`model`) is the study's T_total = {(T_fmac + 0.5·N_loop + 10) + T_bcast
 + 100} x P with the calibration fits and constants of :mod:`workloads.wafer.calibration`; it
@@ -75,8 +75,8 @@ LOCKSTEP = True
 #: a visit of every PE at its entry and exit; below this many wavelet arrivals per cycle
 #: (:func:`lockstep_rate`), or with streams shorter than ``LOCKSTEP_MIN_WORDS`` (windows of
 #: set-up with little to move), the wavelet path is the cheaper one (measured with
-#: ``bench/summa_gate.py``: docs/summa.md, "Where the phase pays"). Speed only: both give the
-#: same cycles and bits.
+#: ``bench/summa_gate.py``: docs/wafer/performance.md, "Where the lock-step phase pays"). Speed
+#: only: both give the same cycles and bits.
 LOCKSTEP_MIN_RATE = 10.0
 LOCKSTEP_MIN_WORDS = 16
 
@@ -382,7 +382,7 @@ def fp32_error_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Elementwise bound on |C_fp32 - A·B| for M rounded products summed in FP32.
 
     Each term is rounded once (the product) and the running sum once per add (fmacs is not
-    fused, see docs/pe-isa.md), so |error| <= gamma_(M+1) · (|A|·|B|) with
+    fused, see docs/wafer/pe-isa.md), so |error| <= gamma_(M+1) · (|A|·|B|) with
     gamma_n = n·u / (1 - n·u), u = 2^-24 (Higham, recursive summation of rounded products).
     """
     n = a.shape[1] + 1

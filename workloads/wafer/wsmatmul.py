@@ -4,7 +4,7 @@ One kind, one scenario, one validation case for the three products of a sparse l
 step; ``flavour`` picks the lowering: fwd and bwd stream W's non-zeros in from the edge
 (:mod:`.wsfwd`), wgrad streams W's mask and sends the gradients out (:mod:`.wsgrad`). What the
 flavours share (parameters, seeded data, common metrics) is :mod:`.wscommon`; this module only
-dispatches on ``flavour`` and holds the validation sweep. See docs/ws-matmul.md.
+dispatches on ``flavour`` and holds the validation sweep. See docs/wafer/ws-matmul.md.
 """
 
 from __future__ import annotations
