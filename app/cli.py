@@ -44,12 +44,13 @@ EXIT_VALIDATION = 3
 
 #: What validate's columns are (printed above its table and in ``validate --help``).
 VALIDATE_COLUMNS = (
-    "Columns: simulated = the simulator's result (cycles); model = the analytical model's "
-    "prediction (for wse-fmac and wse-bcast the published fit itself, for summa the published "
-    "time model, for the others wafersim's own models, which never feed the simulation); "
-    "reference = the published figure at that point where one exists ('-' where none); "
-    "error % = (simulated - model) / model x 100, relative to the model. Each case's 'source' "
-    "line cites where its published figures come from."
+    "Columns: simulated = the simulator's result, in the unit the header names (cycles, s, "
+    "bits/s...; a case whose rows differ names each row's in a last column); model = the "
+    "analytical model's prediction (for wse-fmac and wse-bcast the published fit itself, for "
+    "summa the published time model, for the others wafersim's own models, which never feed "
+    "the simulation); reference = the published figure at that point where one exists ('-' "
+    "where none); error % = (simulated - model) / model x 100, relative to the model. Each "
+    "case's 'source' line cites where its published figures come from."
 )
 
 
@@ -396,7 +397,8 @@ def _validate(args: argparse.Namespace, runner: registry.Runner, points: PointPr
              "tolerance": c.tolerance, "source": c.source, "mape_pct": mape, "max_error_pct": worst,
              "max_abs_error": worst_abs, "passed": passed,
              "rows": [{"point": r.point, "simulated": r.simulated, "model": r.model,
-                       "reference": r.reference, "error_pct": r.error_pct} for r in rows]}
+                       "reference": r.reference, "unit": r.unit, "error_pct": r.error_pct}
+                      for r in rows]}
             for c, rows, mape, worst, worst_abs, passed in results
         ], default=_json_default))  # fmt: skip
         return 0 if ok else EXIT_VALIDATION
@@ -410,17 +412,21 @@ def _print_case(
     width = max([len(r.point) for r in rows] + [24])
     if header:
         print(VALIDATE_COLUMNS)
+    units = {r.unit for r in rows}
+    one = units.pop() if len(units) == 1 else None  # else: a unit column
+    heads = [f"{c} ({one})" if one else c for c in ("simulated", "model", "reference")]
+    w = max(12, *(len(h) for h in heads))
     line = (
-        f"{'case':<14} {'point':<{width}} {'simulated':>12} {'model':>12} "
-        f"{'reference':>12} {'error %':>8}"
+        f"{'case':<14} {'point':<{width}} {heads[0]:>{w}} {heads[1]:>{w}} {heads[2]:>{w}} "
+        f"{'error %':>8}{'' if one else '  unit'}"
     )
     print(line)
     print("-" * len(line))
     for r in rows:
         ref = _fmt(r.reference) if r.reference is not None else "-"
         print(
-            f"{r.case:<14} {r.point:<{width}} {_fmt(r.simulated):>12} {_fmt(r.model):>12} "
-            f"{ref:>12} {r.error_pct:>8.2f}"
+            f"{r.case:<14} {r.point:<{width}} {_fmt(r.simulated):>{w}} {_fmt(r.model):>{w}} "
+            f"{ref:>{w}} {r.error_pct:>8.2f}{'' if one else '  ' + r.unit}"
         )
     verdict = "ok" if passed else "OUT OF TOLERANCE"
     print(

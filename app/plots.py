@@ -3,7 +3,7 @@
 Running a validation case (simulation and model at every point of its sweep) belongs to the
 workloads; drawing the resulting numbers belongs to :mod:`traces.plots`, which takes plain values
 and imports nothing above simcore. This module joins the two: it runs the case and hands the
-labels, simulated, model and reference values and a title to
+labels, simulated, model and reference values and a title (naming the rows' unit) to
 :func:`traces.plots.plot_comparison`. :func:`plot_sweep` reads a sweep table (``wafersim
 sweep``) and hands its columns to :func:`traces.plots.plot_series`.
 """
@@ -30,13 +30,14 @@ def plot_validate(
     check_output(out)
     rows = case.run(runner)
     worst = max((abs(r.error_pct) for r in rows), default=0.0)
+    units = sorted({r.unit for r in rows})
     plot_comparison(
         out,
-        labels=[r.point for r in rows],
+        labels=[f"{r.point} ({r.unit})" if len(units) > 1 else r.point for r in rows],
         simulated=[r.simulated for r in rows],
         model=[r.model for r in rows],
         reference=[r.reference for r in rows],
-        title=f"{case.name}: {case.summary} (max error {worst:.2f} %)",
+        title=f"{case.name} ({', '.join(units)}): {case.summary} (max error {worst:.2f} %)",
     )
     return rows
 

@@ -2,10 +2,11 @@
 
 * :class:`RunProgress` is the progress hook of ``wafersim run``. While a large model is built it
   shows components built of the footprint's estimate (a bar with rate and ETA); while it runs,
-  simulated cycles of the end the kind's analytical model predicts, so the fraction and ETA are
-  estimates (marked ``~``), and events per second. Nothing shows for work under two seconds.
-  Simulations nested in the run (sub-runs: a CS-2's PE-level products) show as lines: the
-  current sub-run's cycles, and how many have ended.
+  simulated cycles (of the run's main clock) of the end the kind's analytical model predicts
+  (its ``run_time_s`` where it models a run of several steps, else its ``time_s``), so the
+  fraction and ETA are estimates (marked ``~``), and events per second. Nothing shows for work
+  under two seconds. Simulations nested in the run (sub-runs: a CS-2's PE-level products) show
+  as lines: the current sub-run's cycles, and how many have ended.
 * :class:`PointProgress` is the ``on_point`` callback of a validation's runner
   (:class:`registry.PointDone`): a line per finished point (its parameters that differ from the
   kind's defaults, its result, its time) and a bar over the points of the case.
@@ -53,7 +54,7 @@ class RunProgress(RunHooks):
     def __init__(self, stream: TextIO | None = None, *, after_s: float = 2.0, every_s: float = 2.0):
         super().__init__(stream, after_s=after_s, every_s=every_s)
         self.tty = _is_tty(self.stream)
-        self.expected_cycles: float | None = None
+        self.expected_s: float | None = None
         self._bar: tqdm | None = None
         self._build_total = 0
         self._build_t0 = 0.0
@@ -65,13 +66,14 @@ class RunProgress(RunHooks):
     # -- build -------------------------------------------------------------------------------------
     def start_build(self, sim: Simulation, kind: registry.WorkloadKind, params: Any) -> None:
         """Follow the build of ``kind`` (components of its footprint) and note the model's
-        predicted cycles for the run's ETA."""
+        predicted end of the run (seconds) for its ETA."""
         if kind.model is not None:
             try:
-                cycles = float(kind.model(params).get("cycles") or 0)
+                modelled = kind.model(params)
+                end = float(modelled.get("run_time_s") or modelled.get("time_s") or 0)
             except (ArithmeticError, ValueError, KeyError):
-                cycles = 0.0
-            self.expected_cycles = cycles if math.isfinite(cycles) and cycles > 0 else None
+                end = 0.0
+            self.expected_s = end if math.isfinite(end) and end > 0 else None
         if kind.footprint is None:
             return
         self._build_total = kind.footprint(params).components
@@ -132,13 +134,13 @@ class RunProgress(RunHooks):
 
     # -- run ---------------------------------------------------------------------------------------
     def update(self, sim: Simulation, wall: float, events: int, limit: int | None) -> None:
-        if limit or not self.expected_cycles:
+        if limit or not self.expected_s:
             super().update(sim, wall, events, limit)  # a known end, or none at all
             return
         if wall < self.after_s:
             return
         cycle = sim.main_domain.cycle_at(Ticks(sim.env.now))
-        total = self.expected_cycles
+        total = self.expected_s * sim.main_domain.freq_hz
         if self.tty:
             if self._bar is None:
                 self._bar = _bar(total=int(total), desc="[wafersim] ~cycles (model)",
@@ -191,8 +193,13 @@ class PointProgress:
     def __call__(self, done: registry.PointDone) -> None:
         if self.quiet:
             return
-        result = done.metrics.get("cycles")
-        what = f"{result:,.0f} cycles" if isinstance(result, int | float) else "done"
+        cycles, time_s = done.metrics.get("cycles"), done.metrics.get("time_s")
+        if isinstance(cycles, int | float):
+            what = f"{cycles:,.0f} cycles"
+        elif isinstance(time_s, int | float):
+            what = f"{time_s:.4g} s"
+        else:
+            what = "done"
         line = (
             f"[validate {self.case}] point {done.index + 1}/{done.total} "
             f"({done.kind} {describe_point(done.params)}): {what} in {done.wall_s:.1f} s"

@@ -68,7 +68,7 @@ def cmd_step(_: argparse.Namespace) -> None:
         f"{events / wall:,.0f} events/s, {m['plan_entries']:,} plan chunks"
     )
     print(
-        f"  simulated step {m['step_time_s']:.2f} s, {m['tokens_per_s']:,.0f} tokens/s, "
+        f"  simulated step {m['time_s']:.2f} s, {m['tokens_per_s']:,.0f} tokens/s, "
         f"utilisation {m['wafer_utilisation']:.3f}"
     )
     _, _, _, prof = timed_run(gptws.GptWsParams(model="gpt3-175b", systems=16, steps=1), True)
@@ -100,7 +100,7 @@ def cmd_tiny_pe(_: argparse.Namespace) -> None:
         f"tiny GPT (2 layers, H=16, S=8, V=32), 2 systems, PE level on 8x8: run {wall:.1f} s "
         f"under the profiler (with the 1-system reference {total:.1f} s), {m['pe_runs']} "
         f"PE-level products and {m['pe_side_runs']} other PE programs, correct={m['correct']}, "
-        f"step {m['step_time_s'] * 1e6:.1f} us simulated"
+        f"step {m['time_s'] * 1e6:.1f} us simulated"
     )
     print("  PE cycles of the programs without streamed weights (both systems):")
     for kind, cyc in m["pe_side_cycles"].items():
@@ -125,12 +125,12 @@ def cmd_sweeps(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             m = scenario.run_kind("gpt-ws", p)
             wall = time.perf_counter() - t0
-            mod = step_model(p)["step_time_s"]
-            sims.append(m["step_time_s"])
+            mod = step_model(p)["time_s"]
+            sims.append(m["time_s"])
             models.append(mod)
             labels.append(label(p))
             print(
-                f"{label(p):>8} {m['step_time_s']:9.3f} {mod:9.3f} {m['tokens_per_s']:10,.0f} "
+                f"{label(p):>8} {m['time_s']:9.3f} {mod:9.3f} {m['tokens_per_s']:10,.0f} "
                 f"{m['wafer_utilisation']:6.3f} {m['scaling_efficiency']:8.4f} "
                 f"{1e3 * m['exposed_latency_s']:10.3f} {m['swarmx_link_utilisation']:9.4f} "
                 f"{wall:7.1f}"

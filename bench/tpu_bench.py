@@ -61,7 +61,7 @@ def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "sim_time_ms": round(m["time_s"] * 1e3, 4),
         "model_time_ms": round(m["model_time_s"] * 1e3, 4),
-        "chunks_sent": m["chunks_sent"],
+        "sent_chunks": m["sent_chunks"],
         "flows": m["flows"],
     }
     if prof:

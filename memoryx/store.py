@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from numerics.floats import to_fp16
 from simcore.errors import ConfigError
 
 #: Bytes MemoryX stores per parameter: FP32 weight, gradient, Adam m and v (16 B), FP16 sparse
@@ -193,12 +194,12 @@ class CsrTensor:
             index[mask] = np.arange(int(mask.sum()))
             self.fwd = _order(mask, index)
             self.bwd = _order(mask.T, index.T)
-        self.values = w[mask].astype(np.float16)
+        self.values = to_fp16(w[mask])
 
     def refresh_rows(self, w: np.ndarray, lo: int, hi: int) -> None:
         """New FP16 values for rows lo..hi of W, the mask unchanged (after their update)."""
         a, b = int(self.fwd.realptr[lo]), int(self.fwd.realptr[hi])
-        self.values[a:b] = w[lo:hi][self.mask[lo:hi]].astype(np.float16)
+        self.values[a:b] = to_fp16(w[lo:hi][self.mask[lo:hi]])
 
     @property
     def nnz(self) -> int:

@@ -7,8 +7,8 @@
 - :mod:`pim.controller`: a controller per pseudo-channel (FR-FCFS/FCFS, open/closed page,
   refresh; in-order PIM command streams);
 - :mod:`pim.stack`: the configuration block and the component owning the controllers;
-- :mod:`pim.mx`: the bit-exact MX9/MX6/MX4 reference quantizer;
-- :mod:`pim.jitq`: JIT-Q, MX quantization compiled to PIM programs and command streams.
+- :mod:`pim.jitq`: JIT-Q, MX quantization compiled to PIM programs and command streams, checked
+  against the bit-exact MX9/MX6/MX4 reference quantizer of :mod:`numerics.mx`.
 
 Fidelity: command-exact in the HBM command clock (one command per cycle per pseudo-channel).
 """

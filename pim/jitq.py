@@ -6,7 +6,7 @@ placement, it lays the tensor out in the even banks, and produces the command st
 pseudo-channel receives: mode changes, CRF and SRF programming, row activations and one RD or
 WR trigger per executed PIM instruction. The PIM units write the quantized tensor into the odd
 banks: per element a code (sign << 15 | magnitude) and a scale exponent (E_max - mu of its
-pair), which :func:`pim.mx.from_lanes` turns back into MX blocks (packing to 9/6/4 bits is left
+pair), which :func:`numerics.mx.from_lanes` turns back into MX blocks (packing to 9/6/4 bits is left
 to the reader of the copy, the GPU).
 
 **Placements.** A unit processes *groups* of 16 words (16 x 16 elements):
@@ -36,7 +36,7 @@ JUMP, with intermediate values in the odd bank's row of the group:
    remainder, the quotient's LSB, a compare), saturate to 2^m - 1, put the sign back.
 
 The function of every instruction is :func:`pim.isa.evaluate`; nothing here computes values,
-it only decides instructions and addresses. Bits read back equal :mod:`pim.mx`'s reference.
+it only decides instructions and addresses. Bits read back equal :mod:`numerics.mx`'s reference.
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from numerics.mx import BLOCK, MANTISSA_BITS
 from pim.controller import Command
 from pim.device import COL_OP_MODE, COL_SRF, PseudoChannel, crf_payload
 from pim.isa import SHIFT_COUNTER, SHIFT_MASKED, Instr
-from pim.mx import BLOCK, MANTISSA_BITS
 from pim.standard import Organisation
 from simcore.errors import ConfigError
 

@@ -34,7 +34,6 @@ import importlib
 import importlib.util
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simcore.config import ScenarioParams
@@ -77,18 +76,6 @@ class WorkloadKind:
     footprint: Callable[[Any], Footprint] | None = None
 
 
-def module_kind(
-    name: str, summary: str, params: type[ScenarioParams], module: ModuleType
-) -> WorkloadKind:
-    """The kind a module defines by convention: its ``build``, ``metrics`` and (when present)
-    ``model`` and ``footprint`` functions, with the module as origin."""
-    return WorkloadKind(
-        name=name, summary=summary, params=params, build=module.build, metrics=module.metrics,
-        model=getattr(module, "model", None), footprint=getattr(module, "footprint", None),
-        origin=module.__name__,
-    )  # fmt: skip
-
-
 class Runner(Protocol):
     """Runs one workload kind at many parameter points: what a validation case is given.
 
@@ -124,13 +111,20 @@ class PointDone:
 
 @dataclasses.dataclass(frozen=True)
 class ValidationRow:
-    """One line of a validate table. ``error_pct`` is (simulated - model) / model x 100."""
+    """One line of a validate table: ``simulated``, ``model`` and ``reference`` are in ``unit``
+    (``cycles``, ``s``, ``bits/s``..., printed with the table). ``error_pct`` is
+    (simulated - model) / model x 100."""
 
     case: str
     point: str
     simulated: float
     model: float
     reference: float | None = None
+    unit: str = dataclasses.field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.unit:
+            raise ValueError(f"validation row '{self.case}: {self.point}' names no unit")
 
     @property
     def error_pct(self) -> float:

@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: its role in one line (the docs' layer table is generated from these: ``--markdown``).
 LAYERS = {
     "simcore": (0, "the kernel: time, clocks, components, channels, config, errors, sub-runs"),
-    "numerics": (0, "number formats (bf16, fp16, MX): numpy only"),
+    "numerics": (0, "number formats (bf16, fp16, the MX reference): numpy only"),
     "traces": (1, "the trace format, writer, reader, summaries, exports, plots"),
     "fabric": (1, "the wafer's mesh: routers, links, wavelets, edge ports, express streams"),
     "pe": (2, "the wafer's processing elements: SRAM, DSDs, ISA, compute engine, program API"),
     "memoryx": (2, "the weight store of the cluster"),
     "swarmx": (2, "the broadcast/reduce tree of the cluster"),
     "tpu": (2, "TPU chips, slices and the ICI"),
-    "pim": (2, "HBM at DRAM-command level with PIM units; MX reference; JIT-Q compiler"),
+    "pim": (2, "HBM at DRAM-command level with PIM units; JIT-Q compiler"),
     "wafer": (3, "the assembled wafer: PEs on the fabric, collectives, lock-step phase, programs"),
     "cs2": (4, "a CS-2 system of the cluster, running wafer programs; its plan and GPT"),
     "runner": (5, "registry, scenarios, runs and sub-runs, budget, outputs, progress hooks"),

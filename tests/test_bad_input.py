@@ -215,7 +215,6 @@ MODEL_IGNORES = {
     ("wse-bcast", "pes"): "the study's fit T_bcast(I) = 1.6 I + 250 has no row-length term",
     ("link-chain", "items_per_cycle"): "the sink takes at most one item a cycle, so a link "
     "wider than one item never limits the chain",
-    ("link-chain", "clock_hz"): "the model counts cycles",
     **{(k, "payload"): "real arrays or byte counts only: the same timing by design (tested equal)"
        for k in ("tpu-collective", "tpu-matmul", "tpu-p2p", "tpu-train-step")},
     ("tpu-collective", "dtype"): "bytes sets the array's size; dtype only says how many "

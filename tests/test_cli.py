@@ -36,7 +36,7 @@ def test_run_json(capsys, tmp_path):
     data = json.loads(out)
     assert data["status"] == "completed"
     assert data["cycles"] == 100 + 4 * 2
-    assert data["checksum_ok"] is True
+    assert data["correct"] is True
     assert data["seed"] == 1
 
 
@@ -63,6 +63,38 @@ def test_validate_json(capsys):
     assert code == 0
     [case] = json.loads(out)
     assert case["passed"] and case["max_error_pct"] < 1.0 and case["criterion"] == "max_pct"
+    assert {r["unit"] for r in case["rows"]} == {"cycles"}
+
+
+def test_validate_names_the_unit_in_its_header(capsys):
+    code, out, _ = run(capsys, "validate", "link-chain")
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("case "))
+    assert header.split()[2:] == [
+        "simulated", "(cycles)", "model", "(cycles)", "reference", "(cycles)", "error", "%"
+    ]  # fmt: skip
+
+
+def test_validate_names_each_rows_unit_when_they_differ(capsys):
+    from app.cli import _print_case
+
+    case = registry.ValidationCase(name="mixed", summary="", run=lambda r: [], tolerance=5.0)
+    rows = [
+        registry.ValidationRow("mixed", "a step", 2.0, 2.0, unit="s"),
+        registry.ValidationRow("mixed", "a link", 3e9, 3e9, unit="bits/s"),
+    ]
+    _print_case(case, rows, 0.0, 0.0, 0.0, True, header=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[2:] == ["simulated", "model", "reference", "error", "%", "unit"]
+    assert lines[2].split()[-2:] == ["0.00", "s"] and lines[3].split()[-2:] == ["0.00", "bits/s"]
+
+
+def test_a_validation_row_names_its_unit():
+    with pytest.raises(TypeError, match="unit"):
+        registry.ValidationRow("c", "p", 1.0, 1.0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError) as err:
+        registry.ValidationRow("c", "p", 1.0, 1.0, unit="")
+    assert str(err.value) == "validation row 'c: p' names no unit"
 
 
 def test_scenario_file_by_path(capsys, tmp_path):

@@ -4,6 +4,7 @@ modules and their kinds; a module is imported when one of its kinds is first use
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pickle
 import subprocess
@@ -56,6 +57,46 @@ def test_every_family_is_a_package_that_registers_its_own():
     assert {family_of(c.origin) for c in registry.CASES.values()} <= set(registry.FAMILIES)
     assert {"workloads.kernel.linkchain", "workloads.wafer.wse", "workloads.wafer.summa",
             "workloads.wafer.wsmatmul"} <= {c.origin for c in registry.CASES.values()}  # fmt: skip
+
+
+def _register_kind_calls(path: Path) -> list[ast.Call]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "register_kind"
+    ]
+
+
+#: What every kind's registration names, by keyword (``model`` and ``footprint`` when it has them).
+KIND_KEYWORDS = {"name", "summary", "params", "build", "metrics", "origin"}
+
+
+def test_every_kind_is_registered_one_way():
+    """docs/adding-a-family.md, "Registration": the module that defines a kind registers it in
+    its ``register()``, with ``registry.WorkloadKind(...)`` given every field by keyword and
+    ``origin=__name__``; its build and metrics live in that module."""
+    registering = {}
+    for path in sorted((ROOT / "workloads").rglob("*.py")):
+        for call in _register_kind_calls(path):
+            where = f"{path.relative_to(ROOT)}:{call.lineno}"
+            assert len(call.args) == 1 and not call.keywords, where
+            (kind_call,) = call.args
+            assert isinstance(kind_call, ast.Call), where
+            assert ast.unparse(kind_call.func) == "registry.WorkloadKind", where
+            assert not kind_call.args, where  # every field by keyword
+            keywords = {k.arg: ast.unparse(k.value) for k in kind_call.keywords}
+            assert keywords.keys() >= KIND_KEYWORDS, where
+            assert keywords["origin"] == "__name__", where
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            registering[ast.literal_eval(keywords["name"])] = module
+    assert registering.keys() == registry.KINDS.keys()
+    for name, kind in registry.KINDS.items():
+        assert kind.origin == registering[name], name
+        assert kind.build.__module__ == kind.metrics.__module__ == kind.origin, name
+        assert callable(getattr(importlib.import_module(kind.origin), "register", None)), name
 
 
 @pytest.mark.parametrize("family", registry.FAMILIES)
@@ -191,7 +232,7 @@ def test_every_case_hands_the_runner_all_its_points_in_one_call():
 
 def test_the_sequential_runner_runs_each_point_in_order():
     points = [linkchain.LinkChainParams(items=n) for n in (5, 50, 20)]
-    assert [m["received"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
+    assert [m["received_items"] for m in scenario.run_points("link-chain", points)] == [5, 50, 20]
     assert scenario.run_points("link-chain", []) == []
 
 

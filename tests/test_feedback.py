@@ -125,6 +125,33 @@ def test_run_progress_shows_fraction_and_eta(tty):
         assert "of the model's 15,022 | ETA ~" in text
 
 
+def test_run_progress_aims_at_the_models_end_of_the_run():
+    """gpt-ws models a step (``time_s``) and the run of several (``run_time_s``): the ETA aims
+    at the run's end, in cycles of the run's main clock."""
+    stream = io.StringIO()
+    progress = RunProgress(stream, after_s=0.0, every_s=0.0)
+    sc = scenario.find("gpt-ws")
+    params = scenario.resolve_params(sc, [])
+    modelled = sc.kind.model(params)
+    out = scenario.run_scenario(sc, params, progress=progress)
+    assert progress.expected_s == modelled["run_time_s"] > 1.5 * modelled["time_s"]
+    assert out.metrics["run_time_s"] == pytest.approx(modelled["run_time_s"], rel=1e-3)
+    assert "of the model's" in stream.getvalue()
+
+
+def test_point_lines_give_cycles_or_seconds():
+    stream = io.StringIO()
+    points = PointProgress(stream)
+    points.start_case("c")
+    for metrics in ({"cycles": 1234, "time_s": 1.234e-6}, {"time_s": 2.5e-5}, {}):
+        params = registry.KINDS["wse-fmac"].params()
+        points(registry.PointDone("wse-fmac", 0, 1, params, metrics, 0.5))
+    lines = stream.getvalue().splitlines()
+    assert [line.split(": ")[-1] for line in lines] == [
+        "1,234 cycles in 0.5 s", "2.5e-05 s in 0.5 s", "done in 0.5 s"
+    ]  # fmt: skip
+
+
 def test_build_progress(monkeypatch):
     stream = io.StringIO()
     progress = RunProgress(stream, after_s=0.0, every_s=0.0)

@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app import cli
-from pim import jitq, mx
+from numerics import mx
+from numerics.floats import bf16_bits, fp32_bits
+from pim import jitq
 from pim.stack import HbmConfig, HbmStack
 from runner import scenario
 from runner.scenario import run_kind
@@ -61,7 +63,7 @@ def matrices(draw, max_tiles: int = 3):
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     vals = rng.standard_normal((16 * tr, 16 * tc)) * np.exp2(rng.integers(-20, 20, (16 * tr, 1)))
-    bits = mx.to_bf16_bits(vals.astype(np.float32))
+    bits = bf16_bits(vals.astype(np.float32))
     if draw(st.booleans()):  # zeros, subnormals, extremes, ties
         mask = rng.random(bits.shape) < 0.2
         bits[mask] = rng.choice(np.array(SPECIAL_BITS, np.uint16), mask.sum())
@@ -73,7 +75,7 @@ def test_every_format_placement_and_direction_is_bit_exact(fmt, placement, direc
     rng = np.random.default_rng(7)
     vals = rng.standard_normal((32, 16)) * np.exp2(rng.integers(-9, 9, (32, 16)))
     vals[rng.random((32, 16)) < 0.1] = 0.0
-    bits = mx.to_bf16_bits(vals.astype(np.float32))
+    bits = bf16_bits(vals.astype(np.float32))
     codes, scale, pch = quantize_on_pim(bits, fmt, placement, direction)
     want_codes, want_scale = reference(bits, fmt, direction)
     np.testing.assert_array_equal(codes, want_codes)
@@ -103,7 +105,7 @@ def test_fp32_master_weights_are_bit_exact(placement, direction):
     vals = rng.standard_normal((32, 32)) * np.exp2(rng.integers(-9, 9, (32, 32)))
     vals[rng.random((32, 32)) < 0.1] = 0.0
     vals[0, :4] = [1.0 + 2**-9, 1.0 + 2**-8 + 2**-20, 2.0**-140, -(1.0 + 2**-8)]  # sticky ties
-    bits = mx.to_fp32_bits(vals.astype(np.float32))
+    bits = fp32_bits(vals.astype(np.float32))
     for fmt in jitq.FORMATS:
         codes, scale, _ = quantize_on_pim(bits, fmt, placement, direction)
         want_codes, want_scale = reference(bits, fmt, direction)

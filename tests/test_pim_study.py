@@ -36,13 +36,18 @@ def test_study_metrics_and_the_all_table(capsys):
             "--quiet", *small]  # fmt: skip
     assert cli.main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out["slack"]) == {"fwd/row", "fwd/col", "bwd/row", "bwd/col"}
-    assert out["slack_min"] == min(out["slack"].values())
-    assert out["slack"]["bwd/row"] == pytest.approx(2 * out["slack"]["fwd/row"])
+    assert set(out["slack_ratio"]) == {"fwd/row", "fwd/col", "bwd/row", "bwd/col"}
+    assert out["min_slack_ratio"] == min(out["slack_ratio"].values())
+    assert out["slack_ratio"]["bwd/row"] == pytest.approx(2 * out["slack_ratio"]["fwd/row"])
     assert 0 < out["capacity_savings_pct"] < 100 and 0 < out["throughput_loss_pct"] < 100
+    # the plan's span: two layers of GPU work, each phase at least its GEMMs and its PIM work
+    span = 2 * sum(max(out["gpu_layer_s"][f], out["pim_quantize_s"][f"{f}/{d}"])
+                   for f, d in (("fwd", "row"), ("bwd", "col")))  # fmt: skip
+    assert out["time_s"] == pytest.approx(span, rel=1e-5)  # whole nanoseconds per GEMM group
     assert cli.main(["run", "jitq-study", "--set", "model=all", "--json", "--quiet", *small]) == 0
-    table = json.loads(capsys.readouterr().out)["table"]
-    assert [r["model"] for r in table] == list(MODELS)
+    data = json.loads(capsys.readouterr().out)
+    assert [r["model"] for r in data["summary_table"]] == list(MODELS)
+    assert list(data["per_model_table"]) == list(MODELS) and data["time_s"] == 0.0
 
 
 def test_larger_formats_free_more_memory():

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from numerics.floats import to_fp16
 from pim import isa
 from pim.controller import Command
 from pim.device import COL_GRF_A, COL_OP_MODE, COL_SRF, ProtocolError, crf_payload
@@ -112,7 +113,7 @@ def test_modes_registers_and_triggers_by_command_sequence():
     stack = HbmStack(sim, HbmConfig(refresh="none"), pchs=1, record=True)
     pch = stack.pchs[0]
     rng = np.random.default_rng(1)
-    vals = rng.standard_normal((16, 4, 16)).astype(np.float16)
+    vals = to_fp16(rng.standard_normal((16, 4, 16)))
     pch.row(5)[:, :4] = vals.view(np.uint16)
     stack.controllers[0].submit_stream(_program_stream(program, srf, trig))
     sim.run()

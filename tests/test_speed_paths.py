@@ -47,7 +47,7 @@ def test_summa_cycles_are_pinned(point, want):
     params = dataclasses.replace(params, wafer=dataclasses.replace(params.wafer, fidelity=fidelity))
     m = run_kind("summa", params)
     got = (m["cycles"], m["compute_cycles"], m["comm_cycles"], m["control_cycles"])
-    assert (*got, m["critical_pe"]) == want
+    assert (*got, m["critical_pe_xy"]) == want
     assert m["correct"]
 
 

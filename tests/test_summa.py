@@ -32,7 +32,7 @@ def run_summa(**kw):
 def test_product_matches_numpy(p, mt, seed):
     m = run_summa(p=p, mt=mt, seed=seed)
     assert m["correct"], m["max_abs_error"]
-    assert m["m"] == p * mt
+    assert m["matrix_rows"] == p * mt
 
 
 @FAST

@@ -261,7 +261,7 @@ def test_failed_points_are_recorded_retried_and_the_sweep_goes_on(client2, tmp_p
         ("completed", 1), ("timeout", 2), ("completed", 1),
     ]  # fmt: skip
     assert rows[1]["error"] == "still running after the time limit of 0.01 s"
-    assert rows[1]["received"] is None and rows[0]["received"] == 20
+    assert rows[1]["received_items"] is None and rows[0]["received_items"] == 20
     # a timeout is not final: a resume runs that point again
     outcome = engine.run_sweep(client2, sw, out, time_limit_s=0.01)
     assert (outcome.ran, outcome.skipped) == (1, 2)

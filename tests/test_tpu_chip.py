@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from numerics.floats import round_bf16
 from runner import scenario
 from simcore import Component, Simulation
 from simcore import config as cfg
 from tpu.chip import Job, TensorChip, mxu_function
 from tpu.chips import CHIPS
 from workloads.tpu import models
-from workloads.tpu.common import to_bf16
 from workloads.tpu.matmul import MatmulParams
 from workloads.tpu.trainstep import TrainStepParams
 
@@ -42,8 +42,8 @@ def test_mxu_passes_and_cycles(m, k, n, passes, cycles):
 
 def test_mxu_function_is_bf16_in_f32_accumulate():
     rng = np.random.default_rng(1)
-    a = to_bf16(rng.standard_normal((16, 64)).astype(np.float32))
-    b = to_bf16(rng.standard_normal((64, 32)).astype(np.float32))
+    a = round_bf16(rng.standard_normal((16, 64)).astype(np.float32))
+    b = round_bf16(rng.standard_normal((64, 32)).astype(np.float32))
     assert np.all(a.view(np.uint32) & 0xFFFF == 0)  # bf16 values
     got = mxu_function(a[:, 32:], b[32:], mxu_function(a[:, :32], b[:32], None))
     want = a.astype(np.float64) @ b.astype(np.float64)

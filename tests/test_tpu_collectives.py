@@ -100,11 +100,12 @@ def test_cli_collective_prints_the_fixed_keys(capsys):
     ])  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert code == 0
-    for key in ("time_s", "hops", "algbw_Bps", "busbw_Bps", "link_utilisation", "correct"):
+    keys = ("time_s", "hops", "algbw_bytes_per_s", "busbw_bytes_per_s", "link_utilisation")
+    for key in (*keys, "correct"):
         assert key in data
     assert data["correct"] is True and data["hops"] == 3
-    assert data["algbw_Bps"] == pytest.approx(33554432 / data["time_s"])
-    assert data["busbw_Bps"] == pytest.approx(data["algbw_Bps"] * 3 / 4)
+    assert data["algbw_bytes_per_s"] == pytest.approx(33554432 / data["time_s"])
+    assert data["busbw_bytes_per_s"] == pytest.approx(data["algbw_bytes_per_s"] * 3 / 4)
 
 
 def test_cli_p2p_prints_the_fixed_keys(capsys):

@@ -8,7 +8,9 @@
   does not wrap), moving real numpy shards or byte counts only;
 - chips (:mod:`tpu.chips`, :mod:`tpu.chip`): each generation's facts as data; a chip's HBM,
   VMEM and MXUs with the HBM -> VMEM -> MXU pipeline that runs its matmuls;
-- between slices, DCN hops through PCIe and host NICs (:class:`tpu.network.DcnHop`).
+- between slices, DCN hops through PCIe and host NICs (:class:`tpu.network.DcnHop`);
+- a slice assembled (:mod:`tpu.slice`): its parameters (generation, shape, links), its build
+  (the pod's top component and the ICI network) and its link utilisation.
 
 Workloads (scenarios) live in ``workloads/tpu/``. Facts and sources: docs/tpu/hardware.md.
 """

@@ -17,6 +17,7 @@ import dataclasses
 import numpy as np
 from hypothesis import strategies as st
 
+from numerics.floats import fp16_bits
 from pim import isa
 from pim.controller import Command
 from pim.device import COL_GRF_A, COL_GRF_B, COL_OP_MODE, COL_SRF, crf_payload
@@ -98,7 +99,7 @@ class PimUnitSubject:
 
     def values(self, case: PimCase, rng: np.random.Generator, *, specials: bool) -> Values:
         def draw(shape):
-            x = rng.standard_normal(shape).astype(np.float16).view(np.uint16)
+            x = fp16_bits(rng.standard_normal(shape))
             if specials:
                 mask = rng.random(shape) < 0.4
                 x[mask] = rng.choice(SPECIAL, mask.sum())

@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 from hypothesis import strategies as st
 
+from numerics.floats import round_bf16
 from simcore import Component, Simulation
 from tests.contracts.function_timing import Run
 from tpu.chip import Job, TensorChip, matmul_function, tile_schedule
@@ -35,15 +36,6 @@ class MxuCase:
         return (
             f"{self.chip} [{self.m},{self.k}]x[{self.k},{self.n}] tiles {self.tile_k}x{self.tile_n}"
         )
-
-
-def _bf16(x: np.ndarray) -> np.ndarray:
-    bits = np.asarray(x, np.float32).view(np.uint32)
-    keep = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(
-        0xFFFF0000
-    )
-    nan = np.isnan(x)
-    return np.where(nan, x, keep.view(np.float32)).astype(np.float32)
 
 
 class MxuSubject:
@@ -68,7 +60,7 @@ class MxuSubject:
             for x in (a, b):
                 hit = rng.random(x.shape) < 0.1
                 x[hit] = rng.choice(pool, size=int(hit.sum()))
-        return _bf16(a), _bf16(b)
+        return round_bf16(a), round_bf16(b)
 
     def _chip(self, case: MxuCase) -> tuple[Simulation, TensorChip]:
         sim = Simulation()

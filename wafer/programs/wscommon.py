@@ -118,17 +118,18 @@ def owner(p: WsMatmulParams, r: int) -> int:
 def run_metrics(
     p: WsMatmulParams, wafer: Wafer, ports: list, nnz: int, model_cycles: float
 ) -> dict[str, Any]:
-    """What every flavour reports besides its result check: cycles, nnz, utilisation (FMAC or
-    dot-product elements per PE-cycle against one FP32 ``fmacs`` element per cycle), the edge
-    I/O through ``ports`` and ``model_cycles``, the flavour's model's prediction."""
+    """What every flavour reports besides its result check: time and cycles, nnz, utilisation
+    (FMAC or dot-product elements per PE-cycle against one FP32 ``fmacs`` element per cycle), the
+    edge I/O through ``ports`` and ``model_cycles``, the flavour's model's prediction."""
     cycles = wafer.span_cycles()
     words = sum(port.words for port in ports)
     return {
+        "time_s": cycles / p.wafer.clock_hz,
         "cycles": cycles,
         "nnz": nnz,
         "fmac_utilisation": nnz * p.tokens / (cycles * p.px * p.py) if cycles else 0.0,
         "edge_words": words,
         "edge_bytes_per_cycle": WORD_BYTES * words / cycles if cycles else 0.0,
-        "edge_port_bytes_per_cycle_max": max(port.bytes_per_cycle() for port in ports),
+        "max_edge_port_bytes_per_cycle": max(port.bytes_per_cycle() for port in ports),
         "model_cycles": float(model_cycles),
     }

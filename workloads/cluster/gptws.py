@@ -36,6 +36,7 @@ from memoryx.store import (
     place,
     update_rows,
 )
+from numerics.floats import round_fp16
 from runner import registry
 from simcore.component import Component
 from simcore.config import param, section
@@ -379,7 +380,7 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "systems": p.systems,
         "batch": seqs,
         "parameters": shape.params,
-        "step_time_s": step_s,
+        "time_s": step_s,
         "tokens_per_s": p.systems * tokens / step_s if step_s else 0.0,
         "wafer_utilisation": flops / (step_s * peak) if step_s else 0.0,
         "memoryx_bytes": shape.params * BYTES_PER_PARAM,
@@ -399,7 +400,11 @@ def metrics(sim: Simulation, p: GptWsParams, c: Cluster, result: RunResult) -> d
         "interconnect_bits_per_s": interconnect_bits_per_s(p, c, step),
         "plan_entries": len(c.plan),
         "run_time_s": float(t(end)),
+        "correct": None,
     }
+    modelled = cluster_model.step_model(p)["time_s"]
+    out["model_time_s"] = modelled
+    out["model_error_pct"] = 100.0 * (step_s - modelled) / modelled if modelled else 0.0
     if p.systems > 1:
         one = dataclasses.replace(p, systems=1, batch=seqs)
         alone = _run_alone(sim, one)
@@ -489,7 +494,7 @@ def reference_update(
     for name, (w, mask) in weights0.items():
         d = DenseTensor(w.copy(), mask.copy(), np.ones_like(mask) if regrow else mask.copy())
         masters[name] = d
-        seen[name] = d.w.astype(np.float16).astype(np.float32)
+        seen[name] = round_fp16(d.w)
     loss, grads = gpt.reference_step(shape, seen, ids, targets)
     opt = p.memoryx.opt()
     from_store = {}

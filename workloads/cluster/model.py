@@ -49,7 +49,7 @@ def requirements(
     iterations = tokens / batch_tokens
     return {
         "train_flops": flops,
-        "pflops_one_week": flops / SECONDS_PER_WEEK / 1e15,
+        "one_week_pflops": flops / SECONDS_PER_WEEK / 1e15,
         "memoryx_bytes": BYTES_PER_PARAM * p_params,
         "interconnect_bits_per_s": p_params * iterations * 32 / SECONDS_PER_WEEK,
         "iterations": iterations,
@@ -74,7 +74,8 @@ def entry_compute_s(p: Any, e: Entry, shape: gpt.Shape, seqs: int) -> float:
 
 
 def step_model(p: Any) -> dict[str, float]:
-    """Step time, exposed latency and the latency-hiding terms of configuration ``p``.
+    """Step time (``time_s``: the last step's), the run's end (``run_time_s``: the last update
+    of the last step), exposed latency and the latency-hiding terms of configuration ``p``.
 
     A walk of the plan (no events): the way down is a chain of stages, each holding one chunk
     at a time, with the links between them holding ``link_buffer_chunks`` (C) chunks in flight
@@ -186,7 +187,8 @@ def step_model(p: Any) -> dict[str, float]:
         + h * latency
     )
     return {
-        "step_time_s": step,
+        "time_s": step,
+        "run_time_s": step_end[last],
         "compute_s": compute[last],
         "exposed_latency_s": exposed[last],
         "round_trip_s": round_trip,
@@ -232,8 +234,8 @@ def model(p: Any) -> dict[str, Any]:
             shape, seqs * shape.sequence, 1 - p.sparsity, forward=True
         ),
         **step,
-        "tokens_per_s": tokens / step["step_time_s"],
-        "scaling_efficiency": one["step_time_s"] / step["step_time_s"],
+        "tokens_per_s": tokens / step["time_s"],
+        "scaling_efficiency": one["time_s"] / step["time_s"],
         "swarmx_nodes": nodes,
         "swarmx_hops": hops,
     }

@@ -55,12 +55,13 @@ def requirement_rows(runs: list[dict]) -> list[registry.ValidationRow]:
         req = requirements(name, t["params"], t["tokens"], t["batch_tokens"])
         label = (
             f"requirements {name}: train_flops {req['train_flops']:.3g}, PFLOP/s for a week "
-            f"{req['pflops_one_week']:,.1f}, MemoryX {req['memoryx_bytes']:.3g} B (simulated "
-            f"{m['memoryx_bytes']:.4g} B); interconnect bits/s"
+            f"{req['one_week_pflops']:,.1f}, MemoryX {req['memoryx_bytes']:.3g} B (simulated "
+            f"{m['memoryx_bytes']:.4g} B); interconnect"
         )
         rows.append(registry.ValidationRow(CASE, label,
                                            m["interconnect_bits_per_s"],
-                                           req["interconnect_bits_per_s"]))  # fmt: skip
+                                           req["interconnect_bits_per_s"],
+                                           unit="bits/s"))  # fmt: skip
     return rows
 
 
@@ -101,10 +102,10 @@ def latency_rows(points: list[GptWsParams], runs: list[dict]) -> list[registry.V
         label = (
             f"latency {p.model} N={p.systems}{extra}: hiding "
             f"{1e3 * mod['first_layer_compute_s']:.1f} ms vs round trip "
-            f"{1e3 * mod['round_trip_s']:.2f} ms: exposed s"
+            f"{1e3 * mod['round_trip_s']:.2f} ms: exposed"
         )
         rows.append(registry.ValidationRow(CASE, label, m["exposed_latency_s"],
-                                           mod["exposed_latency_s"]))  # fmt: skip
+                                           mod["exposed_latency_s"], unit="s"))  # fmt: skip
     return rows
 
 
@@ -118,8 +119,8 @@ def scaling_points() -> list[GptWsParams]:
 
 def scaling_rows(points: list[GptWsParams], runs: list[dict]) -> list[registry.ValidationRow]:
     return [
-        registry.ValidationRow(CASE, f"scaling gpt3-175b batch 8 N={p.systems} step_time_s",
-                               m["step_time_s"], step_model(p)["step_time_s"])
+        registry.ValidationRow(CASE, f"scaling gpt3-175b batch 8 N={p.systems} step time",
+                               m["time_s"], step_model(p)["time_s"], unit="s")
         for p, m in zip(points, runs, strict=True)
     ]  # fmt: skip
 
@@ -138,7 +139,9 @@ def tree_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
             f"N={p.systems} (links to a CS-2: {m['swarmx_hops']}, formula {hops}; first chunk "
             f"in {1e6 * m['first_chunk_latency_s']:.2f} us) nodes"
         )
-        rows.append(registry.ValidationRow("gpt-ws-tree", label, m["swarmx_nodes"], nodes))
+        rows.append(
+            registry.ValidationRow("gpt-ws-tree", label, m["swarmx_nodes"], nodes, unit="nodes")
+        )
     return rows
 
 
@@ -155,7 +158,7 @@ def sparsity_rows(runner: registry.Runner) -> list[registry.ValidationRow]:
     runs = runner("gpt-ws", points)
     return [
         registry.ValidationRow("gpt-ws-sparsity", f"gpt3-175b N=4 sparsity {p.sparsity:.2f} "
-                               "step_time_s", m["step_time_s"], step_model(p)["step_time_s"])
+                               "step time", m["time_s"], step_model(p)["time_s"], unit="s")
         for p, m in zip(points, runs, strict=True)
     ]  # fmt: skip
 
@@ -190,7 +193,12 @@ def sparse_reference_rows(runner: registry.Runner) -> list[registry.ValidationRo
     for (label, _, key, ratio), m in zip(SPARSE_REFERENCES, sparse, strict=True):
         rows.append(
             registry.ValidationRow(
-                "gpt-ws-sparse-flops", label, dense[key] / m[key], ratio, reference=ratio
+                "gpt-ws-sparse-flops",
+                label,
+                dense[key] / m[key],
+                ratio,
+                reference=ratio,
+                unit="ratio",
             )
         )
     return rows

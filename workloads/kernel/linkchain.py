@@ -4,7 +4,7 @@ The smallest end-to-end exercise of the kernel: items (real float64 values drawn
 source's seeded stream) cross ``stages`` channels, each with the same latency, width, capacity and
 same-cycle rule, and a sink takes one item every ``sink_interval_cycles`` cycles. Back-pressure
 from the sink or from a link's credit loop throttles the whole chain; nothing is dropped, and the
-sink's checksum must equal the source's.
+sink's checksum must equal the source's (``correct``).
 
 The analytical model beside it (never used for timing): the first item needs ``stages x latency``
 cycles; after that the chain delivers at the slowest rate of
@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -153,13 +152,18 @@ def build(sim: Simulation, p: LinkChainParams) -> Chain:
 def metrics(sim: Simulation, p: LinkChainParams, chain: Chain, result: RunResult) -> dict:
     cycles = chain.sink.last_cycle + 1
     span = chain.sink.last_cycle - chain.sink.first_cycle
+    m = model(p)
     return {
+        "time_s": cycles / p.clock_hz,
         "cycles": cycles,
         "first_item_cycles": chain.sink.first_cycle,
         "throughput_items_per_cycle": (p.items - 1) / span if span > 0 else float(p.items),
         "blocked_puts": sum(c.blocked_puts for c in chain.channels),
-        "checksum_ok": math.isclose(chain.source.checksum, chain.sink.checksum, abs_tol=1e-9),
-        "received": chain.sink.stats["received"],
+        "received_items": chain.sink.stats["received"],
+        "correct": math.isclose(chain.source.checksum, chain.sink.checksum, abs_tol=1e-9),
+        "model_time_s": m["time_s"],
+        "model_cycles": m["cycles"],
+        "model_error_pct": 100.0 * (cycles - m["cycles"]) / m["cycles"],
     }
 
 
@@ -175,8 +179,10 @@ def link_rate(p: LinkChainParams) -> float:
 def model(p: LinkChainParams) -> dict:
     rate = min(link_rate(p), 1.0 / p.sink_interval_cycles)
     first = p.stages * p.latency_cycles
+    cycles = first + (p.items - 1) / rate + 1
     return {
-        "cycles": first + (p.items - 1) / rate + 1,
+        "time_s": cycles / p.clock_hz,
+        "cycles": cycles,
         "first_item_cycles": first,
         "throughput_items_per_cycle": rate,
     }
@@ -196,9 +202,13 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
     params = [LinkChainParams(items=2000, **point) for point in VALIDATION_POINTS]
     runs = runner("link-chain", params)
     rows = []
-    for point, p, m in zip(VALIDATION_POINTS, params, runs, strict=True):
+    for point, m in zip(VALIDATION_POINTS, runs, strict=True):
         label = " ".join(f"{k}={v}" for k, v in point.items())
-        rows.append(registry.ValidationRow("link-chain", label, m["cycles"], model(p)["cycles"]))
+        rows.append(
+            registry.ValidationRow(
+                "link-chain", label, m["cycles"], m["model_cycles"], unit="cycles"
+            )
+        )
     return rows
 
 
@@ -210,11 +220,15 @@ def footprint(p: LinkChainParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "link-chain",
-            "source -> chain of channels -> rate-limited sink (kernel exercise)",
-            LinkChainParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="link-chain",
+            summary="source -> chain of channels -> rate-limited sink (kernel exercise)",
+            params=LinkChainParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

@@ -14,7 +14,6 @@ refresh, (tRFC + tRP + tRCD) every tREFI.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import numpy as np
@@ -79,6 +78,7 @@ def metrics(sim: Simulation, p: HbmReadParams, run: ReadRun, result: RunResult) 
     bw = p.requests * byte / (cycles / t.clock_hz)
     m = model(p)
     return {
+        "time_s": cycles / t.clock_hz,
         "cycles": cycles,
         "bytes_per_s": bw,
         "peak_fraction": bw / peak,
@@ -88,6 +88,7 @@ def metrics(sim: Simulation, p: HbmReadParams, run: ReadRun, result: RunResult) 
             r.value is not None and np.array_equal(r.value, e)
             for r, e in zip(run.requests, run.expect, strict=True)
         ),
+        "model_time_s": m["time_s"],
         "model_cycles": m["cycles"],
         "model_error_pct": 100.0 * (cycles - m["cycles"]) / m["cycles"],
     }
@@ -105,7 +106,11 @@ def model(p: HbmReadParams) -> dict[str, Any]:
     cycles = p.requests * per
     if p.hbm.refresh == "all-bank":
         cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
-    return {"cycles": cycles, "peak_fraction": t.nBL * p.requests / cycles}
+    return {
+        "time_s": cycles / t.clock_hz,
+        "cycles": cycles,
+        "peak_fraction": t.nBL * p.requests / cycles,
+    }
 
 
 POINTS = (("stream", 4096), ("stream", 16384), ("random", 2048), ("random", 8192))
@@ -119,7 +124,11 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
             raise RuntimeError(f"hbm-read {p.pattern}: reads returned wrong data")
         rows.append(
             registry.ValidationRow(
-                "hbm-read", f"{p.pattern} {p.requests}", m["cycles"], m["model_cycles"]
+                "hbm-read",
+                f"{p.pattern} {p.requests}",
+                m["cycles"],
+                m["model_cycles"],
+                unit="cycles",
             )
         )
     return rows
@@ -139,11 +148,15 @@ def footprint(p: HbmReadParams) -> registry.Footprint:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "hbm-read",
-            "host reads through an HBM pseudo-channel controller (stream or random)",
-            HbmReadParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="hbm-read",
+            summary="host reads through an HBM pseudo-channel controller (stream or random)",
+            params=HbmReadParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

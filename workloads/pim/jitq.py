@@ -12,7 +12,7 @@ with its own data; ``pch`` simulates pseudo-channel 0 command by command and sca
 pseudo-channel receives the same broadcast stream and the same amount of (padded) work, so it
 takes the same time, and the system's commands are the per-channel counts times the channels
 (docs/pim/design.md, "Two fidelities"). ``correct`` compares, bit for bit, every simulated
-unit's output with :mod:`pim.mx`'s reference.
+unit's output with :mod:`numerics.mx`'s reference.
 
 The analytical model (:func:`model`, never used for timing): column commands (triggers and
 register writes) x tCCD_L, plus what each waits beyond that for a bus turnaround or a row switch,
@@ -22,13 +22,13 @@ plus row visits shorter than tRC, stretched by refresh.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import numpy as np
 
+from numerics import mx
+from numerics.floats import bf16_bits, fp32_bits
 from pim import jitq as kernel
-from pim import mx
 from pim.stack import HbmConfig, HbmStack
 from runner import registry
 from simcore.config import param, section
@@ -77,8 +77,8 @@ def matrix(p: JitqParams) -> np.ndarray:
     vals = rng.standard_normal((p.rows, p.cols)) * np.exp2(rng.integers(-8, 8, (p.rows, p.cols)))
     vals[rng.random((p.rows, p.cols)) < p.zero_fraction] = 0.0
     if p.master == "fp32":
-        return mx.to_fp32_bits(vals.astype(np.float32))
-    return mx.to_bf16_bits(vals.astype(np.float32))
+        return fp32_bits(vals.astype(np.float32))
+    return bf16_bits(vals.astype(np.float32))
 
 
 def planes_of(bits: np.ndarray) -> list[np.ndarray]:
@@ -234,18 +234,18 @@ def stream_counts(p: JitqParams) -> dict[str, int]:
                 open_row[q] = -1
     return {
         "triggers": trig, "reg_writes": reg, "row_switches": switches,
-        "turnarounds": turnarounds, "wait_cycles": extra, "ras_wait": ras,
+        "turnarounds": turnarounds, "wait_cycles": extra, "ras_wait_cycles": ras,
     }  # fmt: skip
 
 
 def model(p: JitqParams) -> dict[str, Any]:
     """T = (triggers + register writes) x tCCD_L + what each column command waits beyond
     tCCD_L (a bus turnaround or a row switch: ``wait_cycles``) + row visits shorter than tRC
-    (``ras_wait``), stretched by refresh: (tRFC + tRP + tRCD) every tREFI."""
+    (``ras_wait_cycles``), stretched by refresh: (tRFC + tRP + tRCD) every tREFI."""
     std = p.hbm.standard()
     t = std.timing
     n = stream_counts(p)
-    cycles = (n["triggers"] + n["reg_writes"]) * t.nCCD_L + n["wait_cycles"] + n["ras_wait"]
+    cycles = (n["triggers"] + n["reg_writes"]) * t.nCCD_L + n["wait_cycles"] + n["ras_wait_cycles"]
     if p.hbm.refresh == "all-bank":
         cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
     return {"time_s": cycles / t.clock_hz, "cycles": cycles, **n}
@@ -253,11 +253,15 @@ def model(p: JitqParams) -> dict[str, Any]:
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "jitq",
-            "JIT-Q: MX quantization of a BF16 matrix by HBM-PIM units, command-level",
-            JitqParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="jitq",
+            summary="JIT-Q: MX quantization of a BF16 matrix by HBM-PIM units, command-level",
+            params=JitqParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(
@@ -291,7 +295,9 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
         if not m["correct"]:
             raise RuntimeError(f"jitq {p.format} {p.placement} {p.direction}: wrong bits")
         label = f"{p.rows}x{p.cols} {p.format} {p.placement} {p.direction}"
-        rows.append(registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"]))
+        rows.append(
+            registry.ValidationRow("pim", label, m["cycles"], m["model_cycles"], unit="cycles")
+        )
     return rows
 
 

@@ -13,8 +13,8 @@ The JIT-Q study's question, for one model or all (``model = all``), per MX forma
   broadcast stream) on a calibration tensor large enough that no unit pads, elements per
   second per stack, times the stacks. The GPU here is the study's MI210 (4 stacks); the PIM
   stacks are the study's HBM3-PIM preset (the spec's pairing).
-- **slack** = GPU time / PIM time per phase (fwd, bwd) and direction (row, col); > 1: PIM keeps
-  up. ``slack_min`` and ``slack_mean`` over the four.
+- **slack** (``slack_ratio``) = GPU time / PIM time per phase (fwd, bwd) and direction (row,
+  col); > 1: PIM keeps up. ``min_slack_ratio`` and ``mean_slack_ratio`` over the four.
 - **capacity savings**: the share of a GPU's memory freed by holding one temporary MX copy of
   the next layer (row and column) instead of both MX copies of every layer. Setup: BF16 master
   weights and BF16 Adam moments (6 B per parameter), two MX_n weight copies, activations with
@@ -30,11 +30,10 @@ configurations for the others, with the tensor/pipeline parallelism chosen there
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
+from numerics import mx
 from pim import jitq as kernel
-from pim import mx
 from runner import registry, subrun
 from simcore.component import Component
 from simcore.config import param, section
@@ -176,9 +175,9 @@ def study(sim: Simulation, name: str, p: StudyParams) -> dict[str, Any]:
         slowed = layer_time(m, phase, p.format, gpu, share)
         loss_t += overlap / t * (slowed - t)
     return {
-        "slack": slack,
-        "slack_min": min(slack.values()),
-        "slack_mean": sum(slack.values()) / len(slack),
+        "slack_ratio": slack,
+        "min_slack_ratio": min(slack.values()),
+        "mean_slack_ratio": sum(slack.values()) / len(slack),
         "gpu_layer_s": gpu_s,
         "pim_quantize_s": pim_s,
         "weights_per_gpu_layer": weights,
@@ -186,14 +185,41 @@ def study(sim: Simulation, name: str, p: StudyParams) -> dict[str, Any]:
         "memory_per_gpu_gib": all_copies / 2**30,
         "freed_gib": (all_copies - jit) / 2**30,
         "throughput_loss_pct": 100.0 * loss_t / (gpu_s["fwd"] + gpu_s["bwd"]),
-        "reserved_cus": reserved,
+        "reserved_cu_count": reserved,
     }
 
 
+#: A slice of the study's plan: (track, name, start, length), times in nanoseconds.
+PlanSlice = tuple[str, str, int, int]
+
+
+def plan(sim: Simulation, p: StudyParams) -> tuple[list[PlanSlice], int]:
+    """The study's execution plan for one model: the GPU's GEMMs of layer i (one slice each,
+    category ``gemm``, on the ``gpu`` track) beside the PIM quantization of layer i + 1
+    (``pim``), forward then backward, for two layers, in whole nanoseconds; and its end (the
+    run's ``time_s``). The study's figures are computed, not read from it: it is what
+    ``run --trace`` shows."""
+    m = MODELS[p.model]
+    names = ["qkv", "attention", "proj", "fc1", "fc2"]
+    slices: list[PlanSlice] = []
+    now = 0
+    for layer in range(2):
+        for phase, direction in (("fwd", "row"), ("bwd", "col")):
+            t0 = now
+            rate = pim_rate(sim, p.format, p.placement, direction, p.calibration_rows)
+            pim_ns = round(12 * m.hidden**2 / m.tp / (rate * p.gpu.hbm_stacks) * 1e9)
+            slices.append(("pim", f"quantize layer {layer + 1} ({direction})", t0, pim_ns))
+            for name, g in zip(names, _grouped(m, phase), strict=True):
+                ns = round(sum(gemm_time(x, p.format, p.gpu) for x in g) * 1e9)
+                slices.append(("gemm", f"{phase} {name} layer {layer}", now, ns))
+                now += ns
+            now = max(now, t0 + pim_ns)
+    return slices, now
+
+
 class Timeline(Component):
-    """The study's execution plan walked in time, for traces: the GPU's GEMMs of layer i (one
-    slice each, on the ``gpu`` track) beside the PIM quantization of layer i + 1 (``pim``),
-    forward then backward, for two layers. Nothing is measured from it."""
+    """The study's plan (:func:`plan`) walked in time for traces, on the ``gpu`` and ``pim``
+    tracks of the ``study`` domain (nanoseconds); nothing is measured from it."""
 
     def __init__(self, sim: Simulation, p: StudyParams) -> None:
         super().__init__(sim, "study", domain=sim.domain("study", 1_000_000_000))
@@ -206,19 +232,14 @@ class Timeline(Component):
             self.process(self._walk(), "plan")
 
     def _walk(self) -> Any:
-        m, p = MODELS[self.p.model], self.p
-        names = ["qkv", "attention", "proj", "fc1", "fc2"]
-        for layer in range(2):
-            for phase, direction in (("fwd", "row"), ("bwd", "col")):
-                t0 = self.env.now
-                rate = pim_rate(self.sim, p.format, p.placement, direction, p.calibration_rows)
-                pim_ns = round(12 * m.hidden**2 / m.tp / (rate * p.gpu.hbm_stacks) * 1e9)
-                self.pim.trace("pim", f"quantize layer {layer + 1} ({direction})", t0, pim_ns)
-                for name, g in zip(names, _grouped(m, phase), strict=True):
-                    ns = round(sum(gemm_time(x, p.format, p.gpu) for x in g) * 1e9)
-                    self.gpu.trace("gemm", f"{phase} {name} layer {layer}", self.env.now, ns)
-                    yield self.env.timeout(ns)
-                yield self.env.timeout(max(0, t0 + pim_ns - self.env.now))
+        slices, end = plan(self.sim, self.p)
+        ticks = self.domain.ticks
+        for category, name, start, ns in slices:
+            if ticks(start) > self.env.now:
+                yield self.env.timeout(ticks(start) - self.env.now)
+            track = self.pim if category == "pim" else self.gpu
+            track.trace(category, name, self.env.now, ticks(ns))
+        yield self.env.timeout(ticks(end) - self.env.now)
 
 
 def _grouped(m: Model, phase: str) -> list[list[tuple[int, int, int]]]:
@@ -237,23 +258,32 @@ def build(sim: Simulation, p: StudyParams) -> Timeline:
 
 def metrics(sim: Simulation, p: StudyParams, handle: Timeline, result: RunResult) -> dict[str, Any]:
     if p.model != "all":
-        return {"model": p.model, "format": p.format, **study(sim, p.model, p)}
+        return {
+            "time_s": plan(sim, p)[1] * 1e-9, "model": p.model, "format": p.format,
+            **study(sim, p.model, p),
+            "correct": None,  # the study carries no data (its calibration runs check theirs)
+        }  # fmt: skip
     rows = {name: study(sim, name, p) for name in MODELS}
-    keys = ("slack_min", "slack_mean", "capacity_savings_pct", "throughput_loss_pct")
+    keys = ("min_slack_ratio", "mean_slack_ratio", "capacity_savings_pct", "throughput_loss_pct")
     return {
+        "time_s": 0.0,  # no plan: a table of models
         "format": p.format,
-        "table": [{"model": n, **{k: r[k] for k in keys}} for n, r in rows.items()],
-        "models": rows,
+        "summary_table": [{"model": n, **{k: r[k] for k in keys}} for n, r in rows.items()],
+        "per_model_table": rows,
+        "correct": None,
     }
 
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "jitq-study",
-            "JIT-Q study: slack, capacity savings and throughput loss per LLM (MI210)",
-            StudyParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="jitq-study",
+            summary="JIT-Q study: slack, capacity savings and throughput loss per LLM (MI210)",
+            params=StudyParams,
+            build=build,
+            metrics=metrics,
+            origin=__name__,
+            footprint=footprint,
         )
     )
 

@@ -5,9 +5,10 @@ exact and the check against numpy is bit-for-bit), starts a :class:`tpu.collecti
 at time 0 and reads the time the last chip finishes. ``payload=size`` moves byte counts through
 the same flows and links (for arrays too large to hold), with the same timing.
 
-Metrics (NCCL's definitions): ``algbw_Bps`` = S / time with S = ``bytes`` (AllGather,
-ReduceScatter, AllReduce) or ``bytes / N`` (AllToAll: what one rank sends); ``busbw_Bps`` =
-algbw x 2(N-1)/N for AllReduce, x (N-1)/N otherwise (N = chips in a group).
+Metrics (NCCL's definitions): ``algbw_bytes_per_s`` = S / time with S = ``bytes`` (AllGather,
+ReduceScatter, AllReduce) or ``bytes / N`` (AllToAll: what one rank sends);
+``busbw_bytes_per_s`` = algbw x 2(N-1)/N for AllReduce, x (N-1)/N otherwise (N = chips in a
+group).
 ``link_utilisation``: mean busy fraction of the link directions that carried traffic.
 """
 
@@ -20,21 +21,19 @@ from typing import Any
 import numpy as np
 
 from runner import registry
+from simcore.clock import Ticks
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.collectives import OPS, RINGS, Collective
 from tpu.network import IciNetwork
+from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Slice
 from workloads.tpu import models
 from workloads.tpu.common import (
     DTYPES,
     REAL_LIMIT_BYTES,
-    SliceParams,
-    build_slice,
-    link_utilisation,
-    parse_axes,
     seconds,
     small_ints,
 )
@@ -196,9 +195,10 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
     m = model(p)
     return {
         "time_s": t,
+        "cycles": h.net.domain.cycle_at(Ticks(coll.end_ticks)),  # of the ICI links' clock
         "hops": coll.hops,
-        "algbw_Bps": algbw,
-        "busbw_Bps": algbw * factor,
+        "algbw_bytes_per_s": algbw,
+        "busbw_bytes_per_s": algbw * factor,
         "link_utilisation": link_utilisation(h.net, coll.end_ticks),
         "correct": correct,
         "ranks": n,
@@ -206,7 +206,7 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
         "wraparound": "".join(a for a, w in zip(h.topo.axis_names, h.topo.wrap, strict=True) if w)
         or "none",
         "flows": coll.flows,
-        "chunks_sent": sum(lk.chunks for lk in h.net.links.values()),
+        "sent_chunks": sum(lk.chunks for lk in h.net.links.values()),
         "model_time_s": m["time_s"],
         "model_bound": m["bound"],
         "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"] if m["time_s"] else 0.0,

@@ -35,15 +35,12 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import F32, Job, TensorChip
 from tpu.collectives import Collective
+from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
 from workloads.tpu.common import (
     REAL_LIMIT_BYTES,
-    SliceParams,
-    build_slice,
-    link_utilisation,
-    parse_axes,
     seconds,
     small_ints,
 )
@@ -351,7 +348,7 @@ def model(p: MatmulParams) -> dict[str, Any]:
         "comm_s": comm,
         "bound": roof["bound"] if compute >= comm else "communication",
         "intensity_flops_per_byte": roof["intensity_flops_per_byte"],
-        "critical_intensity": roof["critical_intensity"],
+        "critical_intensity_flops_per_byte": roof["critical_intensity_flops_per_byte"],
     }
 
 

@@ -128,7 +128,7 @@ def matmul_roofline(
         "compute_s": t_c,
         "memory_s": t_m,
         "intensity_flops_per_byte": flops / traffic,
-        "critical_intensity": spec.bf16_flops / spec.hbm_bytes_per_s,
+        "critical_intensity_flops_per_byte": spec.bf16_flops / spec.hbm_bytes_per_s,
         "bound": "compute" if t_c >= t_m else "memory",
     }
 

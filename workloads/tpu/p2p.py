@@ -19,15 +19,17 @@ from typing import Any
 import numpy as np
 
 from runner import registry
+from simcore.clock import Ticks
 from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.network import Chunk, Flow, IciNetwork
+from tpu.slice import SliceParams, build_slice, link_utilisation
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
-from workloads.tpu.common import SliceParams, build_slice, link_utilisation, seconds
 from workloads.tpu.common import footprint as common_footprint
+from workloads.tpu.common import seconds
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,6 +125,7 @@ def metrics(sim: Simulation, p: P2pParams, h: Handle, result: RunResult) -> dict
     t = seconds(sim, last)
     return {
         "time_s": t,
+        "cycles": h.net.domain.cycle_at(Ticks(last)),  # of the ICI links' clock
         "first_byte_s": seconds(sim, first),
         "hops": max(f.hops for f in flows),
         "paths": len(flows),

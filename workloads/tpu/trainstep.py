@@ -37,15 +37,12 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import Job, TensorChip
 from tpu.collectives import Collective
+from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
 from workloads.tpu.common import (
     REAL_LIMIT_BYTES,
-    SliceParams,
-    build_slice,
-    link_utilisation,
-    parse_axes,
     seconds,
     small_ints,
 )
@@ -292,7 +289,7 @@ def metrics(sim: Simulation, p: TrainStepParams, run: StepRun, result: RunResult
         "correct": check_real(run) if p.payload == "real" else None,
         "mxu_busy_s": compute,
         "compute_fraction": compute / t if t else 0.0,
-        "mfu": flops / (t * run.topo.spec.bf16_flops),
+        "flops_utilisation": flops / (t * run.topo.spec.bf16_flops),
         "global_batch": p.batch * run.n,
         "ici_link_utilisation": link_utilisation(run.net, end),
         "bound": "compute" if compute / t >= 0.8 else "communication",

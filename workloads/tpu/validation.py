@@ -97,23 +97,27 @@ P2P: list[Row] = [
 ]
 
 
-def _collectives(runner: registry.Runner) -> list[tuple[str, float, float, str | None]]:
+#: A row before its case is known: (label, simulated, model, unit, reason or None).
+Result = tuple[str, float, float, str, str | None]
+
+
+def _collectives(runner: registry.Runner) -> list[Result]:
     pts = [cfg.load(CollectiveParams, {**kw, "payload": "size"}) for _, kw, _ in COLLECTIVES]
     runs = runner("tpu-collective", pts)
     rows = [
-        (label, m["time_s"], m["model_time_s"], why)
+        (label, m["time_s"], m["model_time_s"], "s", why)
         for (label, _, why), m in zip(COLLECTIVES, runs, strict=True)
     ]
     pts = [cfg.load(P2pParams, {**kw, "payload": "size"}) for _, kw, _ in P2P]
     runs = runner("tpu-p2p", pts)
     rows += [
-        (label, m["time_s"], m["model_time_s"], why)
+        (label, m["time_s"], m["model_time_s"], "s", why)
         for (label, _, why), m in zip(P2P, runs, strict=True)
     ]
     return rows
 
 
-def _matmuls(runner: registry.Runner) -> list[tuple[str, float, float, str | None]]:
+def _matmuls(runner: registry.Runner) -> list[Result]:
     """The roofline rows, then the critical batch of each chip from three more runs of one
     call: compute per row (a large batch) against the memory-bound time (two small batches give
     its intercept and slope), crossing where they meet."""
@@ -137,8 +141,8 @@ def _matmuls(runner: registry.Runner) -> list[tuple[str, float, float, str | Non
     ]  # fmt: skip
     pts += [cfg.load(MatmulParams, {**kw, "payload": "size"}) for kw, _ in sharded]
     runs = runner("tpu-matmul", pts)
-    rows: list[tuple[str, float, float, str | None]] = [
-        (f"matmul {c} X[{b},{d}]·W[{d},{d}]", m["time_s"], m["model_time_s"], FILL)
+    rows: list[Result] = [
+        (f"matmul {c} X[{b},{d}]·W[{d},{d}]", m["time_s"], m["model_time_s"], "s", FILL)
         for (c, d, b), m in zip(shown, runs, strict=False)
     ]
     for (kw, why), m in zip(sharded, runs[len(shown) + len(probes) :], strict=True):
@@ -146,7 +150,7 @@ def _matmuls(runner: registry.Runner) -> list[tuple[str, float, float, str | Non
             f"matmul {kw['chip']} {kw['topology']} {kw.get('axes', 'x')} {kw['sharding']} "
             f"[{kw['i']},{kw['j']}]·[{kw['j']},{kw['k']}]"
         )
-        rows.append((label, m["time_s"], m["model_time_s"], why))
+        rows.append((label, m["time_s"], m["model_time_s"], "s", why))
     for at, chip in ((len(shown), "v5e"), (len(shown) + 3, "v5p")):
         small, smaller, large = runs[at + 1], runs[at], runs[at + 2]
         per_row = large["mxu_busy_s"] / 4096
@@ -154,32 +158,34 @@ def _matmuls(runner: registry.Runner) -> list[tuple[str, float, float, str | Non
         base = smaller["time_s"] - slope * 32
         spec = pts[at].spec
         label = f"critical batch {chip} bf16 (rows)"
-        rows.append((label, base / (per_row - slope), models.critical_batch(spec), HBM_ALL))
+        rows.append((label, base / (per_row - slope), models.critical_batch(spec), "rows", HBM_ALL))
     return rows
 
 
-def _train(runner: registry.Runner) -> list[tuple[str, float, float, str | None]]:
+def _train(runner: registry.Runner) -> list[Result]:
     base = dict(chip="v5p", topology="4x4x4", axes="x", d_model=2048, d_ff=4096)
     cases = [(s, b) for s in ("dp", "fsdp") for b in (256, 512, 2048, 8192)]
     runs = runner("tpu-train-step", [
         cfg.load(TrainStepParams, {**base, "strategy": s, "batch": b}) for s, b in cases
     ])  # fmt: skip
-    rows: list[tuple[str, float, float, str | None]] = []
+    rows: list[Result] = []
     for (s, b), m in zip(cases, runs, strict=True):
         ratio = m["model_compute_s"] / m["model_comm_s"]
         why = None if ratio < 0.5 else STEP_FILL if ratio > 2 else CROSSOVER
-        rows.append((f"train {s} v5p 4x4x4 x batch {b}", m["time_s"], m["model_time_s"], why))
+        rows.append((f"train {s} v5p 4x4x4 x batch {b}", m["time_s"], m["model_time_s"], "s", why))
     # the data-parallel critical batch, from the simulation: the exposed AllReduce at a small
     # batch against the backward pass's compute per sample at a large one
     lo, hi = runs[0], runs[3]
     per_sample = hi["mxu_busy_s"] / 8192
     comm = lo["time_s"] - lo["mxu_busy_s"] / 3
     sim_b = comm / (2 / 3 * per_sample)
-    rows.append(("critical batch dp v5p x (per chip)", sim_b, lo["model_critical_batch"], EXPOSED))
+    rows.append(
+        ("critical batch dp v5p x (per chip)", sim_b, lo["model_critical_batch"], "rows", EXPOSED)
+    )
     return rows
 
 
-def _all(runner: registry.Runner) -> list[tuple[str, float, float, str | None]]:
+def _all(runner: registry.Runner) -> list[Result]:
     return _collectives(runner) + _matmuls(runner) + _train(runner)
 
 
@@ -193,8 +199,8 @@ def _rows(runner: registry.Runner, explained: bool) -> list[registry.ValidationR
         _last[:] = [runner, _all(runner)]
     case = "tpu-explained" if explained else "tpu"
     return [
-        registry.ValidationRow(case, f"{label} [{why}]" if why else label, sim, model)
-        for label, sim, model, why in _last[1]
+        registry.ValidationRow(case, f"{label} [{why}]" if why else label, sim, model, unit=unit)
+        for label, sim, model, unit, why in _last[1]
         if (why is not None) == explained
     ]
 

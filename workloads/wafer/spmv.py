@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -341,6 +340,7 @@ def metrics(sim: Simulation, p: SpmvParams, run: SpmvRun, result: RunResult) -> 
     blocks = run.blocks.values()
     m = model(p)
     return {
+        "time_s": cycles / p.wafer.clock_hz,
         "cycles": cycles,
         "iteration_cycles": its,
         "steady_iteration_cycles": its[-2] if p.iterations > 1 else cycles,
@@ -352,6 +352,7 @@ def metrics(sim: Simulation, p: SpmvParams, run: SpmvRun, result: RunResult) -> 
         "dcsr_blocks": sum(b.fmt == "dcsr" for b in blocks),
         "pe_bytes": sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape)),
         "gflops": 2.0 * a.nnz * p.iterations * p.wafer.clock_hz / cycles / 1e9,
+        "model_time_s": m["time_s"],
         "model_cycles": m["cycles"],
         "model_error_pct": 100.0 * (cycles - m["cycles"]) / m["cycles"],
         "max_abs_error": float(err.max(initial=0.0)),
@@ -397,6 +398,7 @@ def model(p: SpmvParams) -> dict[str, Any]:
     )
     cycles = product * p.iterations + norm * (p.iterations - 1)
     return {
+        "time_s": cycles / p.wafer.clock_hz,
         "cycles": cycles,
         "steady_iteration_cycles": product + norm if p.iterations > 1 else product,
         "local_cycles": t_local,
@@ -413,11 +415,15 @@ def model(p: SpmvParams) -> dict[str, Any]:
 # -- registration and validation -----------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "spmv",
-            "sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
-            SpmvParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="spmv",
+            summary="sparse y = A·x on px x py PEs (CSR/DCSR blocks; .mtx files or generators)",
+            params=SpmvParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(
@@ -456,7 +462,9 @@ def _sweep(
     for (label, _), m in zip(points, runs, strict=True):
         if not m["correct"]:
             raise RuntimeError(f"spmv {label}: wrong product ({m['max_abs_error']:g})")
-        rows.append(registry.ValidationRow("spmv", label, m["cycles"], m["model_cycles"]))
+        rows.append(
+            registry.ValidationRow("spmv", label, m["cycles"], m["model_cycles"], unit="cycles")
+        )
     return rows
 
 

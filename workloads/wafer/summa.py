@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -403,18 +402,21 @@ def metrics(sim: Simulation, p: SummaParams, run: SummaRun, result: RunResult) -
     correct = bool(np.all(err <= fp32_error_bound(run.a, run.b)))
     cycles = wafer.span_cycles()
     last = max(wafer.pes.values(), key=lambda pe: (pe.ce.marks["end"], pe.xy[1], pe.xy[0]))
-    model_cycles = model(p)["cycles"]
+    modelled = model(p)
+    model_cycles = modelled["cycles"]
     out: dict[str, Any] = {
+        "time_s": cycles / p.wafer.clock_hz,
         "cycles": cycles,
         **split_cycles(last.ce.marks, p.p),
-        "critical_pe": list(last.xy),
+        "critical_pe_xy": list(last.xy),
         "p": p.p,
         "mt": mt,
-        "m": p.m,
+        "matrix_rows": p.m,
         "overlap": p.overlap,
         "tflops": tflops(p, cycles),
         "peak_tflops": peak_tflops(p),
         "peak_fraction": tflops(p, cycles) / peak_tflops(p),
+        "model_time_s": modelled["time_s"],
         "model_cycles": model_cycles,
         "model_error_pct": 100.0 * (cycles - model_cycles) / model_cycles,
         "max_abs_error": float(err.max()),
@@ -443,15 +445,16 @@ def model(p: SummaParams) -> dict[str, Any]:
     cycles = (t_comp + t_comm + t_cntl) * steps
     overlap_cycles = t_comm + (max(t_comp, t_comm) + t_cntl) * steps
     return {
+        "time_s": cycles / p.wafer.clock_hz,
         "cycles": cycles,
         "compute_cycles": t_comp * steps,
         "comm_cycles": t_comm * steps,
         "control_cycles": t_cntl * steps,
-        "t_fmac_step": t_fmac,
-        "n_loop_step": n_loop,
+        "fmac_cycles_per_step": t_fmac,
+        "loop_iterations_per_step": n_loop,
         "p": steps,
         "mt": mt,
-        "m": p.m,
+        "matrix_rows": p.m,
         "tflops": tflops(p, cycles),
         "peak_tflops": peak_tflops(p),
         "peak_fraction": tflops(p, cycles) / peak_tflops(p),
@@ -470,11 +473,15 @@ def footprint(p: SummaParams) -> registry.Footprint:
 # -- registration --------------------------------------------------------------------------------
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "summa",
-            "SUMMA GEMM on P x P PEs with row/column broadcasts (the SDK's GEMM)",
-            SummaParams,
-            sys.modules[__name__],
+        registry.WorkloadKind(
+            name="summa",
+            summary="SUMMA GEMM on P x P PEs with row/column broadcasts (the SDK's GEMM)",
+            params=SummaParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     cases = (
@@ -519,5 +526,9 @@ def _sweep(
     for (p, mt), m in zip(points, runs, strict=True):
         if not m["correct"]:
             raise RuntimeError(f"summa P={p} Mt={mt}: wrong product ({m['max_abs_error']:g})")
-        rows.append(registry.ValidationRow(case, f"P={p} Mt={mt}", m["cycles"], m["model_cycles"]))
+        rows.append(
+            registry.ValidationRow(
+                case, f"P={p} Mt={mt}", m["cycles"], m["model_cycles"], unit="cycles"
+            )
+        )
     return rows

@@ -1,7 +1,9 @@
 """Wafer calibration scenarios: ``wse-fmac`` and ``wse-bcast``, measured like the SDK study.
 
 Both read each PE's timestamp counter around the operation and report
-``cycles = max(end) - min(start)`` over the PEs, as the study did.
+``cycles = max(end) - min(start)`` over the PEs, as the study did (``time_s`` is those cycles at
+the wafer's clock). The study's fit is each kind's model: ``model_cycles`` (and
+``model_time_s``, ``model_error_pct``) beside the measurement.
 
 ``wse-fmac``: one PE runs ``@fmacs`` over ``elements`` consecutive FP32 values (C = C + A*b).
 Reference: the study's T_fmac(I) = 2 I + 10 (within 2 cycles for I in 1..2048).
@@ -78,11 +80,27 @@ def metrics_fmac(sim: Simulation, p: FmacParams, run: FmacRun, result: RunResult
     err = float(np.max(np.abs(got - run.expected)))
     cycles = run.wafer.span_cycles()
     return {
+        "time_s": cycles / p.wafer.clock_hz,
         "cycles": cycles,
-        "reference_cycles": t_fmac_reference(p.elements),
         "elements": p.elements,
         "max_abs_error": err,
         "correct": err == 0.0,
+        **_modelled(cycles, model_fmac(p)),
+    }
+
+
+def model_fmac(p: FmacParams) -> dict[str, Any]:
+    """The study's fit, T_fmac(I) = 2I + 10."""
+    cycles = t_fmac_reference(p.elements)
+    return {"time_s": cycles / p.wafer.clock_hz, "cycles": cycles}
+
+
+def _modelled(cycles: int, model: dict[str, Any]) -> dict[str, Any]:
+    """A run's model metrics: the model's time and cycles, and the run's error against them."""
+    return {
+        "model_time_s": model["time_s"],
+        "model_cycles": model["cycles"],
+        "model_error_pct": 100.0 * (cycles - model["cycles"]) / model["cycles"],
     }
 
 
@@ -145,14 +163,22 @@ def metrics_bcast(sim: Simulation, p: BcastParams, run: BcastRun, result: RunRes
     correct = all(
         np.array_equal(run.bufs[x].read(run.wafer.ce(x, 0).sram), run.data) for x in range(p.pes)
     )
+    cycles = run.wafer.span_cycles()
     return {
-        "cycles": run.wafer.span_cycles(),
-        "reference_cycles": t_bcast_reference(p.elements),
+        "time_s": cycles / p.wafer.clock_hz,
+        "cycles": cycles,
         "elements": p.elements,
         "pes": p.pes,
         "root": p.root_x,
         "correct": correct,
+        **_modelled(cycles, model_bcast(p)),
     }
+
+
+def model_bcast(p: BcastParams) -> dict[str, Any]:
+    """The study's fit, T_bcast(I) = 1.6I + 250 (it does not depend on N)."""
+    cycles = t_bcast_reference(p.elements)
+    return {"time_s": cycles / p.wafer.clock_hz, "cycles": cycles}
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -166,7 +192,9 @@ def validate_fmac(runner: registry.Runner) -> list[registry.ValidationRow]:
     rows = []
     for n, m in zip(FMAC_SWEEP, runs, strict=True):
         ref = t_fmac_reference(n)
-        rows.append(registry.ValidationRow("wse-fmac", f"I={n}", m["cycles"], ref, ref))
+        rows.append(
+            registry.ValidationRow("wse-fmac", f"I={n}", m["cycles"], ref, ref, unit="cycles")
+        )
     return rows
 
 
@@ -176,7 +204,11 @@ def validate_bcast(runner: registry.Runner) -> list[registry.ValidationRow]:
     rows = []
     for (n, i), m in zip(points, runs, strict=True):
         ref = t_bcast_reference(i)
-        rows.append(registry.ValidationRow("wse-bcast", f"N={n} I={i}", m["cycles"], ref, ref))
+        rows.append(
+            registry.ValidationRow(
+                "wse-bcast", f"N={n} I={i}", m["cycles"], ref, ref, unit="cycles"
+            )
+        )
     return rows
 
 
@@ -188,7 +220,7 @@ def register() -> None:
             params=FmacParams,
             build=build_fmac,
             metrics=metrics_fmac,
-            model=lambda p: {"cycles": t_fmac_reference(p.elements)},
+            model=model_fmac,
             origin=__name__,
             footprint=lambda p: wafer_footprint(1, 2 * 4 * p.elements, 3 * 4 * p.elements, ""),
         )
@@ -200,7 +232,7 @@ def register() -> None:
             params=BcastParams,
             build=build_bcast,
             metrics=metrics_bcast,
-            model=lambda p: {"cycles": t_bcast_reference(p.elements)},
+            model=model_bcast,
             origin=__name__,
             footprint=lambda p: wafer_footprint(p.pes, 4 * p.elements, 4 * p.elements, "pes"),
         )

@@ -9,7 +9,6 @@ dispatches on ``flavour`` and holds the validation sweep. See docs/wafer/ws-matm
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from runner import registry
@@ -27,9 +26,15 @@ def build(sim: Simulation, p: WsMatmulParams) -> wsfwd.WsRun | wsgrad.GradRun:
 def metrics(
     sim: Simulation, p: WsMatmulParams, run: wsfwd.WsRun | wsgrad.GradRun, result: RunResult
 ) -> dict[str, Any]:
+    modelled = model(p)
     if isinstance(run, wsgrad.GradRun):
-        return wsgrad.metrics(run, wsmodel.wgrad_model(p)["cycles"])
-    return wsfwd.metrics(p, run, wsmodel.fwd_model(p)["cycles"])
+        out = wsgrad.metrics(run, modelled["cycles"])
+    else:
+        out = wsfwd.metrics(p, run, modelled["cycles"])
+    cycles = out["cycles"]
+    out["model_time_s"] = modelled["time_s"]
+    out["model_error_pct"] = 100.0 * (cycles - modelled["cycles"]) / modelled["cycles"]
+    return out
 
 
 def footprint(p: WsMatmulParams) -> registry.Footprint:
@@ -42,9 +47,10 @@ def footprint(p: WsMatmulParams) -> registry.Footprint:
 
 
 def model(p: WsMatmulParams) -> dict[str, Any]:
-    """The flavour's row-pipelined model: :func:`.wsmodel.fwd_model` or
-    :func:`.wsmodel.wgrad_model`."""
-    return wsmodel.wgrad_model(p) if p.flavour == "wgrad" else wsmodel.fwd_model(p)
+    """The flavour's row-pipelined model (:func:`.wsmodel.fwd_model` or
+    :func:`.wsmodel.wgrad_model`) and its time at the wafer's clock."""
+    out = wsmodel.wgrad_model(p) if p.flavour == "wgrad" else wsmodel.fwd_model(p)
+    return {"time_s": out["cycles"] / p.wafer.clock_hz, **out}
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -73,18 +79,26 @@ def validate(
     rows = []
     for (flavour, h1, h0, bs, px, py, d), m in zip(points, runs, strict=True):
         point = f"{flavour} H1={h1} H0={h0} BS={bs} {px}x{py} D={d} nnz={m['nnz']}"
-        rows.append(registry.ValidationRow("ws-matmul", point, m["cycles"], m["model_cycles"]))
+        rows.append(
+            registry.ValidationRow(
+                "ws-matmul", point, m["cycles"], m["model_cycles"], unit="cycles"
+            )
+        )
     return rows
 
 
 def register() -> None:
     registry.register_kind(
-        registry.module_kind(
-            "ws-matmul",
-            "weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
+        registry.WorkloadKind(
+            name="ws-matmul",
+            summary="weight-streamed sparse matmul: fwd, bwd (non-zeros of W streamed from the "
             "edge) and wgrad (W's mask streamed, gradients out)",
-            WsMatmulParams,
-            sys.modules[__name__],
+            params=WsMatmulParams,
+            build=build,
+            metrics=metrics,
+            model=model,
+            origin=__name__,
+            footprint=footprint,
         )
     )
     registry.register_case(

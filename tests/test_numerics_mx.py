@@ -1,4 +1,4 @@
-"""The MX9/MX6/MX4 reference quantizer: hand-worked blocks, policies, properties."""
+"""numerics.mx, the MX9/MX6/MX4 reference quantizer: hand-worked blocks, policies, properties."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pim import mx
+from numerics import mx
+from numerics.floats import bf16_bits, bf16_values
 
 BLOCK_VALUES = [
     1.0, 1.96875,  # pair 0: E = 127 = E_max, mu 0, s = 2^-3 (MX6): 8, 15.75 -> 16 -> saturated 15
@@ -22,7 +23,7 @@ BLOCK_VALUES = [
 
 
 def test_a_hand_worked_mx6_block():
-    bits = mx.to_bf16_bits(np.array(BLOCK_VALUES, np.float32))
+    bits = bf16_bits(np.array(BLOCK_VALUES, np.float32))
     q = mx.quantize_blocks(bits.reshape(1, 16), "mx6")
     assert q.shared_exp.tolist() == [127]
     assert q.micro.tolist() == [[0, 1, 0, 1, 1, 1, 1, 0]]
@@ -33,7 +34,7 @@ def test_a_hand_worked_mx6_block():
 
 
 def test_a_hand_worked_mx9_and_mx4_pair():
-    bits = mx.to_bf16_bits(np.array([1.0, 1.96875] + [0.0] * 14, np.float32)).reshape(1, 16)
+    bits = bf16_bits(np.array([1.0, 1.96875] + [0.0] * 14, np.float32)).reshape(1, 16)
     # MX9: m = 7, s = 2^-6: 64, 126; MX4: m = 2, s = 2^-1: 2, 3.94 -> 4 -> saturated 3
     assert mx.quantize_blocks(bits, "mx9").mag[0, :2].tolist() == [64, 126]
     assert mx.quantize_blocks(bits, "mx4").mag[0, :2].tolist() == [2, 3]
@@ -42,7 +43,7 @@ def test_a_hand_worked_mx9_and_mx4_pair():
 def test_bits_per_element_and_packing():
     assert [mx.bits_per_element(f) for f in ("mx9", "mx6", "mx4")] == [9, 6, 4]
     rng = np.random.default_rng(0)
-    bits = mx.to_bf16_bits(rng.standard_normal((4, 16)).astype(np.float32))
+    bits = bf16_bits(rng.standard_normal((4, 16)).astype(np.float32))
     for fmt in ("mx9", "mx6", "mx4"):
         assert len(mx.pack(mx.quantize_blocks(bits, fmt))) == 4 * 16 * mx.bits_per_element(fmt) / 8
     q = mx.quantize_blocks(bits, "mx6")
@@ -61,7 +62,7 @@ def test_nan_and_inf_are_refused():
 
 def test_bf16_rounding_is_to_nearest_even():
     x = np.array([1.0 + 2**-8, 1.0 + 3 * 2**-8, -(1.0 + 2**-8)], np.float32)
-    assert mx.to_bf16_bits(x).tolist() == [0x3F80, 0x3F82, 0xBF80]
+    assert bf16_bits(x).tolist() == [0x3F80, 0x3F82, 0xBF80]
 
 
 finite_bf16 = st.integers(0, 0xFFFF).filter(lambda b: (b >> 7) & 0xFF != 0xFF)
@@ -76,7 +77,7 @@ def test_error_is_within_half_an_lsb_or_saturation(block, fmt):
     bits = np.array(block, np.uint16).reshape(1, 16)
     q = mx.quantize_blocks(bits, fmt)
     m = mx.MANTISSA_BITS[fmt]
-    x = np.where((bits >> 7) & 0xFF > 0, mx.bf16_to_float(bits).astype(np.float64), 0.0)[0]
+    x = np.where((bits >> 7) & 0xFF > 0, bf16_values(bits).astype(np.float64), 0.0)[0]
     s = np.exp2(q.scale_exp()[0] - 127.0 - (m - 1))
     err = np.abs(mx.dequantize_blocks(q)[0] - x)
     top = np.abs(x) > (2**m - 1) * s
@@ -89,7 +90,7 @@ def test_error_is_within_half_an_lsb_or_saturation(block, fmt):
 @given(st.integers(1, 4), st.integers(1, 4), st.sampled_from(("row", "col")))
 def test_lanes_round_trip(tr, tc, direction):
     rng = np.random.default_rng(tr * 10 + tc)
-    bits = mx.to_bf16_bits(rng.standard_normal((16 * tr, 16 * tc)).astype(np.float32))
+    bits = bf16_bits(rng.standard_normal((16 * tr, 16 * tc)).astype(np.float32))
     q = mx.quantize_matrix(bits, "mx6", direction)
     codes, scale = mx.lanes(q, bits.shape, direction)
     back = mx.from_lanes(codes, scale, "mx6", direction)

@@ -16,7 +16,7 @@ of zeros has E_max = 0. The arithmetic (a division by a power of two, numpy's ``
 in float64, where it is exact: the reference is written from the definition, not from the PIM
 kernel's integer shifts, so comparing them tests the kernel.
 
-Policies (the same in the PIM kernel, :mod:`pim.jitq`):
+Policies (the same in the PIM kernel, :mod:`pim.jitq`, which is checked against this reference):
 
 - **zeros** quantize to magnitude 0 and keep their sign bit (-0 stays -0);
 - **subnormal** BF16 and FP32 inputs are flushed to (signed) zero before anything else;
@@ -34,6 +34,8 @@ import dataclasses
 
 import numpy as np
 
+from numerics.floats import bf16_values
+
 #: Magnitude bits per format.
 MANTISSA_BITS = {"mx9": 7, "mx6": 4, "mx4": 2}
 BLOCK = 16
@@ -43,23 +45,6 @@ PAIR = 2
 def bits_per_element(fmt: str) -> float:
     """Storage cost: sign + m magnitude bits + 8/16 shared-exponent + 1/2 microexponent bits."""
     return 1 + MANTISSA_BITS[fmt] + 8 / BLOCK + 1 / PAIR
-
-
-def to_bf16_bits(values: np.ndarray) -> np.ndarray:
-    """FP32 values -> BF16 bit patterns (uint16), rounding to nearest even."""
-    u = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return rounded.astype(np.uint16)
-
-
-def to_fp32_bits(values: np.ndarray) -> np.ndarray:
-    """FP32 values -> their bit patterns (uint32)."""
-    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-
-
-def bf16_to_float(bits: np.ndarray) -> np.ndarray:
-    """BF16 bit patterns -> float32 values (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +76,7 @@ def quantize_blocks(bits: np.ndarray, fmt: str) -> MxBlocks:
         raise ValueError("MX has no encoding for NaN or Inf: the input holds one")
     sign = (bits >> (31 if fp32 else 15)).astype(np.int64)
     normal = exp > 0
-    as_float = bits.view(np.float32) if fp32 else bf16_to_float(bits)
+    as_float = bits.view(np.float32) if fp32 else bf16_values(bits)
     values = np.where(normal, as_float.astype(np.float64), 0.0)
     e = np.where(normal, exp, 0)
     e_max = e.max(axis=1)
