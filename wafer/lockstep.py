@@ -27,7 +27,7 @@ What the engine does in a cycle the phase does in the same order: deliveries and
 this cycle (the scheduler's own due actions, such as posted route writes landing and
 operations beginning, run before the phase's step), then the routers' sends, then the compute
 engines' issues. Everything it does to the world outside (operation completions through the
-CE's ``_finish``, teardown signals through the router's ``_apply``, tasks) goes through the same
+CE's ``finish_op``, teardown signals through the router's ``apply_commands``, tasks) goes through the same
 calls at the same cycles. ``tests/test_summa_exact.py`` holds both forms to the wavelet path's
 cycles, marks and bytes.
 
@@ -294,7 +294,7 @@ class LockstepPhase:
         while queue and queue[0][1] == TOKEN:
             w = queue.popleft()[2]
             self._later(t + self.engine.ramp_credit_latency, ("credit", ce.router, RAMP, colour))
-            ce._control(w)
+            ce.act_on_control(w)
 
     # -- routers ---------------------------------------------------------------------------------
     def _router(self, t: int, r: Router) -> bool:
@@ -365,7 +365,7 @@ class LockstepPhase:
                     self._later(t + engine.hop_credit_latency,
                                 ("credit", r.nbr[src], OPPOSITE[src], colour))  # fmt: skip
                 if w[1] == TOKEN:
-                    r._apply(colour, w[2])
+                    r.apply_commands(colour, w[2])
         return self.buffered[r.index] > 0
 
     # -- compute engines -------------------------------------------------------------------------
@@ -373,7 +373,7 @@ class LockstepPhase:
         if op.fab_in is not None:
             return bool(self.queues.get((ce.index, ce.colour_of_queue[op.fab_in])))
         c = ce.up_credits.get(op.out_colour)  # type: ignore[arg-type]
-        return (c if c is not None else ce._up_credit_count(op.out_colour)) > 0  # type: ignore[arg-type]
+        return (c if c is not None else ce.up_credit_count(op.out_colour)) > 0  # type: ignore[arg-type]
 
     def _ce(self, t: int, ce: ComputeEngine, ops: list[AsyncOp] | None) -> bool:
         """``ComputeEngine.step`` for the phase's operations on ``ce``: True while one of them
@@ -429,8 +429,8 @@ class LockstepPhase:
             if op.done == op.length:
                 op.out_view[:] = stream.values  # type: ignore[index]
                 ops.remove(op)
-                ce._finish(op, t)
-                self._drain(t, ce, colour, queue)  # (_finish drains the queue's control head)
+                ce.finish_op(op, t)
+                self._drain(t, ce, colour, queue)  # (finish_op drains the queue's control head)
             return
         colour = op.out_colour  # type: ignore[assignment]
         ce.up_credits[colour] -= 1
@@ -446,7 +446,7 @@ class LockstepPhase:
         op.done += 1
         if op.done == op.length:
             ops.remove(op)
-            ce._finish(op, t)
+            ce.finish_op(op, t)
 
 
 class VectorPhase(LockstepPhase):
@@ -759,7 +759,7 @@ class VectorPhase(LockstepPhase):
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
                 elif self.q_f[2 * i + k] == 0:
                     self._credit_ramp(t, i, k, 1)
-                    ce._control(w)
+                    ce.act_on_control(w)
                 else:
                     self.qtok[(i, k)] = w
         batches = self.credits.pop(t, None)
@@ -873,7 +873,7 @@ class VectorPhase(LockstepPhase):
                     if not toks:
                         del self.tokw[(i, k)]
                     r = routers[i]
-                    r._apply(self.cols[k], w)
+                    r.apply_commands(self.cols[k], w)
                     # teardown now (and any switch)
                     told[e_] = self._route_state(r.routes.get(self.cols[k]))
         return True
@@ -955,12 +955,12 @@ class VectorPhase(LockstepPhase):
         op.done = op.length
         if o == 0:
             op.out_view[:] = self.streams[int(self.qsid[i, k])].values
-        ce._finish(op, t)
+        ce.finish_op(op, t)
         if o == 0:
             w = self.qtok.pop((i, k), None)
             if w is not None and self.q[i, k] == 0:
                 self._credit_ramp(t, i, k, 1)
-                ce._control(w)
+                ce.act_on_control(w)
             elif w is not None:
                 self.qtok[(i, k)] = w
 
