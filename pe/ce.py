@@ -604,7 +604,7 @@ class ComputeEngine:
             return
         self._dispatch_at = when
         # (sched.end_of_cycle(when, ...) without its past-time check: ``when`` is not before now)
-        sched._kernel_call(when * sched.period, LATE, self._dispatch)
+        sched.kernel_call(when * sched.period, LATE, self._dispatch)
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
@@ -682,7 +682,7 @@ class ComputeEngine:
         self._task_start = start
         self._task_flow_in_now = flow_in
         sched = self.sched  # (sched.event_at(end, ...) without its check: end is not before now)
-        sched._kernel_call(end * sched.period, NORMAL, self._task_end)
+        sched.kernel_call(end * sched.period, NORMAL, self._task_end)
         lockstep = engine.lockstep
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
