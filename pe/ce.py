@@ -648,12 +648,6 @@ class ComputeEngine:
         self._task_flow = None
         self.hold_from = begin
         engine = self.engine
-        if self.express_until >= begin:
-            express = self.express_issue
-            if express and express[2][0] >= MAIN_THREAD_RANK:
-                # The reference would hold the express stream's microthread while this task
-                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
-                engine.fast_conflicts += 1
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
@@ -679,6 +673,13 @@ class ComputeEngine:
         self.tasks_run += 1
         self.last_task = task
         self.busy_until = end
+        if self.express_until >= begin and self.express_issue is not None:
+            if self.express_issue[2][0] >= MAIN_THREAD_RANK:
+                # The reference would hold the express stream's microthread while this task
+                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
+                engine.fast_conflicts += 1
+            else:
+                self._express_steals(begin)
         self._task_start = start
         self._task_flow_in_now = flow_in
         sched = self.sched  # (sched.event_at(end, ...) without its check: end is not before now)
@@ -686,6 +687,28 @@ class ComputeEngine:
         lockstep = engine.lockstep
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
+
+    def _express_steals(self, begin: int) -> None:
+        """The running task (holding the issue slot from ``begin``) loses the cycles in which
+        the express stream's microthread, above the main thread, issues: each moves its end one
+        cycle later, as :meth:`step` does for a microthread on the wavelet path."""
+        cycles, shift, _ = self.express_issue  # type: ignore[misc]
+        n = len(cycles)
+        i = int(cycles.searchsorted(begin - shift))
+        end = self.busy_until
+        stolen = 0
+        while i < n:
+            c = int(cycles[i])
+            if c + shift >= end:
+                break
+            end += 1
+            stolen += 1
+            while i < n and int(cycles[i]) == c:  # (several elements per issue: one cycle)
+                i += 1
+        if stolen:
+            self.busy_until = end
+            self.busy_cycles += stolen
+            self.stolen_cycles += stolen
 
     def _task_end(self, _ev: Any) -> None:
         now = self.env._now // self.sched.period

@@ -41,12 +41,14 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fabric.config import FabricConfig
 from fabric.routes import Dir, RouteError
+from fabric.wavelet import Wavelet
 from pe.ce import MAIN_THREAD_RANK
 
 if TYPE_CHECKING:
@@ -59,6 +61,9 @@ OPPOSITE = {d: d.opposite for d in Dir}
 TOKEN = -1  # the sequence number of a stream's control wavelet (its TEARDOWN)
 NEVER = 1 << 62  # a cycle no run reaches
 RETRY_CYCLES = 256  # after the fabric was found busy, cycles before entry is looked at again
+
+#: A due action of the engine: a callable and its arguments.
+Action = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 class _Entry:
@@ -84,7 +89,19 @@ class LockstepPhase:
         self.engine = wafer.engine
         self.sched = wafer.engine.sched
         self.colours = frozenset(colours)
+        if any(r.ce.index != r.index for r in self.engine.routers):
+            raise RouteError("lock-step phase: routers and compute engines are numbered apart")
         self.on = False
+        # Handing back (see _hand_back): what lands at the cycle of the hand-back, and the
+        # routers the phase had active, both for the step of that cycle.
+        self.handing = False
+        self.landing: list[Action] = []
+        self.to_step: list[Router] = []
+        self.handbacks = 0  # phases that handed their traffic back to the engine
+        self.offered = 0  # operations offered to the phase as they began (``take``)
+        self.taken = 0  # operations it moved
+        self.entry_ok: bool | None = None  # the program's static conditions (_can_enter)
+        self.receiving: dict[AsyncOp, AsyncOp] = {}  # a receive -> the send it takes from
         self.due: dict[int, list[tuple]] = {}
         self.entries: dict[tuple[int, int], _Entry] = {}
         # The parts stepped this cycle, activated as the engine activates them (an arrival, a
@@ -143,7 +160,12 @@ class LockstepPhase:
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         """``op`` begins on ``ce`` now: True if the phase moves it (see the module docstring)."""
-        if not self._admit(ce, op, self._kind(op), self.engine.now_cycle()):
+        kind = self._kind(op)
+        if kind == "recv" and self.on:
+            queue = self.queues.get((ce.index, ce.colour_of_queue[op.fab_in]))  # type: ignore[index]
+            if queue and (queue[0][1] != 0 or queue[0][0].length != op.length):
+                kind = None  # its queue holds what it would not take as a whole stream
+        if not self._admit(ce, op, kind, self.engine.now_cycle()):
             return False
         self.ops.setdefault(ce.index, []).append(op)
         self.ces[ce.index] = ce
@@ -154,6 +176,9 @@ class LockstepPhase:
         """Whether the phase moves ``op`` (of ``kind``, None if not a broadcast's part),
         beginning now: off, it turns on if the fabric is silent; on, any other operation is
         an error (the premise the workload opted into)."""
+        self.offered += 1
+        if self.handing:
+            return False  # (handed back this cycle: the engine has the traffic now)
         if not self.on:
             if kind is None or now < self._retry_at or not self._can_enter():
                 return False
@@ -167,17 +192,25 @@ class LockstepPhase:
             self._start(now)
             self.engine.routers_group.active[self.index] = self
         elif kind is None:
-            raise RouteError(
-                f"{ce.path}: operation '{op.name}' began while the lock-step phase moves colours "
-                f"{sorted(self.colours)}; the workload that opted in must not run other "
-                "operations then"
-            )
+            # An operation the phase does not move: the engine takes everything over.
+            self._hand_back(now)
+            return False
         op.started = now
         op.express = True  # carried by a fast path: the CE's own step leaves it alone
+        self.taken += 1
         return True
 
     def _can_enter(self) -> bool:
-        return True
+        """What the program must satisfy, checked once: no edge port (the phase does not
+        model them), and no data task reading one of the phase's colours."""
+        if self.entry_ok is None:
+            colours = self.colours
+            self.entry_ok = not self.wafer.edges and not any(
+                ce.colour_of_queue.get(q) in colours
+                for ce in (r.ce for r in self.engine.routers)
+                for q in ce.data_task_of_queue
+            )
+        return self.entry_ok
 
     def _start(self, now: int) -> None:
         """Load the phase's state as it turns on (the scalar form reads the objects live)."""
@@ -208,9 +241,15 @@ class LockstepPhase:
         self._send(self.due, t, item)
 
     def step(self, t: int) -> bool:
+        if self.handing:
+            return self._handing_step(t)
         due = self.due.pop(t, None)
         if due:
-            for item in due:
+            for j, item in enumerate(due):
+                if not self._fits(item):
+                    self.due[t] = due[j:]
+                    self._hand_back(t)
+                    return self._handing_step(t)
                 self._land(t, item)
         active = self.active_routers
         if active:
@@ -231,6 +270,146 @@ class LockstepPhase:
 
     def _queued(self) -> bool:
         return any(self.queues.values())
+
+    def _fits(self, item: tuple) -> bool:
+        """Whether the phase's state can hold what ``item`` brings: a router's buffer takes
+        wavelets from one input port at a time, and a CE's queue only the stream its reader
+        takes whole, in order, with the stream's TEARDOWN right behind it."""
+        kind = item[0]
+        if kind == "arrive":
+            _, r, colour, port, _ = item
+            entry = self.entries.get((r.index, colour))
+            return entry is None or not entry.buf or entry.src is port
+        if kind != "deliver":
+            return True
+        _, ce, colour, w = item
+        q = ce.queue_of_colour.get(colour)
+        if q is None:
+            return False
+        queue = self.queues.get((ce.index, colour))
+        last = queue[-1] if queue else None
+        reader = ce.ops_in.get(q)
+        stream, seq, _ = w
+        if seq == TOKEN:
+            if last is None:
+                return reader is None  # (acted on at once)
+            return last[1] != TOKEN and last[1] == last[0].length - 1
+        if last is not None:
+            return last[1] != TOKEN and last[0] is stream and seq == last[1] + 1
+        if reader is None:
+            return seq == 0
+        return reader.length == stream.length and seq == reader.done
+
+    # -- handing back ----------------------------------------------------------------------------
+    def _hand_back(self, t: int) -> None:
+        """Give everything the phase moves back to the engine at cycle ``t``, before the
+        phase's step of ``t`` (from :meth:`take`, when an operation it does not move begins,
+        or from the step, when something lands that its state cannot hold): the wavelets
+        buffered in routers and queued at CEs become the engine's, its operations go to their
+        CEs' microthreads with their progress, and what is on its way becomes the engine's due
+        actions (those of cycle ``t`` land in the step, after the scheduler's own, as the
+        phase's do). From then on the engine runs as if it had moved everything itself: the
+        phase moved it by the engine's rules (``tests/test_conformance.py``)."""
+        self.on = False
+        self.handing = True
+        self.handbacks += 1
+        actions = self._materialise()
+        self.landing = actions.pop(t, [])
+        at = self.engine.at
+        for u in sorted(actions):
+            for fn, args in actions[u]:
+                at(u, fn, *args)
+
+    def _handing_step(self, t: int) -> bool:
+        """The phase's step in the cycle it handed back: what was due lands through the
+        engine's own calls, and the routers the engine would step this cycle (those the phase
+        had active, and those the landing woke) are stepped in index order, once (the ones the
+        scheduler already holds are stepped by it, after this step)."""
+        self.handing = False
+        active = self.engine.routers_group.active
+        scheduled = set(active)
+        for r in self.to_step:
+            active[r.index] = r
+        for fn, args in self.landing:
+            fn(*args)
+        self.landing, self.to_step = [], []
+        for idx in sorted(i for i in active if i not in scheduled):
+            if not active[idx].step(t):
+                del active[idx]
+        return False
+
+    def _wavelet(self, w: tuple) -> Wavelet:
+        """The engine's wavelet for a phase wavelet (a TOKEN is its control wavelet)."""
+        op, seq, ctrl = w
+        return ctrl if seq == TOKEN else Wavelet(float(op.values[seq]))
+
+    def _action(self, item: tuple) -> Action:
+        """The engine's due action for an item on its way."""
+        kind = item[0]
+        if kind == "arrive":
+            _, r, colour, port, w = item
+            return r.receive, (port, colour, self._wavelet(w))
+        if kind == "deliver":
+            _, ce, colour, w = item
+            return ce.fabric_deliver, (colour, self._wavelet(w))
+        if kind == "credit":
+            _, r, port, colour = item
+            return (r.ramp_credit, (colour,)) if port is RAMP else (r.return_credit, (port, colour))
+        if kind == "up":
+            _, ce, colour = item
+            return ce.up_credit, (colour,)
+        return self.engine.activate_endpoint, (item[1],)  # "wake"
+
+    def _materialise(self) -> dict[int, list[Action]]:
+        """Write the phase's state into the routers and CEs (see :meth:`_hand_back`); return
+        what is on its way as the engine's due actions, by cycle."""
+        engine = self.engine
+        routers = engine.routers
+        wavelet = self._wavelet
+        for (i, colour), entry in self.entries.items():
+            if not entry.buf:
+                continue
+            r = routers[i]
+            key = (entry.src, colour)
+            buf = r.bufs.get(key)  # type: ignore[arg-type]
+            if buf is None:
+                buf = r.bufs[key] = deque()  # type: ignore[index]
+            buf.extend(wavelet(w) for w in entry.buf)
+            r.buffered += len(entry.buf)
+            if entry.pend is not None:
+                r.pending[key] = list(entry.pend)  # type: ignore[index]
+        self.to_step = [r for _, r in sorted(self.active_routers.items())]
+        for (i, colour), queue in self.queues.items():
+            if queue:
+                ce = routers[i].ce
+                ce.in_queues[ce.queue_of_colour[colour]].extend(wavelet(w) for w in queue)
+        for i, ops in sorted(self.ops.items()):
+            ce = routers[i].ce
+            for op in ops:
+                self._give(ce, op, self.receiving.get(op))
+            if ops:
+                engine.activate_endpoint(ce)
+        actions = {u: [self._action(item) for item in items] for u, items in self.due.items()}
+        self.due.clear()
+        self.entries.clear()
+        self.buffered.clear()
+        self.in_routers = 0
+        self.queues.clear()
+        self.ops.clear()
+        self.ces.clear()
+        self.active_routers.clear()
+        self.active_ces.clear()
+        self.receiving.clear()
+        return actions
+
+    @staticmethod
+    def _give(ce: ComputeEngine, op: AsyncOp, stream: AsyncOp | None) -> None:
+        """Hand ``op`` to ``ce``'s microthreads with its progress (a receive's data so far
+        written, as the engine writes it element by element)."""
+        op.express = False
+        if stream is not None and op.done:
+            op.out_view[: op.done] = stream.values[: op.done]  # type: ignore[index]
+        ce.ops.append(op)
 
     def _land(self, t: int, item: tuple) -> None:
         kind = item[0]
@@ -426,7 +605,9 @@ class LockstepPhase:
                     "inside the stream, or two streams mixed: not a plain broadcast)"
                 )
             op.done += 1
+            self.receiving[op] = stream
             if op.done == op.length:
+                del self.receiving[op]
                 op.out_view[:] = stream.values  # type: ignore[index]
                 ops.remove(op)
                 ce.finish_op(op, t)
