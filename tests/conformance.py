@@ -33,6 +33,7 @@ import numpy as np
 
 from fabric.config import FabricConfig
 from fabric.wavelet import Cmd
+from pe.config import PeConfig
 from pe.program import Layout
 from simcore import Simulation
 from wafer.collectives import Collectives
@@ -64,9 +65,14 @@ class Outcome:
         return (self.status, self.end_cycle, self.marks, self.sram, self.counters)
 
 
-def run(build: Build, engine: str, **fabric: Any) -> Outcome:
-    """Run the program ``build`` makes in ``engine`` (a fidelity), with fabric parameters."""
-    cfg = WaferConfig(fidelity=engine, fabric=FabricConfig(**fabric))  # type: ignore[arg-type]
+def run(build: Build, engine: str, fabric: dict | None = None, pe: dict | None = None) -> Outcome:
+    """Run the program ``build`` makes in ``engine`` (a fidelity), with fabric and PE
+    parameters."""
+    cfg = WaferConfig(
+        fidelity=engine,  # type: ignore[arg-type]
+        fabric=FabricConfig(**(fabric or {})),
+        pe=PeConfig(**(pe or {})),
+    )
     sim = Simulation()
     wafer = build(sim, cfg)
     sim.check()
@@ -176,14 +182,14 @@ def collective_rounds(
 @dataclasses.dataclass(frozen=True)
 class Stream:
     """One multicast stream of :func:`raw_streams`: from ``root`` along ``axis`` over the PEs
-    ``lo..hi`` of the root's row or column (``pass_through``: PEs on the way that forward it but
-    do not take it), ``words`` wavelets of ``width`` per issue from output queue ``queue`` at
-    ``priority``; the receivers read input queue ``queue`` at ``priority`` and begin
-    ``late`` cycles after the run starts (or, with ``after``, after their own stream ``after``
-    completed). ``ctrl``: the control wavelet behind the data ('' none, 'teardown', 'switch':
-    SWITCH_ADV, after which the routers past the root send the colour down their ramps only).
-    ``start``: the cycle the root's send begins (or ``after``, when the root took stream
-    ``after``)."""
+    ``lo..hi`` of row or column ``line`` (``pass_through``: PEs on the way that forward it but
+    do not take it), ``words`` wavelets from output queue ``queue`` at ``priority``, from cycle
+    ``start`` (or when the root has taken stream ``after``). The receivers read input queue
+    ``queue`` at ``recv_priority``, ``chunk`` words per operation (marking the end of each; 0:
+    the whole stream at once), from cycle ``late`` (or when they have taken stream ``after``).
+    ``ctrl``: the control wavelet the root sends behind the data ('' none, 'teardown', or
+    'switch': a SWITCH_ADV, after which the routers past the root keep the colour for their
+    own CE)."""
 
     colour: int
     axis: str
@@ -192,7 +198,6 @@ class Stream:
     hi: int
     line: int
     words: int
-    width: int
     queue: int
     priority: str
     recv_priority: str
@@ -201,6 +206,7 @@ class Stream:
     ctrl: str
     pass_through: frozenset[int]
     after: int | None = None
+    chunk: int = 0  # (0: the whole stream in one operation)
 
     def pes(self) -> list[tuple[int, int]]:
         return [self.xy(i) for i in range(self.lo, self.hi + 1)]
@@ -253,12 +259,11 @@ def raw_streams(width: int, height: int, streams: list[Stream], phase: tuple[int
         def code(pe: Any) -> None:
             mine = roles.get((pe.x, pe.y), [])
             bufs = {}
+            got = {n: 0 for n, _ in mine}  # chunks a receiver has taken
             for n, role in mine:
                 s = streams[n]
                 bufs[n] = (
-                    pe.array(f"s{n}", values[n])
-                    if role == "send"
-                    else pe.zeros(f"r{n}", s.words)
+                    pe.array(f"s{n}", values[n]) if role == "send" else pe.zeros(f"r{n}", s.words)
                 )
                 if role == "recv":
                     pe.ce.bind_queue(s.colour, s.queue)
@@ -271,8 +276,12 @@ def raw_streams(width: int, height: int, streams: list[Stream], phase: tuple[int
                     t.op("mov32", out, bufs[n], async_=True, activate=done_task,
                          priority=s.priority)  # fmt: skip
                 else:
-                    fin = pe.fabin(s.colour, s.words, s.queue)
-                    t.op("mov32", bufs[n], fin, async_=True, activate=done_task,
+                    size = s.chunk or s.words
+                    part = got[n]
+                    length = min(size, s.words - part * size)
+                    fin = pe.fabin(s.colour, length, s.queue)
+                    dst = bufs[n].with_length(length).with_offset(part * size)
+                    t.op("mov32", dst, fin, async_=True, activate=done_task,
                          priority=s.recv_priority)  # fmt: skip
 
             def starter(n: int, role: str, at: int) -> Callable[[Any], None]:
@@ -286,8 +295,14 @@ def raw_streams(width: int, height: int, streams: list[Stream], phase: tuple[int
 
             def finisher(n: int, role: str) -> Callable[[Any], None]:
                 def end(t: Any) -> None:
-                    t.mark(f"e{n}{role[0]}")
                     s = streams[n]
+                    if role == "recv" and s.chunk:
+                        t.mark(f"c{n}.{got[n]}")
+                        got[n] += 1
+                        if got[n] * s.chunk < s.words:
+                            launch(t, n, role)
+                            return
+                    t.mark(f"e{n}{role[0]}")
                     if role == "send" and s.ctrl:
                         cmd = Cmd.TEARDOWN if s.ctrl == "teardown" else Cmd.SWITCH_ADV
                         t.send_control(s.colour, [cmd], queue=s.queue, priority=s.priority)
@@ -301,9 +316,7 @@ def raw_streams(width: int, height: int, streams: list[Stream], phase: tuple[int
                 s = streams[n]
                 task = (SEND if role == "send" else RECV) + n
                 at = s.start if role == "send" else s.late
-                pe.local_task(id=task, priority="high" if n % 2 else "low")(
-                    starter(n, role, at)
-                )
+                pe.local_task(id=task, priority="high" if n % 2 else "low")(starter(n, role, at))
                 pe.local_task(id=DONE + n)(finisher(n, role))
             for n, role in mine:
                 s = streams[n]

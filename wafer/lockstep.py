@@ -19,21 +19,34 @@ and CE at once (the fast one; it does not keep ``stall_cycles``, a diagnostic no
 Entry (``take``, called by the CE when an operation begins): the operation is a plain move or a
 control send on one of the colours, and the fabric is silent (no wavelet buffered or queued
 anywhere, every credit home, no async operation running, no express stream, no wavelet filter
-on the colours, traces off). From then on every operation that begins is the phase's (anything
-else is a programming error of the opt-in, raised). The phase ends when nothing it moves is
-left (no operation, no wavelet, no credit on its way).
+on the colours, traces off); the program has no edge port and no data task reading the colours.
+Otherwise the phase declines and the engine moves the operation. The phase ends when nothing
+it moves is left (no operation, no wavelet, no credit on its way).
+
+Hand-back: while the phase is on, every operation that begins is offered to it. One it does
+not move (another colour's, a memory-only one, one its state cannot hold: in the array form a
+medium- or high-priority one, a second stream before the first one's TEARDOWN), a wavelet its
+state cannot hold as it lands (a router buffer fed from two sides, a CE queue holding the ends
+of two streams, a receive that is not its stream's length) and, in the array form, a route
+write to a colour out of teardown make it hand everything back to the engine: the wavelets in
+router buffers and CE queues, its operations with their progress, and what is on its way as
+the engine's due actions (``_hand_back``). The engine then goes on as if it had moved it all,
+so a program's answer never depends on whether, or where, the phase ran.
 
 What the engine does in a cycle the phase does in the same order: deliveries and credits due
 this cycle (the scheduler's own due actions, such as posted route writes landing and
 operations beginning, run before the phase's step), then the routers' sends, then the compute
 engines' issues. Everything it does to the world outside (operation completions through the
-CE's ``finish_op``, teardown signals through the router's ``apply_commands``, tasks) goes through the same
-calls at the same cycles. ``tests/test_summa_exact.py`` holds both forms to the wavelet path's
-cycles, marks and bytes.
+CE's ``finish_op``, control wavelets through its ``act_on_control``, teardown signals through
+the router's ``apply_commands``, tasks) goes through the same public calls at the same cycles;
+the engine and the CEs call the phase through :class:`fabric.endpoints.FastPhase`.
+``tests/test_summa_exact.py`` holds both forms to the wavelet path's cycles, marks and bytes on
+SUMMA, ``tests/test_conformance.py`` on per-cycle tables and random programs.
 
-Opt-in: a workload that knows its program uses the colours only for such broadcasts while they
-run sets ``engine.lockstep = VectorPhase(wafer, colours)`` (SUMMA does, see
-:mod:`workloads.wafer.summa`); the fast fidelity only.
+Which runs use it: the wafer's fidelity (``WaferConfig.fidelity``) on the colours the program
+declares (``Layout.lockstep_colours``): 'lockstep-scalar' builds a :class:`LockstepPhase`,
+'lockstep-array' a :class:`VectorPhase`, and 'fast' a :class:`VectorPhase` where the program
+says it pays (``Layout.lockstep_pays``; SUMMA does, see :mod:`workloads.wafer.summa`).
 """
 
 from __future__ import annotations
@@ -174,8 +187,8 @@ class LockstepPhase:
 
     def _admit(self, ce: ComputeEngine, op: AsyncOp, kind: str | None, now: int) -> bool:
         """Whether the phase moves ``op`` (of ``kind``, None if not a broadcast's part),
-        beginning now: off, it turns on if the fabric is silent; on, any other operation is
-        an error (the premise the workload opted into)."""
+        beginning now: off, it turns on if the fabric is silent; on, any other operation makes
+        it hand everything back to the engine (see the module docstring)."""
         self.offered += 1
         if self.handing:
             return False  # (handed back this cycle: the engine has the traffic now)
@@ -650,7 +663,9 @@ class VectorPhase(LockstepPhase):
     cache misses) and put in the tables before the routers' or CEs' next pass. The phase moves
     only low-priority operations (the SDK's default), so it never steals issue cycles from a
     task; a medium or high one begins on the wavelet path (entry refused), and one beginning
-    during the phase is an error."""
+    during the phase makes it hand back. The tables number an entry's wavelets from its head
+    and a queue's from its reader's progress, one stream each: what breaks that (two streams
+    at once in one entry or queue, a route write to a live colour) also makes it hand back."""
 
     def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
         super().__init__(wafer, colours)
@@ -714,10 +729,12 @@ class VectorPhase(LockstepPhase):
         self.running = z(n, bool)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
+        self.tok_due = z((n, 2), bool)  # a CE's stream on a slot waits for its TEARDOWN
         # flat views of the (n, 2) tables (and of ``cred`` per port): index 2 * router + slot
         self.cnt_f, self.hd_f, self.nlen_f = (x.reshape(-1) for x in (self.cnt, self.hd, self.nlen))
         self.sid_f, self.src_f, self.td_f = (x.reshape(-1) for x in (self.sid, self.src, self.td))
         self.txm_f, self.fresh_f = self.txm.reshape(-1), self.fresh.reshape(-1)
+        self.pend_f = self.pend.reshape(-1)
         self.cred_f = self.cred.reshape(-1)  # (index 8 * (2 * router + slot) + port)
         self.q_f, self.qsid_f = self.q.reshape(-1), self.qsid.reshape(-1)
         self.up_f, self.ssid_f = self.up.reshape(-1), self.ssid.reshape(-1)
@@ -827,6 +844,12 @@ class VectorPhase(LockstepPhase):
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
             e = 2 * router.index + self.slot[colour]
+            told = self.routes_told.get(e)
+            if not (told[0] if told is not None else self.td_f[e]):
+                # A write to a colour out of teardown could cut or join a stream's tree
+                # mid-stream, whose wavelets the tables number from its start: the engine's.
+                self._hand_back(self.engine.now_cycle())
+                return
             # (noted now, while the route is in cache; the tables take it at the routers' pass)
             self.routes_told[e] = self._route_state(router.routes.get(colour))
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
@@ -837,20 +860,42 @@ class VectorPhase(LockstepPhase):
         # a little-endian word)
         return self.engine.cfg.arbitration == "round_robin" and sys.byteorder == "little"
 
+    def _fits_op(self, op: AsyncOp, i: int, k: int, o: int) -> bool:
+        """Whether the tables can hold ``op`` (of kind ``o`` on slot ``k`` of CE ``i``) as it
+        begins: one operation per kind and colour; a stream's TEARDOWN right behind its data
+        (a send when none is due, a control send when one is); a receive that takes the whole
+        stream its queue holds."""
+        if self.oact[i, 2 * o + k]:
+            return False
+        if o == 1:
+            return not self.tok_due[i, k]
+        if o == 2:
+            return bool(self.tok_due[i, k])
+        e = 2 * i + k
+        if self.q_f[e]:
+            return self.streams[int(self.qsid_f[e])].length == op.length
+        return (i, k) not in self.qtok
+
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         kind = self._kind(op)
         if kind is not None and op.priority < self.low:
             kind = None  # it would take issue cycles from tasks: not moved by the phase
+        i = ce.index
+        k = o = 0
+        if kind is not None:
+            if kind == "recv":
+                k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
+            else:
+                k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
+            if self.on and not self._fits_op(op, i, k, o):
+                kind = None
         if not self._admit(ce, op, kind, self.engine.now_cycle()):
             return False
-        i = ce.index
-        if kind == "recv":
-            k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
-        else:
-            k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
         j = 2 * o + k
-        if self.oact[i, j]:
-            raise RouteError(f"{ce.path}: two phase operations of one kind on one colour")
+        if o == 1:
+            self.tok_due[i, k] = True
+        elif o == 2:
+            self.tok_due[i, k] = False
         self.oact[i, j] = True
         self.odone[i, j] = 0
         self.olen[i, j] = op.length
@@ -868,21 +913,32 @@ class VectorPhase(LockstepPhase):
 
     # -- the cycle -------------------------------------------------------------------------------
     def step(self, t: int) -> bool:
+        if self.handing:
+            return self._handing_step(t)
         if t < self.quiet_until:
             self.quiet_cycles += 1
             return True  # provably nothing changes this cycle (see _quiet)
         self.stirred = False
         landed = self._land(t)
+        if landed is None:  # something the tables cannot hold: the engine takes over
+            self._hand_back(t)
+            return self._handing_step(t)
         sent = self._routers(t)
         moved = self._ces(t) or sent
         if moved:
             self.horizon = t + self.ring  # what moved lands before then
-        if t < self.horizon or self.left or self.qtok or self.cnt.any() or self.q.any():
+        if self.left or self.qtok or self._in_flight() or self.cnt.any() or self.q.any():
             if not (moved or landed or self.stirred):
                 self.quiet_until = self._quiet(t)
             return True
         self._finish_phase()
         return False
+
+    def _in_flight(self) -> bool:
+        """Whether anything the phase sent has still to land (it ends in the cycle the last
+        of it lands, as the engine's last due action would)."""
+        return bool(self.arrivals or self.deliveries or self.credits or self.upcredits
+                    or self.tok_arrive or self.tok_deliver)  # fmt: skip
 
     def _quiet(self, t: int) -> int:
         """After a cycle in which nothing landed, moved or was told to the phase: the next
@@ -901,35 +957,50 @@ class VectorPhase(LockstepPhase):
                 return u
         return end
 
-    def _land(self, t: int) -> bool:
-        """What lands this cycle; True if anything did."""
+    def _land(self, t: int) -> bool | None:
+        """What lands this cycle; True if anything did, None if something the tables cannot
+        hold would (it is left to land through the engine: see :meth:`_unfit_arrivals`)."""
         landed = False
+        toks = self.tok_arrive.pop(t, None)
+        if toks:  # (first: a batch below that counts a TEARDOWN finds it buffered)
+            landed = True
+            for i, k, w in toks:
+                self.tokw.setdefault((i, k), []).append(w)
         batches = self.arrivals.pop(t, None)
         if batches:
             landed = True
             cnt, src, sid, nlen = self.cnt_f, self.src_f, self.sid_f, self.nlen_f
-            for e, port, stream, length, m in batches:
+            for b, (e, port, stream, length, seq, m) in enumerate(batches):
+                new = sid[e] != stream
+                if new.any():
+                    if self._unfit_arrivals(e, new):
+                        self.arrivals[t] = batches[b:]
+                        return None
+                    self.hd_f[e[new] if np.ndim(e) else e] = seq[new] if np.ndim(seq) else seq
                 src[e] = port
                 sid[e] = stream
                 nlen[e] = length
                 cnt[e] += m
-        toks = self.tok_arrive.pop(t, None)
-        if toks:
-            landed = True
-            for i, k, w in toks:
-                self.tokw.setdefault((i, k), []).append(w)
         batches = self.deliveries.pop(t, None)
         if batches:
             landed = True
             q, qsid = self.q_f, self.qsid_f
-            for e, stream, m in batches:
+            for b, (e, stream, length, _, m) in enumerate(batches):
+                new = qsid[e] != stream
+                if (new.any() or self.qtok) and self._unfit_deliveries(e, new, length):
+                    self.deliveries[t] = batches[b:]
+                    return None
                 qsid[e] = stream
                 q[e] += m
         toks = self.tok_deliver.pop(t, None)
         if toks:
             landed = True
             routers = self.engine.routers
-            for i, k, w in sorted(toks, key=lambda e: (e[0], e[1])):
+            toks.sort(key=lambda e: (e[0], e[1]))
+            if not all(self._token_fits(i, k) for i, k, _ in toks):
+                self.tok_deliver[t] = toks
+                return None
+            for i, k, w in toks:
                 ce = routers[i].ce
                 q = ce.queue_of_colour.get(self.cols[k])
                 if q is None:
@@ -956,6 +1027,46 @@ class VectorPhase(LockstepPhase):
             for e, m in batches:
                 up[e] += m
         return landed
+
+    def _unfit_arrivals(self, e: Any, new: Any) -> bool:
+        """Whether wavelets of a new stream (``new``: per entry of ``e``) reach entries that
+        still hold another stream's, or reach one entry from two sides at once (an entry
+        holds one stream, numbered from its head)."""
+        fresh = np.atleast_1d(e)[np.atleast_1d(new)]
+        return bool(self.cnt_f[fresh].any()) or len(set(fresh.tolist())) != fresh.size
+
+    def _unfit_deliveries(self, e: Any, new: Any, length: Any) -> bool:
+        """Whether data reaching CE queues (``e``) cannot be held: a new stream's (``new``)
+        where another's is queued or half read, or one whose length is not its reader's; any
+        behind a queued TEARDOWN."""
+        es = np.atleast_1d(e)
+        if self.qtok and any(2 * i + k in set(es.tolist()) for i, k in self.qtok):
+            return True
+        fresh = es[np.atleast_1d(new)]
+        if not fresh.size:
+            return False
+        i, k = fresh >> 1, fresh & 1
+        lengths = np.broadcast_to(length, es.shape)[np.atleast_1d(new)]
+        reading = self.oact[i, k]
+        return bool(
+            self.q_f[fresh].any()
+            or (reading & (self.odone[i, k] > 0)).any()
+            or (reading & (self.olen[i, k] != lengths)).any()
+        )
+
+    def _token_fits(self, i: int, k: int) -> bool:
+        """Whether a TEARDOWN reaching CE ``i`` on slot ``k`` can be held: it comes right
+        after the last element of the stream its reader takes whole (or, with no reader and
+        nothing queued, it is acted on at once); one behind another is not held."""
+        if (i, k) in self.qtok:
+            return False
+        e = 2 * i + k
+        q = int(self.q_f[e])
+        if not q and not self.oact[i, k]:
+            ce = self.engine.routers[i].ce
+            return ce.queue_of_colour.get(self.cols[k]) not in ce.ops_in
+        read = int(self.odone[i, k]) if self.oact[i, k] else 0
+        return read + q == self.streams[int(self.qsid_f[e])].length
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
         self._send(self.credits, t + self.lat[3], ((2 * i + k) * 8 + _RAMP, m))
@@ -1003,14 +1114,15 @@ class VectorPhase(LockstepPhase):
         if mesh.any():
             em, pm = e[mesh], pi[mesh]
             dst = self.nb[em >> 1, pm] * 2 + ki[mesh]
-            self._send(self.arrivals, t + hop,
-                       (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], 1))  # fmt: skip
+            sent = (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], self.hd_f[em], 1)
+            self._send(self.arrivals, t + hop, sent)
         ramp = ~mesh
         if ramp.any():
             er = e[ramp]
             er = er[self.hd_f[er] != self.nlen_f[er]]  # (a TEARDOWN is not data)
             if er.size:
-                self._send(self.deliveries, t + lr, (er, self.sid_f[er], 1))
+                self._send(self.deliveries, t + lr,
+                           (er, self.sid_f[er], self.nlen_f[er], self.hd_f[er], 1))  # fmt: skip
         if tok_sent.any():
             te = np.flatnonzero(tok_sent)
             ports = wb.reshape(2 * n, 8)[te, :5].tolist()
@@ -1102,9 +1214,10 @@ class VectorPhase(LockstepPhase):
             e = i * 2 + k
             m = np.minimum(np.minimum(width[sd], self.up_f[e]), r_[sd])
             self.up_f[e] -= m
-            self.odone[i, best[sd]] += m
+            seq = self.odone[i, best[sd]]
+            self.odone[i, best[sd]] = seq + m
             self._send(self.arrivals, t + lr,
-                       (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], m))  # fmt: skip
+                       (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], seq, m))  # fmt: skip
         ct = bo == 2
         if ct.any():
             for i, k in zip(ci[ct].tolist(), bk[ct].tolist(), strict=True):
@@ -1117,8 +1230,8 @@ class VectorPhase(LockstepPhase):
                     w.flow = op.flow_out
                 self._send(self.tok_arrive, t + lr, (i, k, w))
                 # the token belongs to the stream just sent: its sequence number is the length
-                self._send(self.arrivals, t + lr,
-                           (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], 1))  # fmt: skip
+                n = self.olen[i, 2 + k]
+                self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], n, n, 1))
         fin = self.oact & (self.odone == self.olen)
         if fin.view(np.uint64).any():
             routers = self.engine.routers
@@ -1147,11 +1260,109 @@ class VectorPhase(LockstepPhase):
 
     def _finish_phase(self) -> None:
         self.on = False
+        self._write_back()
+
+    def _materialise(self) -> dict[int, list[Action]]:
+        """:meth:`LockstepPhase._materialise` from the tables: an entry's wavelets are its
+        stream's from the head's sequence number on (its TEARDOWN at the stream's length), a
+        queue's from its reader's progress on; what is in flight is numbered by the batches'
+        first sequence numbers, in landing order."""
+        self._read_routes()
+        self._write_back()
+        engine = self.engine
+        routers = engine.routers
+        cols, streams = self.cols, self.streams
+        tokens: dict[int, deque[Any]] = {}  # entry -> its TEARDOWNs, buffered then in flight
+        for (i, k), ws in self.tokw.items():
+            tokens.setdefault(2 * i + k, deque()).extend(ws)
+        for u in sorted(self.tok_arrive):
+            for i, k, w in self.tok_arrive[u]:
+                tokens.setdefault(2 * i + k, deque()).append(w)
+
+        def wavelet(e: int, sid: int, n: int, seq: int) -> Wavelet:
+            if seq == n:
+                return tokens[e].popleft()
+            return Wavelet(float(streams[sid].values[seq]))
+
+        to_step = set()
+        for e in np.flatnonzero(self.cnt_f).tolist():
+            i, k = e >> 1, e & 1
+            r, colour = routers[i], cols[k]
+            sid, n, hd = int(self.sid_f[e]), int(self.nlen_f[e]), int(self.hd_f[e])
+            key = (Dir(int(self.src_f[e])), colour)
+            buf = r.bufs.get(key)
+            if buf is None:
+                buf = r.bufs[key] = deque()
+            c = int(self.cnt_f[e])
+            buf.extend(wavelet(e, sid, n, s) for s in range(hd, hd + c))
+            r.buffered += c
+            if not self.fresh_f[e]:
+                pend = int(self.pend_f[e])
+                r.pending[key] = [p for p in r.routes[colour].current.tx if pend >> (8 * p) & 1]
+            to_step.add(i)
+        self.to_step = [routers[i] for i in sorted(to_step)]
+        for e in np.flatnonzero(self.q_f).tolist():
+            i, k = e >> 1, e & 1
+            ce, colour = routers[i].ce, cols[k]
+            sid = int(self.qsid_f[e])
+            first = int(self.odone[i, k]) if self.oact[i, k] else 0
+            values = streams[sid].values
+            queue = ce.in_queues[ce.queue_of_colour[colour]]
+            queue.extend(Wavelet(float(values[s])) for s in range(first, first + int(self.q_f[e])))
+        for (i, k), w in self.qtok.items():
+            ce = routers[i].ce
+            ce.in_queues[ce.queue_of_colour[cols[k]]].append(w)
+        gave = set()
+        for (o, i, k), op in self.oref.items():  # (in the order they began)
+            j = 2 * o + k
+            op.done = int(self.odone[i, j])
+            op.issues = int(self.oissues[i, j])
+            ce = routers[i].ce
+            self._give(ce, op, streams[int(self.qsid[i, k])] if o == 0 else None)
+            gave.add(i)
+        for i in sorted(gave):
+            engine.activate_endpoint(routers[i].ce)
+        actions: dict[int, list[Action]] = {}
+        due = (self.arrivals, self.deliveries, self.tok_deliver, self.credits, self.upcredits)
+        for u in sorted(set().union(*due)):
+            acts = actions[u] = []
+            for batch in self.arrivals.get(u, ()):
+                for e, port, sid, n, seq, m in zip(*(np.broadcast_arrays(*batch)), strict=True):
+                    r, colour, side = routers[int(e) >> 1], cols[int(e) & 1], Dir(int(port))
+                    for s in range(int(seq), int(seq) + int(m)):
+                        w = wavelet(int(e), int(sid), int(n), s)
+                        acts.append((r.receive, (side, colour, w)))
+            for batch in self.deliveries.get(u, ()):
+                for e, sid, _, seq, m in zip(*(np.broadcast_arrays(*batch)), strict=True):
+                    ce, colour = routers[int(e) >> 1].ce, cols[int(e) & 1]
+                    values = streams[int(sid)].values
+                    for s in range(int(seq), int(seq) + int(m)):
+                        acts.append((ce.fabric_deliver, (colour, Wavelet(float(values[s])))))
+            for i, k, w in sorted(self.tok_deliver.get(u, ()), key=lambda x: (x[0], x[1])):
+                acts.append((routers[i].ce.fabric_deliver, (cols[k], w)))
+            for f, m in self.credits.get(u, ()):
+                for f_, m_ in zip(*(np.broadcast_arrays(f, m)), strict=True):
+                    e, port = int(f_) >> 3, int(f_) & 7
+                    r, colour = routers[e >> 1], cols[e & 1]
+                    act = (r.ramp_credit, (colour,)) if port == _RAMP else (
+                        r.return_credit, (Dir(port), colour))  # fmt: skip
+                    acts.extend([act] * int(m_))
+            for e, m in self.upcredits.get(u, ()):
+                for e_, m_ in zip(*(np.broadcast_arrays(e, m)), strict=True):
+                    ce, colour = routers[int(e_) >> 1].ce, cols[int(e_) & 1]
+                    acts.extend([(ce.up_credit, (colour,))] * int(m_))
+        self._alloc()
+        return actions
+
+    def _write_back(self) -> None:
+        """The round-robin state, the wavelets forwarded and the credits into the routers and
+        CEs."""
         routers = self.engine.routers
         fws = self.fw.sum(axis=1).tolist()
         for r, rr, fw in zip(routers, self.rrv[:, :5].tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
+        self.fw[:] = 0
         if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
             return  # every credit home, as at entry: the tables are as they were
         for r in routers:  # (not reached when the phase ends with nothing in flight)
