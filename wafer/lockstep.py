@@ -89,7 +89,7 @@ class _Entry:
     def __init__(self) -> None:
         self.buf: deque[tuple] = deque()
         self.pend: list[Dir] | None = None  # ports the head still has to go out of
-        self.src: Dir | None = None  # the input port the buffered wavelets came through
+        self.src: Dir = RAMP  # the input port the buffered wavelets came through
 
 
 class LockstepPhase:
@@ -263,17 +263,17 @@ class LockstepPhase:
                     self.due[t] = due[j:]
                     self._hand_back(t)
                     return self._handing_step(t)
-                self._land(t, item)
-        active = self.active_routers
-        if active:
-            for idx in sorted(active):
-                if not self._router(t, active[idx]):
-                    del active[idx]
-        active = self.active_ces
-        if active:
-            for idx in sorted(active):
-                if not self._ce(t, active[idx], self.ops.get(idx)):
-                    del active[idx]
+                self._land_item(t, item)
+        routers = self.active_routers
+        if routers:
+            for idx in sorted(routers):
+                if not self._router(t, routers[idx]):
+                    del routers[idx]
+        ces = self.active_ces
+        if ces:
+            for idx in sorted(ces):
+                if not self._ce(t, ces[idx], self.ops.get(idx)):
+                    del ces[idx]
         for idx in [i for i, ops in self.ops.items() if not ops]:
             del self.ops[idx]
         if self.ops or self.due or self.in_routers or self._queued():
@@ -384,13 +384,13 @@ class LockstepPhase:
                 continue
             r = routers[i]
             key = (entry.src, colour)
-            buf = r.bufs.get(key)  # type: ignore[arg-type]
+            buf = r.bufs.get(key)
             if buf is None:
-                buf = r.bufs[key] = deque()  # type: ignore[index]
+                buf = r.bufs[key] = deque()
             buf.extend(wavelet(w) for w in entry.buf)
             r.buffered += len(entry.buf)
             if entry.pend is not None:
-                r.pending[key] = list(entry.pend)  # type: ignore[index]
+                r.pending[key] = list(entry.pend)
         self.to_step = [r for _, r in sorted(self.active_routers.items())]
         for (i, colour), queue in self.queues.items():
             if queue:
@@ -424,7 +424,7 @@ class LockstepPhase:
             op.out_view[: op.done] = stream.values[: op.done]  # type: ignore[index]
         ce.ops.append(op)
 
-    def _land(self, t: int, item: tuple) -> None:
+    def _land_item(self, t: int, item: tuple) -> None:
         kind = item[0]
         if kind == "arrive":
             _, r, colour, port, w = item
