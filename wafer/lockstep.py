@@ -844,8 +844,8 @@ class VectorPhase(LockstepPhase):
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
             e = 2 * router.index + self.slot[colour]
-            told = self.routes_told.get(e)
-            if not (told[0] if told is not None else self.td_f[e]):
+            told = self.routes_told
+            if not (told[e][0] if e in told else self.td_f[e]):
                 # A write to a colour out of teardown could cut or join a stream's tree
                 # mid-stream, whose wavelets the tables number from its start: the engine's.
                 self._hand_back(self.engine.now_cycle())
@@ -860,17 +860,11 @@ class VectorPhase(LockstepPhase):
         # a little-endian word)
         return self.engine.cfg.arbitration == "round_robin" and sys.byteorder == "little"
 
-    def _fits_op(self, op: AsyncOp, i: int, k: int, o: int) -> bool:
-        """Whether the tables can hold ``op`` (of kind ``o`` on slot ``k`` of CE ``i``) as it
-        begins: one operation per kind and colour; a stream's TEARDOWN right behind its data
-        (a send when none is due, a control send when one is); a receive that takes the whole
-        stream its queue holds."""
-        if self.oact[i, 2 * o + k]:
-            return False
-        if o == 1:
-            return not self.tok_due[i, k]
-        if o == 2:
-            return bool(self.tok_due[i, k])
+    def _receive_fits(self, op: AsyncOp, i: int, k: int) -> bool:
+        """Whether the tables can hold the receive ``op`` as it begins on slot ``k`` of CE
+        ``i``: it takes the whole stream its queue holds. (The tables also hold one operation
+        per kind and colour, and a stream's TEARDOWN right behind its data: a send begins when
+        none is due, a control send when one is; ``take`` checks those.)"""
         e = 2 * i + k
         if self.q_f[e]:
             return self.streams[int(self.qsid_f[e])].length == op.length
@@ -887,8 +881,12 @@ class VectorPhase(LockstepPhase):
                 k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
             else:
                 k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
-            if self.on and not self._fits_op(op, i, k, o):
-                kind = None
+            if self.on and (
+                self.oact[i, 2 * o + k]
+                or (self.tok_due[i, k] if o == 1 else not self.tok_due[i, k] if o == 2
+                    else (self.q_f[2 * i + k] or self.qtok) and not self._receive_fits(op, i, k))
+            ):  # fmt: skip
+                kind = None  # (a second of its kind, a stream without its TEARDOWN, ...)
         if not self._admit(ce, op, kind, self.engine.now_cycle()):
             return False
         j = 2 * o + k
@@ -972,7 +970,7 @@ class VectorPhase(LockstepPhase):
             cnt, src, sid, nlen = self.cnt_f, self.src_f, self.sid_f, self.nlen_f
             for b, (e, port, stream, length, seq, m) in enumerate(batches):
                 new = sid[e] != stream
-                if new.any():
+                if np.count_nonzero(new):
                     if self._unfit_arrivals(e, new):
                         self.arrivals[t] = batches[b:]
                         return None
@@ -987,7 +985,7 @@ class VectorPhase(LockstepPhase):
             q, qsid = self.q_f, self.qsid_f
             for b, (e, stream, length, _, m) in enumerate(batches):
                 new = qsid[e] != stream
-                if (new.any() or self.qtok) and self._unfit_deliveries(e, new, length):
+                if (np.count_nonzero(new) or self.qtok) and self._unfit_deliveries(e, new, length):
                     self.deliveries[t] = batches[b:]
                     return None
                 qsid[e] = stream
@@ -997,14 +995,25 @@ class VectorPhase(LockstepPhase):
             landed = True
             routers = self.engine.routers
             toks.sort(key=lambda e: (e[0], e[1]))
-            if not all(self._token_fits(i, k) for i, k, _ in toks):
-                self.tok_deliver[t] = toks
-                return None
-            for i, k, w in toks:
+            qtok = self.qtok
+            for j, (i, k, w) in enumerate(toks):
                 ce = routers[i].ce
                 q = ce.queue_of_colour.get(self.cols[k])
                 if q is None:
                     raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
+                # Held only right behind the last element of the stream its reader takes whole
+                # (or, with no reader and nothing queued, acted on at once); not behind another.
+                e = 2 * i + k
+                queued = self.q_f[e]
+                reading = self.oact[i, k]
+                if (i, k) in qtok or (
+                    q in ce.ops_in
+                    if not (queued or reading)
+                    else (self.odone[i, k] if reading else 0) + queued
+                    != self.streams[self.qsid_f[e]].length
+                ):
+                    self.tok_deliver[t] = toks[j:]
+                    return None
                 if q in ce.ops_in:  # behind the data its reader has still to take
                     self.qtok[(i, k)] = w
                 elif q in ce.data_task_of_queue:
@@ -1053,20 +1062,6 @@ class VectorPhase(LockstepPhase):
             or (reading & (self.odone[i, k] > 0)).any()
             or (reading & (self.olen[i, k] != lengths)).any()
         )
-
-    def _token_fits(self, i: int, k: int) -> bool:
-        """Whether a TEARDOWN reaching CE ``i`` on slot ``k`` can be held: it comes right
-        after the last element of the stream its reader takes whole (or, with no reader and
-        nothing queued, it is acted on at once); one behind another is not held."""
-        if (i, k) in self.qtok:
-            return False
-        e = 2 * i + k
-        q = int(self.q_f[e])
-        if not q and not self.oact[i, k]:
-            ce = self.engine.routers[i].ce
-            return ce.queue_of_colour.get(self.cols[k]) not in ce.ops_in
-        read = int(self.odone[i, k]) if self.oact[i, k] else 0
-        return read + q == self.streams[int(self.qsid_f[e])].length
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
         self._send(self.credits, t + self.lat[3], ((2 * i + k) * 8 + _RAMP, m))
