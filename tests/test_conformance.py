@@ -345,6 +345,21 @@ def test_random_programs_get_one_answer_from_every_engine_large_sample():
     assert_exercised(check_sample(2000))
 
 
+def test_a_hand_back_with_a_single_credit_on_its_way():
+    """Found by the large sample: stream 2 begins on 0,0 (colour 2, not the phase's) while the
+    ramp credit for stream 0's TEARDOWN, acted on at 1,0, is still on its way back: the array
+    phase hands back a lone credit (a batch of one, not of arrays)."""
+
+    def one_word(colour: int, **kw: Any) -> Stream:
+        return stream(colour=colour, words=1, queue=colour, **kw)
+
+    streams = [one_word(0, ctrl="teardown"), one_word(1), one_word(2, after=0)]
+    program = Program("streams", (3, 1, streams, (0, 1), 0), (), (("mov32_simd_width", 1),))
+    outs = program.run_all()
+    conform(outs)
+    assert all(outs[e].path["handbacks"] == 1 for e in LOCKSTEP)
+
+
 # -- known departures ------------------------------------------------------------------------------
 @pytest.mark.xfail(
     strict=True,

@@ -1322,30 +1322,30 @@ class VectorPhase(LockstepPhase):
         for u in sorted(set().union(*due)):
             acts = actions[u] = []
             for batch in self.arrivals.get(u, ()):
-                for e, port, sid, n, seq, m in zip(*(np.broadcast_arrays(*batch)), strict=True):
-                    r, colour, side = routers[int(e) >> 1], cols[int(e) & 1], Dir(int(port))
-                    for s in range(int(seq), int(seq) + int(m)):
-                        w = wavelet(int(e), int(sid), int(n), s)
+                for e, port, sid, n, seq, m in _rows(*batch):
+                    r, colour, side = routers[e >> 1], cols[e & 1], Dir(port)
+                    for s in range(seq, seq + m):
+                        w = wavelet(e, sid, n, s)
                         acts.append((r.receive, (side, colour, w)))
             for batch in self.deliveries.get(u, ()):
-                for e, sid, _, seq, m in zip(*(np.broadcast_arrays(*batch)), strict=True):
-                    ce, colour = routers[int(e) >> 1].ce, cols[int(e) & 1]
-                    values = streams[int(sid)].values
-                    for s in range(int(seq), int(seq) + int(m)):
+                for e, sid, _, seq, m in _rows(*batch):
+                    ce, colour = routers[e >> 1].ce, cols[e & 1]
+                    values = streams[sid].values
+                    for s in range(seq, seq + m):
                         acts.append((ce.fabric_deliver, (colour, Wavelet(float(values[s])))))
             for i, k, w in sorted(self.tok_deliver.get(u, ()), key=lambda x: (x[0], x[1])):
                 acts.append((routers[i].ce.fabric_deliver, (cols[k], w)))
             for f, m in self.credits.get(u, ()):
-                for f_, m_ in zip(*(np.broadcast_arrays(f, m)), strict=True):
-                    e, port = int(f_) >> 3, int(f_) & 7
+                for f_, m_ in _rows(f, m):
+                    e, port = f_ >> 3, f_ & 7
                     r, colour = routers[e >> 1], cols[e & 1]
                     act = (r.ramp_credit, (colour,)) if port == _RAMP else (
                         r.return_credit, (Dir(port), colour))  # fmt: skip
-                    acts.extend([act] * int(m_))
+                    acts.extend([act] * m_)
             for e, m in self.upcredits.get(u, ()):
-                for e_, m_ in zip(*(np.broadcast_arrays(e, m)), strict=True):
-                    ce, colour = routers[int(e_) >> 1].ce, cols[int(e_) & 1]
-                    acts.extend([(ce.up_credit, (colour,))] * int(m_))
+                for e_, m_ in _rows(e, m):
+                    ce, colour = routers[e_ >> 1].ce, cols[e_ & 1]
+                    acts.extend([(ce.up_credit, (colour,))] * m_)
         self._alloc()
         return actions
 
@@ -1368,6 +1368,12 @@ class VectorPhase(LockstepPhase):
                     if key in r.credits or self.cred[i, k, port] != self.home[i, k, port]:
                         r.credits[key] = int(self.cred[i, k, port])
                 r.ce.up_credits[c] = int(self.up[i, k])
+
+
+def _rows(*columns: Any) -> Any:
+    """The rows of a batch whose columns are index arrays or scalars, as Python ints."""
+    arrays = np.broadcast_arrays(*(np.atleast_1d(c) for c in columns))
+    return zip(*(a.tolist() for a in arrays), strict=True)
 
 
 _OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP, -1, -1, -1], np.int64)
