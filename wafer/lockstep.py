@@ -60,14 +60,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fabric.config import FabricConfig
+from fabric.engine import Router
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from pe.ce import MAIN_THREAD_RANK
 
 if TYPE_CHECKING:
-    from fabric.engine import Router
     from pe.ce import ComputeEngine
     from pe.ops import AsyncOp
+    from wafer.system import Wafer
 
 RAMP = Dir.RAMP
 OPPOSITE = {d: d.opposite for d in Dir}
@@ -97,12 +98,16 @@ class LockstepPhase:
 
     index = -1  # stepped first in the routers group (its work has its own order inside)
 
-    def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
+    def __init__(self, wafer: Wafer, colours: tuple[int, ...]) -> None:
         self.wafer = wafer
         self.engine = wafer.engine
         self.sched = wafer.engine.sched
         self.colours = frozenset(colours)
-        if any(r.ce.index != r.index for r in self.engine.routers):
+        # The compute engines by index (a router's ``ce`` is a fabric.endpoints.RampEndpoint to
+        # the fabric; the phase needs the compute engine's own interface).
+        self.ce_at: list[ComputeEngine] = [pe.ce for pe in wafer.pes.values()]
+        if any(ce.index != i or r.index != i for i, (ce, r) in
+               enumerate(zip(self.ce_at, self.engine.routers, strict=True))):  # fmt: skip
             raise RouteError("lock-step phase: routers and compute engines are numbered apart")
         self.on = False
         # Handing back (see _hand_back): what lands at the cycle of the hand-back, and the
@@ -160,7 +165,7 @@ class LockstepPhase:
             if r.buffered or r.express_until >= now or any(c in r.filters for c in self.colours):
                 return False
             for (port, colour), c in r.credits.items():
-                full = r.ce.down_credits(colour) if port is RAMP else buf
+                full = self.ce_at[r.index].down_credits(colour) if port is RAMP else buf
                 if c != full:
                     return False
         for pe in self.wafer.pes.values():
@@ -220,7 +225,7 @@ class LockstepPhase:
             colours = self.colours
             self.entry_ok = not self.wafer.edges and not any(
                 ce.colour_of_queue.get(q) in colours
-                for ce in (r.ce for r in self.engine.routers)
+                for ce in self.ce_at
                 for q in ce.data_task_of_queue
             )
         return self.entry_ok
@@ -394,10 +399,10 @@ class LockstepPhase:
         self.to_step = [r for _, r in sorted(self.active_routers.items())]
         for (i, colour), queue in self.queues.items():
             if queue:
-                ce = routers[i].ce
+                ce = self.ce_at[i]
                 ce.in_queues[ce.queue_of_colour[colour]].extend(wavelet(w) for w in queue)
         for i, ops in sorted(self.ops.items()):
-            ce = routers[i].ce
+            ce = self.ce_at[i]
             for op in ops:
                 self._give(ce, op, self.receiving.get(op))
             if ops:
@@ -537,7 +542,7 @@ class LockstepPhase:
             w = entry.buf[0]
             held[(port, colour)] -= 1
             if port is RAMP:
-                self._later(t + engine.ramp_latency, ("deliver", r.ce, colour, w))
+                self._later(t + engine.ramp_latency, ("deliver", self.ce_at[r.index], colour, w))
             else:
                 self._later(t + engine.hop_latency,
                             ("arrive", r.nbr[port], colour, OPPOSITE[port], w))  # fmt: skip
@@ -552,7 +557,7 @@ class LockstepPhase:
                 self.wavelets += 1
                 src = entry.src
                 if src is RAMP:
-                    self._later(t + engine.ramp_credit_latency, ("up", r.ce, colour))
+                    self._later(t + engine.ramp_credit_latency, ("up", self.ce_at[r.index], colour))
                 else:
                     self._later(t + engine.hop_credit_latency,
                                 ("credit", r.nbr[src], OPPOSITE[src], colour))  # fmt: skip
@@ -667,7 +672,7 @@ class VectorPhase(LockstepPhase):
     and a queue's from its reader's progress, one stream each: what breaks that (two streams
     at once in one entry or queue, a route write to a live colour) also makes it hand back."""
 
-    def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
+    def __init__(self, wafer: Wafer, colours: tuple[int, ...]) -> None:
         super().__init__(wafer, colours)
         engine = self.engine
         cfg = engine.cfg
@@ -686,13 +691,11 @@ class VectorPhase(LockstepPhase):
         for r in routers:
             for d in (Dir.N, Dir.E, Dir.S, Dir.W):
                 other = r.nbr.get(d)
-                if other is not None and hasattr(other, "routes"):
+                if isinstance(other, Router):  # (not an edge port)
                     nb[r.index, d] = other.index
         self.nb = nb
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
-        if any(r.ce.index != r.index for r in routers):
-            raise RouteError("lock-step phase: routers and compute engines are numbered apart")
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
         self._alloc()
 
@@ -772,7 +775,7 @@ class VectorPhase(LockstepPhase):
         self.rrv[:, :5] = [r.rr for r in routers]
         self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
                             for r in routers for c, k in self.slot.items()}  # fmt: skip
-        ces = [r.ce for r in routers]
+        ces = self.ce_at
         self.running[:] = [ce.running is not None for ce in ces]
         self.hold_from[:] = [ce.hold_from for ce in ces]
         self.busy_until[:] = [ce.busy_until for ce in ces]
@@ -781,7 +784,7 @@ class VectorPhase(LockstepPhase):
         if port != RAMP:
             return self.buf_wavelets
         try:
-            return r.ce.down_credits(colour)
+            return self.ce_at[r.index].down_credits(colour)
         except RouteError:
             return 0  # (the CE takes no wavelets of the colour)
 
@@ -993,13 +996,12 @@ class VectorPhase(LockstepPhase):
         toks = self.tok_deliver.pop(t, None)
         if toks:
             landed = True
-            routers = self.engine.routers
             toks.sort(key=lambda e: (e[0], e[1]))
             qtok = self.qtok
             for j, (i, k, w) in enumerate(toks):
-                ce = routers[i].ce
-                q = ce.queue_of_colour.get(self.cols[k])
-                if q is None:
+                ce = self.ce_at[i]
+                queue_id = ce.queue_of_colour.get(self.cols[k])
+                if queue_id is None:
                     raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
                 # Held only right behind the last element of the stream its reader takes whole
                 # (or, with no reader and nothing queued, acted on at once); not behind another.
@@ -1007,16 +1009,16 @@ class VectorPhase(LockstepPhase):
                 queued = self.q_f[e]
                 reading = self.oact[i, k]
                 if (i, k) in qtok or (
-                    q in ce.ops_in
+                    queue_id in ce.ops_in
                     if not (queued or reading)
                     else (self.odone[i, k] if reading else 0) + queued
                     != self.streams[self.qsid_f[e]].length
                 ):
                     self.tok_deliver[t] = toks[j:]
                     return None
-                if q in ce.ops_in:  # behind the data its reader has still to take
+                if queue_id in ce.ops_in:  # behind the data its reader has still to take
                     self.qtok[(i, k)] = w
-                elif q in ce.data_task_of_queue:
+                elif queue_id in ce.data_task_of_queue:
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
                 elif self.q_f[2 * i + k] == 0:
                     self._credit_ramp(t, i, k, 1)
@@ -1229,10 +1231,9 @@ class VectorPhase(LockstepPhase):
                 self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], n, n, 1))
         fin = self.oact & (self.odone == self.olen)
         if fin.view(np.uint64).any():
-            routers = self.engine.routers
             for f in np.flatnonzero(fin).tolist():  # (CE index order, then kind and slot)
                 i, j = f >> 3, f & 7
-                self._complete(t, routers[i].ce, j >> 1, i, j & 1)
+                self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
@@ -1298,25 +1299,25 @@ class VectorPhase(LockstepPhase):
         self.to_step = [routers[i] for i in sorted(to_step)]
         for e in np.flatnonzero(self.q_f).tolist():
             i, k = e >> 1, e & 1
-            ce, colour = routers[i].ce, cols[k]
+            ce, colour = self.ce_at[i], cols[k]
             sid = int(self.qsid_f[e])
             first = int(self.odone[i, k]) if self.oact[i, k] else 0
             values = streams[sid].values
             queue = ce.in_queues[ce.queue_of_colour[colour]]
             queue.extend(Wavelet(float(values[s])) for s in range(first, first + int(self.q_f[e])))
         for (i, k), w in self.qtok.items():
-            ce = routers[i].ce
+            ce = self.ce_at[i]
             ce.in_queues[ce.queue_of_colour[cols[k]]].append(w)
         gave = set()
         for (o, i, k), op in self.oref.items():  # (in the order they began)
             j = 2 * o + k
             op.done = int(self.odone[i, j])
             op.issues = int(self.oissues[i, j])
-            ce = routers[i].ce
+            ce = self.ce_at[i]
             self._give(ce, op, streams[int(self.qsid[i, k])] if o == 0 else None)
             gave.add(i)
         for i in sorted(gave):
-            engine.activate_endpoint(routers[i].ce)
+            engine.activate_endpoint(self.ce_at[i])
         actions: dict[int, list[Action]] = {}
         due = (self.arrivals, self.deliveries, self.tok_deliver, self.credits, self.upcredits)
         for u in sorted(set().union(*due)):
@@ -1329,12 +1330,12 @@ class VectorPhase(LockstepPhase):
                         acts.append((r.receive, (side, colour, w)))
             for batch in self.deliveries.get(u, ()):
                 for e, sid, _, seq, m in _rows(*batch):
-                    ce, colour = routers[e >> 1].ce, cols[e & 1]
+                    ce, colour = self.ce_at[e >> 1], cols[e & 1]
                     values = streams[sid].values
                     for s in range(seq, seq + m):
                         acts.append((ce.fabric_deliver, (colour, Wavelet(float(values[s])))))
             for i, k, w in sorted(self.tok_deliver.get(u, ()), key=lambda x: (x[0], x[1])):
-                acts.append((routers[i].ce.fabric_deliver, (cols[k], w)))
+                acts.append((self.ce_at[i].fabric_deliver, (cols[k], w)))
             for f, m in self.credits.get(u, ()):
                 for f_, m_ in _rows(f, m):
                     e, port = f_ >> 3, f_ & 7
@@ -1344,7 +1345,7 @@ class VectorPhase(LockstepPhase):
                     acts.extend([act] * m_)
             for e, m in self.upcredits.get(u, ()):
                 for e_, m_ in _rows(e, m):
-                    ce, colour = routers[e_ >> 1].ce, cols[e_ & 1]
+                    ce, colour = self.ce_at[e_ >> 1], cols[e_ & 1]
                     acts.extend([(ce.up_credit, (colour,))] * m_)
         self._alloc()
         return actions
@@ -1367,7 +1368,7 @@ class VectorPhase(LockstepPhase):
                     key = (Dir(port), c)
                     if key in r.credits or self.cred[i, k, port] != self.home[i, k, port]:
                         r.credits[key] = int(self.cred[i, k, port])
-                r.ce.up_credits[c] = int(self.up[i, k])
+                self.ce_at[i].up_credits[c] = int(self.up[i, k])
 
 
 def _rows(*columns: Any) -> Any:
