@@ -111,7 +111,7 @@ class Counter:
             return "sender: inside another express stream"
         if ce.running is not None and ce.busy_until > now:
             return "sender: a task holds the issue slot"
-        if ce._up_credit_count(op.out_colour) != ce.wafer.cfg.fabric.ramp_credits:
+        if ce.up_credit_count(op.out_colour) != ce.wafer.cfg.fabric.ramp_credits:
             return "sender: ramp credits away"
         root, colour = ce.router, op.out_colour
         _, route = root.route_at(colour)

@@ -28,7 +28,7 @@ import numpy as np
 from pe.program import Layout
 from simcore import Simulation
 from wafer.collectives import Collectives
-from wafer.system import Wafer, WaferConfig
+from wafer.system import ENGINES, Wafer, WaferConfig
 
 
 def row_broadcasts(
@@ -107,7 +107,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--words", type=int, default=1024)
-    ap.add_argument("--fidelity", default="fast", choices=["fast", "reference"])
+    ap.add_argument("--fidelity", default="fast", choices=["fast", *ENGINES])
     ap.add_argument("--profile", action="store_true")
     ap.add_argument(
         "--rounds", type=int, default=None, help="broadcasts per row (default: one per PE)"

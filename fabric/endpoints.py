@@ -13,11 +13,15 @@ of a cycle) or while it steps the endpoint, so endpoints see the fabric one cycl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from fabric.engine import Router
     from fabric.routes import Dir
     from fabric.wavelet import Wavelet
+
+EndpointT = TypeVar("EndpointT", contravariant=True)
+OpT = TypeVar("OpT", contravariant=True)
 
 
 class LinkPeer(Protocol):
@@ -60,6 +64,36 @@ class RampEndpoint(Protocol):
     def down_credits(self, colour: int) -> int: ...
 
     def step(self, cycle: int) -> bool: ...
+
+
+class FastPhase(Protocol[EndpointT, OpT]):
+    """A fast engine that moves some traffic in place of the wavelet-exact engine for a while
+    (the lock-step phase, :mod:`wafer.lockstep`), as :attr:`fabric.engine.FabricEngine.lockstep`.
+
+    ``EndpointT`` is what sits at the end of the ramps (the compute engine) and ``OpT`` its
+    operations: the fabric does not know them, the compute engine and the phase do. The engine
+    and the compute engines call the phase at four points, each a due action or a step of the
+    wafer's scheduler:
+
+    - ``on``: whether the phase is moving traffic now (read before the calls below but
+      ``take``);
+    - ``take(endpoint, op)``: ``op`` begins on ``endpoint`` now; True if the phase moves it (the
+      endpoint then leaves it alone, and the phase finishes it through the endpoint's public
+      methods: ``finish_op``, ``act_on_control``, ``up_credit_count``); False leaves it to the
+      engine (the phase declined it, or handed everything it moved back to the engine first);
+    - ``hold(endpoint)``: the endpoint's main thread changed (a task dispatched or ended);
+    - ``route_written(router, colour)``: a configuration write landed on ``router``.
+
+    A phase talks to routers through their public state and :meth:`Router.apply_commands`.
+    """
+
+    on: bool
+
+    def take(self, endpoint: EndpointT, op: OpT) -> bool: ...
+
+    def hold(self, endpoint: EndpointT) -> None: ...
+
+    def route_written(self, router: Router, colour: int) -> None: ...
 
 
 def busy_at(cycles: Any, shift: int, t: int) -> bool:

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic
 
 from fabric.config import FabricConfig
-from fabric.endpoints import LinkPeer, RampEndpoint, busy_at
+from fabric.endpoints import EndpointT, FastPhase, LinkPeer, OpT, RampEndpoint, busy_at
 from fabric.routes import STEP, ColourRoute, Dir, RouteError, WaveletFilter, pe_name
 from fabric.schedules import SourceSchedules
 from fabric.wavelet import Cmd, Wavelet
@@ -297,7 +297,7 @@ class Router:
             up = self.nbr[src_port]
             engine.later(engine.hop_credit_latency, up.return_credit, OPPOSITE[src_port], colour)
         if w.ctrl:
-            self._apply(colour, w)
+            self.apply_commands(colour, w)
 
     def _trace_send(self, t: int, key: tuple[Dir, int], port: Dir, w: Wavelet) -> None:
         engine = self.engine
@@ -325,7 +325,10 @@ class Router:
         if self.buffered:
             self.active[self.index] = self
 
-    def _apply(self, colour: int, w: Wavelet) -> None:
+    def apply_commands(self, colour: int, w: Wavelet) -> None:
+        """The control wavelet ``w`` of ``colour`` has left this router: its commands take
+        effect (switch moves, teardown; a teardown is signalled to the CE a ramp latency later).
+        Part of the interface a fast engine uses."""
         route = self.routes[colour]
         for cmd in w.commands:
             if cmd is Cmd.SWITCH_ADV:
@@ -346,9 +349,10 @@ class Router:
         return "; ".join(held)
 
 
-class FabricEngine:
+class FabricEngine(Generic[EndpointT, OpT]):
     """Routers, links and ramps of one mesh, stepped by ``sched`` (groups ``routers``, then
-    ``endpoints``) in the cycles where something happens."""
+    ``endpoints``) in the cycles where something happens. ``EndpointT`` is what sits at the
+    end of the ramps and ``OpT`` its operations (types only: see :class:`FastPhase`)."""
 
     def __init__(self, sched: CycleScheduler, cfg: FabricConfig, width: int, height: int) -> None:
         self.sched = sched
@@ -375,9 +379,10 @@ class FabricEngine:
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
-        # A stepper that moves some colours' broadcasts in lock step (wafer/lockstep.py), set by a
-        # workload that opts in; it takes operations as they begin and is told of route writes.
-        self.lockstep: Any = None
+        # A fast engine that moves some colours' broadcasts in lock step (wafer/lockstep.py), set
+        # by the wafer when its fidelity asks for one; it takes operations as they begin and is
+        # told of route writes and of the CEs' main threads.
+        self.lockstep: FastPhase[EndpointT, OpT] | None = None
 
     def add_router(self, xy: tuple[int, int]) -> Router:
         r = Router(self, xy, len(self.routers))

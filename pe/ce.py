@@ -131,7 +131,7 @@ class ComputeEngine:
         self.cfg = pe_cfg
         self.tensor_unit = wafer.tensor_unit  # runs and costs tensor instructions (pe.isa)
         self.timing = wafer.cfg.ce
-        self.engine: FabricEngine = wafer.engine
+        self.engine: FabricEngine[ComputeEngine, AsyncOp] = wafer.engine
         self.sched = wafer.engine.sched
         self.active = wafer.engine.endpoints.active  # the endpoints step group (see activate)
         self.router: Router = None  # type: ignore[assignment]
@@ -250,7 +250,7 @@ class ComputeEngine:
         q = self.queue_of_colour.get(colour)
         if q is None:  # only control wavelets get here (the route check needs a queue for data)
             self._return_down_credit(colour)
-            self._control(w)
+            self.act_on_control(w)
             return
         queue = self.in_queues[q]
         queue.append(w)
@@ -264,8 +264,9 @@ class ComputeEngine:
         else:
             self._drain_control(q)
 
-    def _control(self, w: Wavelet) -> None:
-        """Act on a control wavelet that reached the head of its queue."""
+    def act_on_control(self, w: Wavelet) -> None:
+        """Act on a control wavelet that reached the head of its queue (one naming a control
+        task triggers one run of it). Part of the interface a fast engine uses."""
         if w.task_id is not None:
             self.triggers[w.task_id] += 1
             if w.flow is not None:
@@ -278,7 +279,7 @@ class ComputeEngine:
         while queue and queue[0].ctrl:
             w = queue.popleft()
             self._return_down_credit(self._colour_of_queue(q))
-            self._control(w)
+            self.act_on_control(w)
 
     def _return_down_credit(self, colour: int) -> None:
         self.engine.later(self.engine.ramp_credit_latency, self.router.ramp_credit, colour)
@@ -296,7 +297,9 @@ class ComputeEngine:
         self.torn_down.append(colour)
         self._activate_now(self.teardown_task)
 
-    def _up_credit_count(self, colour: int) -> int:
+    def up_credit_count(self, colour: int) -> int:
+        """Up-ramp credits the CE holds for ``colour`` (all ``ramp_credits`` until first used).
+        Part of the interface a fast engine uses."""
         c = self.up_credits.get(colour)
         if c is None:
             c = self.up_credits[colour] = self.wafer.cfg.fabric.ramp_credits
@@ -309,7 +312,7 @@ class ComputeEngine:
         if colour is None:
             return True
         c = self.up_credits.get(colour)
-        return (c if c is not None else self._up_credit_count(colour)) > 0
+        return (c if c is not None else self.up_credit_count(colour)) > 0
 
     def step(self, t: int) -> bool:
         """Advance the eligible microthread of highest priority by one issue. Returns whether
@@ -328,7 +331,7 @@ class ComputeEngine:
             colour = op.out_colour
             if colour is not None:
                 c = up.get(colour)
-                if (c if c is not None else self._up_credit_count(colour)) <= 0:
+                if (c if c is not None else self.up_credit_count(colour)) <= 0:
                     continue
             others += 1
             if held and op.priority >= MAIN_THREAD_RANK:
@@ -389,7 +392,7 @@ class ComputeEngine:
             if w.flow is not None:
                 op.flow_in = w.flow  # the data decides when a receive ends: its sender
             if w.ctrl:
-                self._control(w)  # a control wavelet in the stream: acted on, not an element
+                self.act_on_control(w)  # a control wavelet in the stream: acted on, not an element
                 return
             value = w.data
             if op.func is not None:
@@ -411,7 +414,7 @@ class ComputeEngine:
             op.out_view[k] = value  # type: ignore[index]
         op.done = k + 1
         if op.done == op.length:
-            self._finish(op, t)
+            self.finish_op(op, t)
 
     def _colour_of_queue(self, q: int) -> int:
         colour = self.colour_of_queue.get(q)
@@ -419,7 +422,10 @@ class ComputeEngine:
             raise BuildError(f"{self.path}: input queue {q} has no colour bound")
         return colour
 
-    def _finish(self, op: AsyncOp, t: int) -> None:
+    def finish_op(self, op: AsyncOp, t: int) -> None:
+        """``op`` moved its last element in cycle ``t``: free its queues, write its memory
+        result, act on the control wavelets behind its input, run its completion actions. Part
+        of the interface a fast engine uses (the engine leaves an ``express`` operation to it)."""
         self.ops_finished += 1
         if not op.express:
             self.ops.remove(op)
@@ -507,7 +513,7 @@ class ComputeEngine:
         if self.running is not None and self.busy_until > now:
             return False  # the main thread holds issue cycles of the stream: wavelet by wavelet
         colour: int = op.out_colour  # type: ignore[assignment]
-        if self._up_credit_count(colour) != self.wafer.cfg.fabric.ramp_credits:
+        if self.up_credit_count(colour) != self.wafer.cfg.fabric.ramp_credits:
             return False
         send = ExpressSend(
             op, colour, op.length, op.width, op.values, (op.priority, op.microthread)
@@ -576,7 +582,7 @@ class ComputeEngine:
         if values is not None:
             op.out_view[:] = values  # type: ignore[index]
         op.done = op.length
-        self._finish(op, self.engine.now_cycle())
+        self.finish_op(op, self.engine.now_cycle())
 
     # -- task dispatch -----------------------------------------------------------------------
     def activate_at_start(self, task_id: int) -> None:
@@ -598,7 +604,7 @@ class ComputeEngine:
             return
         self._dispatch_at = when
         # (sched.end_of_cycle(when, ...) without its past-time check: ``when`` is not before now)
-        sched._kernel_call(when * sched.period, LATE, self._dispatch)
+        sched.kernel_call(when * sched.period, LATE, self._dispatch)
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
@@ -642,12 +648,6 @@ class ComputeEngine:
         self._task_flow = None
         self.hold_from = begin
         engine = self.engine
-        if self.express_until >= begin:
-            express = self.express_issue
-            if express and express[2][0] >= MAIN_THREAD_RANK:
-                # The reference would hold the express stream's microthread while this task
-                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
-                engine.fast_conflicts += 1
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
@@ -656,7 +656,7 @@ class ComputeEngine:
             if w.ctrl:
                 # A control wavelet in the data stream, acted on in its turn; then the scheduler
                 # chooses again (priority decides between its control task and the next data).
-                self._control(w)
+                self.act_on_control(w)
                 self.running = None
                 self._schedule_dispatch()
                 return
@@ -673,13 +673,42 @@ class ComputeEngine:
         self.tasks_run += 1
         self.last_task = task
         self.busy_until = end
+        if self.express_until >= begin and self.express_issue is not None:
+            if self.express_issue[2][0] >= MAIN_THREAD_RANK:
+                # The reference would hold the express stream's microthread while this task
+                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
+                engine.fast_conflicts += 1
+            else:
+                self._express_steals(begin)
         self._task_start = start
         self._task_flow_in_now = flow_in
         sched = self.sched  # (sched.event_at(end, ...) without its check: end is not before now)
-        sched._kernel_call(end * sched.period, NORMAL, self._task_end)
+        sched.kernel_call(end * sched.period, NORMAL, self._task_end)
         lockstep = engine.lockstep
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
+
+    def _express_steals(self, begin: int) -> None:
+        """The running task (holding the issue slot from ``begin``) loses the cycles in which
+        the express stream's microthread, above the main thread, issues: each moves its end one
+        cycle later, as :meth:`step` does for a microthread on the wavelet path."""
+        cycles, shift, _ = self.express_issue  # type: ignore[misc]
+        n = len(cycles)
+        i = int(cycles.searchsorted(begin - shift))
+        end = self.busy_until
+        stolen = 0
+        while i < n:
+            c = int(cycles[i])
+            if c + shift >= end:
+                break
+            end += 1
+            stolen += 1
+            while i < n and int(cycles[i]) == c:  # (several elements per issue: one cycle)
+                i += 1
+        if stolen:
+            self.busy_until = end
+            self.busy_cycles += stolen
+            self.stolen_cycles += stolen
 
     def _task_end(self, _ev: Any) -> None:
         now = self.env._now // self.sched.period
@@ -727,7 +756,7 @@ class ComputeEngine:
                 f"({len(self.in_queues[op.fab_in])}/{INPUT_QUEUE_DEPTHS[op.fab_in]} wavelets); "
                 f"this router's colour {colour}: {state}"
             )
-        if op.out_colour is not None and self._up_credit_count(op.out_colour) <= 0:
+        if op.out_colour is not None and self.up_credit_count(op.out_colour) <= 0:
             parts.append(
                 f"no ramp credit for colour {op.out_colour}: the router is not draining it"
             )

@@ -213,7 +213,7 @@ class MemDsd:
                 "fix its base, shape, strides or offset"
             )
 
-    def _indices_in(self, store: Store) -> np.ndarray:
+    def indices_in(self, store: Store) -> np.ndarray:
         self.check(store)
         return (self.base // self.itemsize) + self.element_indices()
 
@@ -231,7 +231,7 @@ class MemDsd:
         dense = self._dense_slice(store)
         if dense is not None:
             return view[dense].copy()
-        return view[self._indices_in(store)]
+        return view[self.indices_in(store)]
 
     def write(self, store: Store, values: np.ndarray | float) -> None:
         """Scatter ``values`` (one per element, or a scalar) into the tensor."""
@@ -249,7 +249,7 @@ class MemDsd:
         if dense is not None:
             view[dense] = vals.reshape(-1) if vals.ndim else vals
         else:
-            view[self._indices_in(store)] = vals.reshape(-1)
+            view[self.indices_in(store)] = vals.reshape(-1)
 
     def with_offset(self, delta_elements: int) -> MemDsd:
         """The same descriptor moved by ``delta_elements`` (CSL ``@increment_dsd_offset``)."""

@@ -573,9 +573,9 @@ def _execute_in_order(
     after element i-1 has been written. So ``fmacs(acc, acc, a, b)`` with ``acc`` a stride-0
     descriptor of one word accumulates the dot product a·b into that word, rounding each step."""
     n = dst.length
-    d_idx = dst._indices_in(dst_store)
+    d_idx = dst.indices_in(dst_store)
     where = [
-        (s._indices_in(store_of(s, "src")), store_of(s, "src")) if isinstance(s, MemDsd) else None
+        (s.indices_in(store_of(s, "src")), store_of(s, "src")) if isinstance(s, MemDsd) else None
         for s in srcs
     ]
     word, first = d_idx[0], where[0]

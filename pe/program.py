@@ -64,6 +64,14 @@ class Layout:
         self.filters: dict[tuple[int, int], dict[int, WaveletFilter]] = {}
         # (x, y, side, colour, kind, data, start_cycle)
         self.edges: list[tuple[int, int, Dir, int, str, Any, int]] = []
+        # Colours whose traffic is broadcasts (plain memory -> fabric sends with their
+        # TEARDOWN, fabric -> memory receives): the lock-step fidelities move them with the
+        # lock-step phase (wafer.lockstep; anything else it hands to the engine). The array form
+        # takes two colours.
+        self.lockstep_colours: tuple[int, ...] = ()
+        # Whether the phase pays for this program (a speed hint: the 'fast' fidelity uses it
+        # only then; the answer is the same either way).
+        self.lockstep_pays = False
 
     def _check_xy(self, x: int, y: int) -> None:
         if not (0 <= x < self.width and 0 <= y < self.height):

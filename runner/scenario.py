@@ -141,7 +141,7 @@ def read(name_or_path: str) -> ScenarioFile:
 
 
 def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
-    data = _deepcopy(scenario.data)
+    data = copy_tables(scenario.data)
     seen: dict[str, str] = {}
     for text in overrides:
         key = cfg.parse_override(text)[0]
@@ -155,8 +155,10 @@ def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
     return cfg.load(scenario.kind.params, data)
 
 
-def _deepcopy(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: _deepcopy(v) if isinstance(v, dict) else v for k, v in d.items()}
+def copy_tables(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a scenario's nested tables (the dicts copied, the values shared), for
+    overrides that must leave the scenario as it was."""
+    return {k: copy_tables(v) if isinstance(v, dict) else v for k, v in d.items()}
 
 
 @dataclasses.dataclass

@@ -88,7 +88,7 @@ class Component:
         self._rng: np.random.Generator | None = None
         if self.parent is not None:
             self.parent.children.append(self)
-        self.sim._register(self)
+        self.sim.add_component(self)
 
     @property
     def env(self) -> KernelEnv:
@@ -124,7 +124,7 @@ class Component:
     ) -> simpy.Process:
         """Start a process owned by this component. A daemon is a service loop that may idle
         forever; a non-daemon still waiting when nothing else can happen is reported as stalled."""
-        return self.sim._start_process(self, gen, name, daemon)
+        return self.sim.start_process(self, gen, name, daemon)
 
     def trace(
         self,

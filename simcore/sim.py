@@ -258,7 +258,8 @@ class Simulation:
             raise BuildError("no clock domain defined: a simulation needs at least one")
         return self._main_domain
 
-    def _register(self, comp: Component) -> None:
+    def add_component(self, comp: Component) -> None:
+        """Register ``comp`` by its path (``Component.__init__`` calls this)."""
         if self.phase != "build":
             raise BuildError(f"component '{comp.path}' created after the build phase")
         if comp.path in self.components:
@@ -267,7 +268,9 @@ class Simulation:
         if self.on_build is not None:
             self.on_build(len(self.components))
 
-    def _add_scheduler(self, sched: CycleScheduler) -> None:
+    def add_scheduler(self, sched: CycleScheduler) -> None:
+        """Register a cycle scheduler, frozen at ``check`` (``CycleScheduler.__init__`` calls
+        this)."""
         if self.phase != "build":
             raise BuildError(
                 f"cycle scheduler of '{sched.owner.path}' created after the build phase"
@@ -345,9 +348,11 @@ class Simulation:
         self.phase = "ready"
 
     # -- run -------------------------------------------------------------------------------------
-    def _start_process(
+    def start_process(
         self, owner: Component, gen: Generator[Any, Any, Any], name: str, daemon: bool
     ) -> simpy.Process:
+        """Start ``gen`` as a kernel process of ``owner``, watched for stalls unless a
+        ``daemon`` (``Component.process`` calls this)."""
         proc = self.env.process(gen)
         self._procs.append(_Proc(owner, name, daemon, proc))
         return proc

@@ -158,7 +158,7 @@ class CycleScheduler:
         self._ticking: set[int] = set()
         self._open: dict[int, _Batch] = {}  # batches of kernel events not yet run, by instant
         self.cycles_stepped = 0  # cycles in which the scheduler ran
-        self.sim._add_scheduler(self)
+        self.sim.add_scheduler(self)
 
     def freeze(self) -> None:
         """Fix the cycle length in ticks (the simulation calls this when it is checked)."""
@@ -246,18 +246,20 @@ class CycleScheduler:
         when = t * self.period
         if when < self.env._now:
             raise ValueError(f"{self.owner.path}: event scheduled in the past (cycle {t})")
-        self._kernel_call(when, NORMAL, fn)  # (ordered as env.timeout would be)
+        self.kernel_call(when, NORMAL, fn)  # (ordered as env.timeout would be)
 
     def end_of_cycle(self, t: int, fn: Callable[[Any], None]) -> None:
         """Call ``fn(event)`` after every other event of cycle ``t``'s edge (not before now)."""
         when = t * self.period
         if when < self.env._now:
             raise ValueError(f"{self.owner.path}: end-of-cycle hook in the past (cycle {t})")
-        self._kernel_call(when, LATE, fn)
+        self.kernel_call(when, LATE, fn)
 
-    def _kernel_call(self, when: int, prio: int, fn: Callable[[Any], None]) -> None:
+    def kernel_call(self, when: int, prio: int, fn: Callable[[Any], None]) -> None:
         """Call ``fn`` at kernel time ``when`` with priority ``prio``, in the order a SimPy
-        event scheduled now would be (see :class:`_Batch`)."""
+        event scheduled now would be (see :class:`_Batch`). No check that ``when`` is not in
+        the past: :meth:`event_at` and :meth:`end_of_cycle` are the checked forms, and a hot
+        caller that knows its time is not past (the compute engine's dispatch) calls this."""
         eid = next(self.env._eid)
         key = 4 * when + prio
         batch = self._open.get(key)
@@ -272,7 +274,7 @@ class CycleScheduler:
         if t in self._ticking:
             return
         self._ticking.add(t)
-        self._kernel_call(t * self.period, NORMAL, self._tick)
+        self.kernel_call(t * self.period, NORMAL, self._tick)
 
     def _tick(self, _ev: Any) -> None:
         t = self.env._now // self.period

@@ -165,13 +165,13 @@ class Sweep:
     def points(self) -> list[Point]:
         """Every point resolved to its parameters. A value a parameter does not accept makes
         that point ``invalid``; a key the scenario does not have is an error of the sweep."""
-        base = scenario._deepcopy(self.scen.data)
+        base = scenario.copy_tables(self.scen.data)
         for key, value in self.fixed:
             cfg.set_key(base, key, value)
         return [self._point(i, values, base) for i, values in enumerate(self.combinations())]
 
     def _point(self, index: int, values: dict[str, Any], base: dict[str, Any]) -> Point:
-        data = scenario._deepcopy(base)
+        data = scenario.copy_tables(base)
         for key, value in values.items():
             cfg.set_key(data, key, value)
         try:

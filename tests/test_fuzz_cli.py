@@ -64,7 +64,7 @@ _state = {"hit": False}
 
 @pytest.fixture(autouse=True)
 def _budget(monkeypatch):
-    register = simmod.Simulation._register
+    register = simmod.Simulation.add_component
     run = simmod.Simulation.run
 
     def capped_register(self, comp):
@@ -77,7 +77,7 @@ def _budget(monkeypatch):
         self.progress = _BudgetProgress()
         return run(self, **kw)
 
-    monkeypatch.setattr(simmod.Simulation, "_register", capped_register)
+    monkeypatch.setattr(simmod.Simulation, "add_component", capped_register)
     monkeypatch.setattr(simmod.Simulation, "run", capped_run)
 
 

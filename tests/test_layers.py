@@ -224,3 +224,127 @@ def test_nested_simulations_run_through_sub_runs():
                     and n.func.value.id in built
                 ]
     assert by_hand == []
+
+
+# -- no private names across modules ---------------------------------------------------------------
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _declared(tree: ast.AST) -> set[str]:
+    """The names a module declares itself: functions and classes, names assigned at module or
+    class level (annotations and ``__slots__`` entries too), and attributes assigned through
+    ``self``/``cls``."""
+    names: set[str] = set()
+    bodies = [tree.body] if isinstance(tree, ast.Module) else []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            bodies.append(node.body)
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            names.add(node.attr)
+    for body in bodies:
+        for stmt in body:
+            targets = (
+                stmt.targets
+                if isinstance(stmt, ast.Assign)
+                else [stmt.target]
+                if isinstance(stmt, ast.AnnAssign | ast.AugAssign)
+                else []
+            )
+            for target in targets:
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name):
+                        names.add(n.id)
+                if isinstance(target, ast.Name) and target.id == "__slots__":
+                    value = stmt.value
+                    names.update(
+                        c.value
+                        for c in ast.walk(value)  # type: ignore[arg-type]
+                        if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                    )
+    return names
+
+
+def private_uses(source: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """``x._name`` where no ``_name`` is declared in the module (nor in ``allowed``), and every
+    ``from m import _name``: a module's private names are its own. Names are matched by name,
+    not by type: a module that declares ``_x`` for itself may still read another's ``_x``
+    (the test catches a name nobody here declares, which is what a reach into another module
+    looks like)."""
+    tree = ast.parse(source)
+    own = _declared(tree) | allowed
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom):
+            found.extend(
+                f"{node.lineno}: from {node.module} import {a.name}"
+                for a in node.names
+                if _private(a.name)
+            )
+    return found
+
+
+def kernel_env_names() -> frozenset[str]:
+    """SimPy's private fields the kernel reads for speed (the clock, the event queue, the
+    insertion counter: a property or a method call per event would cost on every hop and
+    credit), declared in ``simcore.clock.KernelEnv``, the typed view of SimPy's environment
+    every model gets: reading them through it is the documented way, from any module."""
+    tree = ast.parse((ROOT / "simcore" / "clock.py").read_text())
+    (env,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KernelEnv"]
+    return frozenset(
+        s.target.id
+        for s in env.body
+        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and _private(s.target.id)
+    )
+
+
+#: Private names of other libraries that wafersim reads, and why (besides SimPy's, declared in
+#: KernelEnv). None may be a name wafersim declares (checked), so none can hide a reach into one
+#: of its own modules.
+FOREIGN = {
+    "_SubParsersAction": "argparse: add_subparsers() returns it and gives it no public name "
+    "(the CLI's annotations)",
+}
+
+
+def test_no_private_names_across_modules():
+    from import_graph import modules
+
+    env = kernel_env_names()
+    assert env == {"_now", "_queue", "_eid"}
+    sources = [(path, path.read_text()) for path in modules().values()]
+    declared = set().union(*(_declared(ast.parse(text)) for _, text in sources))
+    assert not declared & set(FOREIGN)
+    found = [
+        f"{path.relative_to(ROOT)}:{use}"
+        for path, text in sources
+        for use in private_uses(text, env | set(FOREIGN))
+    ]
+    assert found == []
+
+
+def test_the_private_name_checker_finds_reaches():
+    source = (
+        "from m import _hidden, shown\n"
+        "class A:\n"
+        "    __slots__ = ('_slot',)\n"
+        "    _flag = True\n"
+        "    def _own(self):\n"
+        "        self._mine = 1\n"
+        "        return self._mine + self._slot + A._flag + self._own()\n"
+        "def f(x, env):\n"
+        "    return x._theirs, x._mine, env._now\n"
+    )
+    assert private_uses(source, frozenset({"_now"})) == [
+        "1: from m import _hidden",
+        "9: x._theirs",
+    ]

@@ -5,6 +5,8 @@ Every latency is one cycle here (hop, hop credit, ramp, ramp credit), buffers ho
 a ramp 2 credits up, so each table can be followed by hand: a wavelet a router sends in cycle t
 is in the next router's buffer at t + 1; a slot it frees at t is back with the sender at t + 1.
 Rows are ``(cycle, router "x,y", port or "deliver", colour, "data"/"ctrl" or delivered value)``.
+These are the router's unit tables; the same mechanisms, as wafer programs, run in every engine
+the wafer has in ``tests/test_conformance.py``.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def _run_ops(ops: list, plain: bool, monkeypatch) -> tuple[list, int]:
             ev.callbacks.append(fn)
             self.env.schedule(ev, prio, when - self.env._now)
 
-        monkeypatch.setattr(CycleScheduler, "_kernel_call", kernel_call)
+        monkeypatch.setattr(CycleScheduler, "kernel_call", kernel_call)
     sim, sched = make()
     env = sim.env
     log: list = []

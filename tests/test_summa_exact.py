@@ -7,11 +7,13 @@ a SHA-256 of every PE's timestamp marks, of every PE's C bytes, and the engine's
 the fabric engine or the compute engine that moves one cycle, one mark or one bit fails here.
 
 The sweep covers P <= 8, Mt <= 8, overlap on and off, in the fast fidelity, and a few points in
-the reference fidelity. In the fast fidelity SUMMA's broadcasts (which share every PE's ramp, so
-no express stream can carry them) are moved by the lock-step phase (:mod:`wafer.lockstep`) unless
-overlap makes them medium priority; each point also checks that the phase moved every wavelet
-where it claims to, and a few points run the phase off and in its scalar form. The default tier
-runs a subset; ``-m slow`` the whole sweep.
+the reference fidelity. The "fast" points run in the 'lockstep-array' fidelity, which is 'fast'
+with the lock-step phase at every size ('fast' uses it only where it pays, and these points are
+below that): SUMMA's broadcasts (which share every PE's ramp, so no express stream can carry
+them) are moved by the phase (:mod:`wafer.lockstep`) unless overlap makes them medium priority;
+each point also checks that the phase moved every wavelet where it claims to, and a few points
+run in the 'express' fidelity (no phase) and the 'lockstep-scalar' one. The default tier runs a
+subset; ``-m slow`` the whole sweep.
 
 Regenerate (only when a change of *mechanism* is intended, and say so in the commit):
 ``PYTHONPATH=. python tests/test_summa_exact.py``.
@@ -46,10 +48,16 @@ def _key(point: tuple) -> str:
     return f"p={p} mt={mt} overlap={overlap} {fidelity}"
 
 
-def digest(point: tuple, phase: list | None = None) -> dict:
+#: The fidelity a point's "fast" runs in (see the module docstring).
+FAST = "lockstep-array"
+
+
+def digest(point: tuple, phase: list | None = None, fidelity: str | None = None) -> dict:
     """What one run leaves behind, reduced to comparable values. ``phase``, if given, receives
-    the lock-step phase's counters (phases, wavelets) and the wavelets forwarded."""
-    p, mt, overlap, fidelity = point
+    the lock-step phase's counters (phases, wavelets) and the wavelets forwarded. ``fidelity``
+    runs the point in another fidelity than its own."""
+    p, mt, overlap, own = point
+    fidelity = fidelity or (FAST if own == "fast" else own)
     params = summa.SummaParams(p=p, mt=mt, overlap=overlap)
     params = dataclasses.replace(params, wafer=dataclasses.replace(params.wafer, fidelity=fidelity))
     sim = Simulation()
@@ -84,14 +92,6 @@ def digest(point: tuple, phase: list | None = None) -> dict:
     }
 
 
-@pytest.fixture(autouse=True)
-def _phase_at_every_size(monkeypatch):
-    """The phase is used from a wavelet rate up (speed only); these points are below it, so the
-    tests take it at every size."""
-    monkeypatch.setattr(summa, "LOCKSTEP_MIN_RATE", 0.0)
-    monkeypatch.setattr(summa, "LOCKSTEP_MIN_WORDS", 0)
-
-
 def _recorded() -> dict:
     return json.loads(DATA.read_text())
 
@@ -120,21 +120,17 @@ LOCKSTEP_POINTS = [(2, 5, False, "fast"), (3, 8, False, "fast"), (4, 1, False, "
 
 
 @pytest.mark.parametrize("point", LOCKSTEP_POINTS, ids=_key)
-def test_wavelet_path_and_scalar_phase_agree(point, monkeypatch):
-    """The same points with the phase off (every wavelet through the engine: the reference
-    the digests were recorded with) and with the phase's scalar form (``LockstepPhase``, the
-    rules written out per router and CE, which the array form follows) give the digests too."""
-    from wafer import lockstep
-
+def test_wavelet_path_and_scalar_phase_agree(point):
+    """The same points without the phase (the 'express' fidelity: every one of these wavelets
+    through the engine, the reference the digests were recorded with) and with the phase's
+    scalar form (the 'lockstep-scalar' fidelity: the rules written out per router and CE, which
+    the array form follows) give the digests too."""
     want = _recorded()[_key(point)]
-    monkeypatch.setattr(summa, "LOCKSTEP", False)
     phase: list = []
-    assert digest(point, phase) == want
+    assert digest(point, phase, "express") == want
     assert phase[:2] == [0, 0]
-    monkeypatch.setattr(summa, "LOCKSTEP", True)
-    monkeypatch.setattr(summa, "VectorPhase", lockstep.LockstepPhase)
     phase = []
-    assert digest(point, phase) == want
+    assert digest(point, phase, "lockstep-scalar") == want
     assert phase[0] >= 1 and phase[1] == phase[2]
 
 
@@ -182,20 +178,23 @@ if __name__ == "__main__":
     print(f"wrote {DATA} ({len(SWEEP)} points)")
 
 
-def test_the_phase_is_used_where_it_pays(monkeypatch):
-    assert summa.LOCKSTEP_MIN_RATE == 0.0  # (the fixture); the module's default:
-    monkeypatch.undo()
+def test_the_phase_is_used_where_it_pays():
+    """The 'fast' fidelity uses the array phase where the program says it pays."""
     assert summa.LOCKSTEP_MIN_RATE == 10.0
     points = {(4, 14): False, (8, 8): True, (32, 1): False, (48, 1): False, (12, 4): True,
               (64, 8): True}  # fmt: skip
     for (p, mt), used in points.items():
         assert summa.lockstep_pays(summa.SummaParams(p=p, mt=mt)) is used
     phase: list = []
-    digest((4, 5, False, "fast"), phase)  # rate 1.8: the wavelet path
+    digest((4, 5, False, "fast"), phase, "fast")  # rate 1.8: the wavelet path
     assert phase[:2] == [0, 0]
+    phase = []
+    digest((8, 8, False, "fast"), phase, "fast")  # rate 17.1: the phase
+    assert phase[0] >= 1 and phase[1] == phase[2]
 
 
-def _marks_and_c(params) -> tuple[str, list]:
+def _marks_and_c(params, fidelity: str) -> tuple[str, list]:
+    params = dataclasses.replace(params, wafer=dataclasses.replace(params.wafer, fidelity=fidelity))
     sim = Simulation()
     run = summa.build(sim, params)
     sim.check()
@@ -222,7 +221,7 @@ def _marks_and_c(params) -> tuple[str, list]:
     ],
     ids=str,
 )
-def test_phase_equals_the_wavelet_path_off_the_defaults(kw, fabric, taken, monkeypatch):
+def test_phase_equals_the_wavelet_path_off_the_defaults(kw, fabric, taken):
     """Overlap at low priority (the windows of consecutive steps meet), other latencies, credits
     and buffers: marks and C bytes equal with and without the phase."""
     params = summa.SummaParams(**kw)
@@ -230,7 +229,6 @@ def test_phase_equals_the_wavelet_path_off_the_defaults(kw, fabric, taken, monke
     params = dataclasses.replace(
         params, wafer=dataclasses.replace(wafer, fabric=dataclasses.replace(wafer.fabric, **fabric))
     )
-    with_phase, moved = _marks_and_c(params)
+    with_phase, moved = _marks_and_c(params, "lockstep-array")
     assert (moved[0] > 0) is taken
-    monkeypatch.setattr(summa, "LOCKSTEP", False)
-    assert _marks_and_c(params) == (with_phase, [0, 0])
+    assert _marks_and_c(params, "express") == (with_phase, [0, 0])

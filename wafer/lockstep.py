@@ -19,21 +19,34 @@ and CE at once (the fast one; it does not keep ``stall_cycles``, a diagnostic no
 Entry (``take``, called by the CE when an operation begins): the operation is a plain move or a
 control send on one of the colours, and the fabric is silent (no wavelet buffered or queued
 anywhere, every credit home, no async operation running, no express stream, no wavelet filter
-on the colours, traces off). From then on every operation that begins is the phase's (anything
-else is a programming error of the opt-in, raised). The phase ends when nothing it moves is
-left (no operation, no wavelet, no credit on its way).
+on the colours, traces off); the program has no edge port and no data task reading the colours.
+Otherwise the phase declines and the engine moves the operation. The phase ends when nothing
+it moves is left (no operation, no wavelet, no credit on its way).
+
+Hand-back: while the phase is on, every operation that begins is offered to it. One it does
+not move (another colour's, a memory-only one, one its state cannot hold: in the array form a
+medium- or high-priority one, a second stream before the first one's TEARDOWN), a wavelet its
+state cannot hold as it lands (a router buffer fed from two sides, a CE queue holding the ends
+of two streams, a receive that is not its stream's length) and, in the array form, a route
+write to a colour out of teardown make it hand everything back to the engine: the wavelets in
+router buffers and CE queues, its operations with their progress, and what is on its way as
+the engine's due actions (``_hand_back``). The engine then goes on as if it had moved it all,
+so a program's answer never depends on whether, or where, the phase ran.
 
 What the engine does in a cycle the phase does in the same order: deliveries and credits due
 this cycle (the scheduler's own due actions, such as posted route writes landing and
 operations beginning, run before the phase's step), then the routers' sends, then the compute
 engines' issues. Everything it does to the world outside (operation completions through the
-CE's ``_finish``, teardown signals through the router's ``_apply``, tasks) goes through the same
-calls at the same cycles. ``tests/test_summa_exact.py`` holds both forms to the wavelet path's
-cycles, marks and bytes.
+CE's ``finish_op``, control wavelets through its ``act_on_control``, teardown signals through
+the router's ``apply_commands``, tasks) goes through the same public calls at the same cycles;
+the engine and the CEs call the phase through :class:`fabric.endpoints.FastPhase`.
+``tests/test_summa_exact.py`` holds both forms to the wavelet path's cycles, marks and bytes on
+SUMMA, ``tests/test_conformance.py`` on per-cycle tables and random programs.
 
-Opt-in: a workload that knows its program uses the colours only for such broadcasts while they
-run sets ``engine.lockstep = VectorPhase(wafer, colours)`` (SUMMA does, see
-:mod:`workloads.wafer.summa`); the fast fidelity only.
+Which runs use it: the wafer's fidelity (``WaferConfig.fidelity``) on the colours the program
+declares (``Layout.lockstep_colours``): 'lockstep-scalar' builds a :class:`LockstepPhase`,
+'lockstep-array' a :class:`VectorPhase`, and 'fast' a :class:`VectorPhase` where the program
+says it pays (``Layout.lockstep_pays``; SUMMA does, see :mod:`workloads.wafer.summa`).
 """
 
 from __future__ import annotations
@@ -41,24 +54,30 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fabric.config import FabricConfig
+from fabric.engine import Router
 from fabric.routes import Dir, RouteError
+from fabric.wavelet import Wavelet
 from pe.ce import MAIN_THREAD_RANK
 
 if TYPE_CHECKING:
-    from fabric.engine import Router
     from pe.ce import ComputeEngine
     from pe.ops import AsyncOp
+    from wafer.system import Wafer
 
 RAMP = Dir.RAMP
 OPPOSITE = {d: d.opposite for d in Dir}
 TOKEN = -1  # the sequence number of a stream's control wavelet (its TEARDOWN)
 NEVER = 1 << 62  # a cycle no run reaches
 RETRY_CYCLES = 256  # after the fabric was found busy, cycles before entry is looked at again
+
+#: A due action of the engine: a callable and its arguments.
+Action = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 class _Entry:
@@ -71,7 +90,7 @@ class _Entry:
     def __init__(self) -> None:
         self.buf: deque[tuple] = deque()
         self.pend: list[Dir] | None = None  # ports the head still has to go out of
-        self.src: Dir | None = None  # the input port the buffered wavelets came through
+        self.src: Dir = RAMP  # the input port the buffered wavelets came through
 
 
 class LockstepPhase:
@@ -79,12 +98,28 @@ class LockstepPhase:
 
     index = -1  # stepped first in the routers group (its work has its own order inside)
 
-    def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
+    def __init__(self, wafer: Wafer, colours: tuple[int, ...]) -> None:
         self.wafer = wafer
         self.engine = wafer.engine
         self.sched = wafer.engine.sched
         self.colours = frozenset(colours)
+        # The compute engines by index (a router's ``ce`` is a fabric.endpoints.RampEndpoint to
+        # the fabric; the phase needs the compute engine's own interface).
+        self.ce_at: list[ComputeEngine] = [pe.ce for pe in wafer.pes.values()]
+        if any(ce.index != i or r.index != i for i, (ce, r) in
+               enumerate(zip(self.ce_at, self.engine.routers, strict=True))):  # fmt: skip
+            raise RouteError("lock-step phase: routers and compute engines are numbered apart")
         self.on = False
+        # Handing back (see _hand_back): what lands at the cycle of the hand-back, and the
+        # routers the phase had active, both for the step of that cycle.
+        self.handing = False
+        self.landing: list[Action] = []
+        self.to_step: list[Router] = []
+        self.handbacks = 0  # phases that handed their traffic back to the engine
+        self.offered = 0  # operations offered to the phase as they began (``take``)
+        self.taken = 0  # operations it moved
+        self.entry_ok: bool | None = None  # the program's static conditions (_can_enter)
+        self.receiving: dict[AsyncOp, AsyncOp] = {}  # a receive -> the send it takes from
         self.due: dict[int, list[tuple]] = {}
         self.entries: dict[tuple[int, int], _Entry] = {}
         # The parts stepped this cycle, activated as the engine activates them (an arrival, a
@@ -130,7 +165,7 @@ class LockstepPhase:
             if r.buffered or r.express_until >= now or any(c in r.filters for c in self.colours):
                 return False
             for (port, colour), c in r.credits.items():
-                full = r.ce.down_credits(colour) if port is RAMP else buf
+                full = self.ce_at[r.index].down_credits(colour) if port is RAMP else buf
                 if c != full:
                     return False
         for pe in self.wafer.pes.values():
@@ -143,7 +178,12 @@ class LockstepPhase:
 
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         """``op`` begins on ``ce`` now: True if the phase moves it (see the module docstring)."""
-        if not self._admit(ce, op, self._kind(op), self.engine.now_cycle()):
+        kind = self._kind(op)
+        if kind == "recv" and self.on:
+            queue = self.queues.get((ce.index, ce.colour_of_queue[op.fab_in]))  # type: ignore[index]
+            if queue and (queue[0][1] != 0 or queue[0][0].length != op.length):
+                kind = None  # its queue holds what it would not take as a whole stream
+        if not self._admit(ce, op, kind, self.engine.now_cycle()):
             return False
         self.ops.setdefault(ce.index, []).append(op)
         self.ces[ce.index] = ce
@@ -152,8 +192,11 @@ class LockstepPhase:
 
     def _admit(self, ce: ComputeEngine, op: AsyncOp, kind: str | None, now: int) -> bool:
         """Whether the phase moves ``op`` (of ``kind``, None if not a broadcast's part),
-        beginning now: off, it turns on if the fabric is silent; on, any other operation is
-        an error (the premise the workload opted into)."""
+        beginning now: off, it turns on if the fabric is silent; on, any other operation makes
+        it hand everything back to the engine (see the module docstring)."""
+        self.offered += 1
+        if self.handing:
+            return False  # (handed back this cycle: the engine has the traffic now)
         if not self.on:
             if kind is None or now < self._retry_at or not self._can_enter():
                 return False
@@ -167,17 +210,25 @@ class LockstepPhase:
             self._start(now)
             self.engine.routers_group.active[self.index] = self
         elif kind is None:
-            raise RouteError(
-                f"{ce.path}: operation '{op.name}' began while the lock-step phase moves colours "
-                f"{sorted(self.colours)}; the workload that opted in must not run other "
-                "operations then"
-            )
+            # An operation the phase does not move: the engine takes everything over.
+            self._hand_back(now)
+            return False
         op.started = now
         op.express = True  # carried by a fast path: the CE's own step leaves it alone
+        self.taken += 1
         return True
 
     def _can_enter(self) -> bool:
-        return True
+        """What the program must satisfy, checked once: no edge port (the phase does not
+        model them), and no data task reading one of the phase's colours."""
+        if self.entry_ok is None:
+            colours = self.colours
+            self.entry_ok = not self.wafer.edges and not any(
+                ce.colour_of_queue.get(q) in colours
+                for ce in self.ce_at
+                for q in ce.data_task_of_queue
+            )
+        return self.entry_ok
 
     def _start(self, now: int) -> None:
         """Load the phase's state as it turns on (the scalar form reads the objects live)."""
@@ -208,20 +259,26 @@ class LockstepPhase:
         self._send(self.due, t, item)
 
     def step(self, t: int) -> bool:
+        if self.handing:
+            return self._handing_step(t)
         due = self.due.pop(t, None)
         if due:
-            for item in due:
-                self._land(t, item)
-        active = self.active_routers
-        if active:
-            for idx in sorted(active):
-                if not self._router(t, active[idx]):
-                    del active[idx]
-        active = self.active_ces
-        if active:
-            for idx in sorted(active):
-                if not self._ce(t, active[idx], self.ops.get(idx)):
-                    del active[idx]
+            for j, item in enumerate(due):
+                if not self._fits(item):
+                    self.due[t] = due[j:]
+                    self._hand_back(t)
+                    return self._handing_step(t)
+                self._land_item(t, item)
+        routers = self.active_routers
+        if routers:
+            for idx in sorted(routers):
+                if not self._router(t, routers[idx]):
+                    del routers[idx]
+        ces = self.active_ces
+        if ces:
+            for idx in sorted(ces):
+                if not self._ce(t, ces[idx], self.ops.get(idx)):
+                    del ces[idx]
         for idx in [i for i, ops in self.ops.items() if not ops]:
             del self.ops[idx]
         if self.ops or self.due or self.in_routers or self._queued():
@@ -232,7 +289,147 @@ class LockstepPhase:
     def _queued(self) -> bool:
         return any(self.queues.values())
 
-    def _land(self, t: int, item: tuple) -> None:
+    def _fits(self, item: tuple) -> bool:
+        """Whether the phase's state can hold what ``item`` brings: a router's buffer takes
+        wavelets from one input port at a time, and a CE's queue only the stream its reader
+        takes whole, in order, with the stream's TEARDOWN right behind it."""
+        kind = item[0]
+        if kind == "arrive":
+            _, r, colour, port, _ = item
+            entry = self.entries.get((r.index, colour))
+            return entry is None or not entry.buf or entry.src is port
+        if kind != "deliver":
+            return True
+        _, ce, colour, w = item
+        q = ce.queue_of_colour.get(colour)
+        if q is None:
+            return False
+        queue = self.queues.get((ce.index, colour))
+        last = queue[-1] if queue else None
+        reader = ce.ops_in.get(q)
+        stream, seq, _ = w
+        if seq == TOKEN:
+            if last is None:
+                return reader is None  # (acted on at once)
+            return last[1] != TOKEN and last[1] == last[0].length - 1
+        if last is not None:
+            return last[1] != TOKEN and last[0] is stream and seq == last[1] + 1
+        if reader is None:
+            return seq == 0
+        return reader.length == stream.length and seq == reader.done
+
+    # -- handing back ----------------------------------------------------------------------------
+    def _hand_back(self, t: int) -> None:
+        """Give everything the phase moves back to the engine at cycle ``t``, before the
+        phase's step of ``t`` (from :meth:`take`, when an operation it does not move begins,
+        or from the step, when something lands that its state cannot hold): the wavelets
+        buffered in routers and queued at CEs become the engine's, its operations go to their
+        CEs' microthreads with their progress, and what is on its way becomes the engine's due
+        actions (those of cycle ``t`` land in the step, after the scheduler's own, as the
+        phase's do). From then on the engine runs as if it had moved everything itself: the
+        phase moved it by the engine's rules (``tests/test_conformance.py``)."""
+        self.on = False
+        self.handing = True
+        self.handbacks += 1
+        actions = self._materialise()
+        self.landing = actions.pop(t, [])
+        at = self.engine.at
+        for u in sorted(actions):
+            for fn, args in actions[u]:
+                at(u, fn, *args)
+
+    def _handing_step(self, t: int) -> bool:
+        """The phase's step in the cycle it handed back: what was due lands through the
+        engine's own calls, and the routers the engine would step this cycle (those the phase
+        had active, and those the landing woke) are stepped in index order, once (the ones the
+        scheduler already holds are stepped by it, after this step)."""
+        self.handing = False
+        active = self.engine.routers_group.active
+        scheduled = set(active)
+        for r in self.to_step:
+            active[r.index] = r
+        for fn, args in self.landing:
+            fn(*args)
+        self.landing, self.to_step = [], []
+        for idx in sorted(i for i in active if i not in scheduled):
+            if not active[idx].step(t):
+                del active[idx]
+        return False
+
+    def _wavelet(self, w: tuple) -> Wavelet:
+        """The engine's wavelet for a phase wavelet (a TOKEN is its control wavelet)."""
+        op, seq, ctrl = w
+        return ctrl if seq == TOKEN else Wavelet(float(op.values[seq]))
+
+    def _action(self, item: tuple) -> Action:
+        """The engine's due action for an item on its way."""
+        kind = item[0]
+        if kind == "arrive":
+            _, r, colour, port, w = item
+            return r.receive, (port, colour, self._wavelet(w))
+        if kind == "deliver":
+            _, ce, colour, w = item
+            return ce.fabric_deliver, (colour, self._wavelet(w))
+        if kind == "credit":
+            _, r, port, colour = item
+            return (r.ramp_credit, (colour,)) if port is RAMP else (r.return_credit, (port, colour))
+        if kind == "up":
+            _, ce, colour = item
+            return ce.up_credit, (colour,)
+        return self.engine.activate_endpoint, (item[1],)  # "wake"
+
+    def _materialise(self) -> dict[int, list[Action]]:
+        """Write the phase's state into the routers and CEs (see :meth:`_hand_back`); return
+        what is on its way as the engine's due actions, by cycle."""
+        engine = self.engine
+        routers = engine.routers
+        wavelet = self._wavelet
+        for (i, colour), entry in self.entries.items():
+            if not entry.buf:
+                continue
+            r = routers[i]
+            key = (entry.src, colour)
+            buf = r.bufs.get(key)
+            if buf is None:
+                buf = r.bufs[key] = deque()
+            buf.extend(wavelet(w) for w in entry.buf)
+            r.buffered += len(entry.buf)
+            if entry.pend is not None:
+                r.pending[key] = list(entry.pend)
+        self.to_step = [r for _, r in sorted(self.active_routers.items())]
+        for (i, colour), queue in self.queues.items():
+            if queue:
+                ce = self.ce_at[i]
+                ce.in_queues[ce.queue_of_colour[colour]].extend(wavelet(w) for w in queue)
+        for i, ops in sorted(self.ops.items()):
+            ce = self.ce_at[i]
+            for op in ops:
+                self._give(ce, op, self.receiving.get(op))
+            if ops:
+                engine.activate_endpoint(ce)
+        actions = {u: [self._action(item) for item in items] for u, items in self.due.items()}
+        self.due.clear()
+        self.entries.clear()
+        self.buffered.clear()
+        self.in_routers = 0
+        self.queues.clear()
+        self.ops.clear()
+        self.ces.clear()
+        self.active_routers.clear()
+        self.active_ces.clear()
+        self.receiving.clear()
+        return actions
+
+    @staticmethod
+    def _give(ce: ComputeEngine, op: AsyncOp, stream: AsyncOp | None) -> None:
+        """Hand ``op`` to ``ce``'s microthreads with its progress (a receive's data so far
+        written, as the engine writes it element by element)."""
+        op.express = False
+        if stream is not None and op.done:
+            op.out_view[: op.done] = stream.values[: op.done]  # type: ignore[index]
+        ce.ops.append(op)
+
+    def _land_item(self, t: int, item: tuple) -> None:
         kind = item[0]
         if kind == "arrive":
             _, r, colour, port, w = item
@@ -294,7 +491,7 @@ class LockstepPhase:
         while queue and queue[0][1] == TOKEN:
             w = queue.popleft()[2]
             self._later(t + self.engine.ramp_credit_latency, ("credit", ce.router, RAMP, colour))
-            ce._control(w)
+            ce.act_on_control(w)
 
     # -- routers ---------------------------------------------------------------------------------
     def _router(self, t: int, r: Router) -> bool:
@@ -345,7 +542,7 @@ class LockstepPhase:
             w = entry.buf[0]
             held[(port, colour)] -= 1
             if port is RAMP:
-                self._later(t + engine.ramp_latency, ("deliver", r.ce, colour, w))
+                self._later(t + engine.ramp_latency, ("deliver", self.ce_at[r.index], colour, w))
             else:
                 self._later(t + engine.hop_latency,
                             ("arrive", r.nbr[port], colour, OPPOSITE[port], w))  # fmt: skip
@@ -360,12 +557,12 @@ class LockstepPhase:
                 self.wavelets += 1
                 src = entry.src
                 if src is RAMP:
-                    self._later(t + engine.ramp_credit_latency, ("up", r.ce, colour))
+                    self._later(t + engine.ramp_credit_latency, ("up", self.ce_at[r.index], colour))
                 else:
                     self._later(t + engine.hop_credit_latency,
                                 ("credit", r.nbr[src], OPPOSITE[src], colour))  # fmt: skip
                 if w[1] == TOKEN:
-                    r._apply(colour, w[2])
+                    r.apply_commands(colour, w[2])
         return self.buffered[r.index] > 0
 
     # -- compute engines -------------------------------------------------------------------------
@@ -373,7 +570,7 @@ class LockstepPhase:
         if op.fab_in is not None:
             return bool(self.queues.get((ce.index, ce.colour_of_queue[op.fab_in])))
         c = ce.up_credits.get(op.out_colour)  # type: ignore[arg-type]
-        return (c if c is not None else ce._up_credit_count(op.out_colour)) > 0  # type: ignore[arg-type]
+        return (c if c is not None else ce.up_credit_count(op.out_colour)) > 0  # type: ignore[arg-type]
 
     def _ce(self, t: int, ce: ComputeEngine, ops: list[AsyncOp] | None) -> bool:
         """``ComputeEngine.step`` for the phase's operations on ``ce``: True while one of them
@@ -426,11 +623,13 @@ class LockstepPhase:
                     "inside the stream, or two streams mixed: not a plain broadcast)"
                 )
             op.done += 1
+            self.receiving[op] = stream
             if op.done == op.length:
+                del self.receiving[op]
                 op.out_view[:] = stream.values  # type: ignore[index]
                 ops.remove(op)
-                ce._finish(op, t)
-                self._drain(t, ce, colour, queue)  # (_finish drains the queue's control head)
+                ce.finish_op(op, t)
+                self._drain(t, ce, colour, queue)  # (finish_op drains the queue's control head)
             return
         colour = op.out_colour  # type: ignore[assignment]
         ce.up_credits[colour] -= 1
@@ -446,7 +645,7 @@ class LockstepPhase:
         op.done += 1
         if op.done == op.length:
             ops.remove(op)
-            ce._finish(op, t)
+            ce.finish_op(op, t)
 
 
 class VectorPhase(LockstepPhase):
@@ -469,9 +668,11 @@ class VectorPhase(LockstepPhase):
     cache misses) and put in the tables before the routers' or CEs' next pass. The phase moves
     only low-priority operations (the SDK's default), so it never steals issue cycles from a
     task; a medium or high one begins on the wavelet path (entry refused), and one beginning
-    during the phase is an error."""
+    during the phase makes it hand back. The tables number an entry's wavelets from its head
+    and a queue's from its reader's progress, one stream each: what breaks that (two streams
+    at once in one entry or queue, a route write to a live colour) also makes it hand back."""
 
-    def __init__(self, wafer: Any, colours: tuple[int, ...]) -> None:
+    def __init__(self, wafer: Wafer, colours: tuple[int, ...]) -> None:
         super().__init__(wafer, colours)
         engine = self.engine
         cfg = engine.cfg
@@ -490,13 +691,11 @@ class VectorPhase(LockstepPhase):
         for r in routers:
             for d in (Dir.N, Dir.E, Dir.S, Dir.W):
                 other = r.nbr.get(d)
-                if other is not None and hasattr(other, "routes"):
+                if isinstance(other, Router):  # (not an edge port)
                     nb[r.index, d] = other.index
         self.nb = nb
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
-        if any(r.ce.index != r.index for r in routers):
-            raise RouteError("lock-step phase: routers and compute engines are numbered apart")
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
         self._alloc()
 
@@ -533,10 +732,12 @@ class VectorPhase(LockstepPhase):
         self.running = z(n, bool)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
+        self.tok_due = z((n, 2), bool)  # a CE's stream on a slot waits for its TEARDOWN
         # flat views of the (n, 2) tables (and of ``cred`` per port): index 2 * router + slot
         self.cnt_f, self.hd_f, self.nlen_f = (x.reshape(-1) for x in (self.cnt, self.hd, self.nlen))
         self.sid_f, self.src_f, self.td_f = (x.reshape(-1) for x in (self.sid, self.src, self.td))
         self.txm_f, self.fresh_f = self.txm.reshape(-1), self.fresh.reshape(-1)
+        self.pend_f = self.pend.reshape(-1)
         self.cred_f = self.cred.reshape(-1)  # (index 8 * (2 * router + slot) + port)
         self.q_f, self.qsid_f = self.q.reshape(-1), self.qsid.reshape(-1)
         self.up_f, self.ssid_f = self.up.reshape(-1), self.ssid.reshape(-1)
@@ -574,7 +775,7 @@ class VectorPhase(LockstepPhase):
         self.rrv[:, :5] = [r.rr for r in routers]
         self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
                             for r in routers for c, k in self.slot.items()}  # fmt: skip
-        ces = [r.ce for r in routers]
+        ces = self.ce_at
         self.running[:] = [ce.running is not None for ce in ces]
         self.hold_from[:] = [ce.hold_from for ce in ces]
         self.busy_until[:] = [ce.busy_until for ce in ces]
@@ -583,7 +784,7 @@ class VectorPhase(LockstepPhase):
         if port != RAMP:
             return self.buf_wavelets
         try:
-            return r.ce.down_credits(colour)
+            return self.ce_at[r.index].down_credits(colour)
         except RouteError:
             return 0  # (the CE takes no wavelets of the colour)
 
@@ -646,6 +847,12 @@ class VectorPhase(LockstepPhase):
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
             e = 2 * router.index + self.slot[colour]
+            told = self.routes_told
+            if not (told[e][0] if e in told else self.td_f[e]):
+                # A write to a colour out of teardown could cut or join a stream's tree
+                # mid-stream, whose wavelets the tables number from its start: the engine's.
+                self._hand_back(self.engine.now_cycle())
+                return
             # (noted now, while the route is in cache; the tables take it at the routers' pass)
             self.routes_told[e] = self._route_state(router.routes.get(colour))
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
@@ -656,20 +863,40 @@ class VectorPhase(LockstepPhase):
         # a little-endian word)
         return self.engine.cfg.arbitration == "round_robin" and sys.byteorder == "little"
 
+    def _receive_fits(self, op: AsyncOp, i: int, k: int) -> bool:
+        """Whether the tables can hold the receive ``op`` as it begins on slot ``k`` of CE
+        ``i``: it takes the whole stream its queue holds. (The tables also hold one operation
+        per kind and colour, and a stream's TEARDOWN right behind its data: a send begins when
+        none is due, a control send when one is; ``take`` checks those.)"""
+        e = 2 * i + k
+        if self.q_f[e]:
+            return self.streams[int(self.qsid_f[e])].length == op.length
+        return (i, k) not in self.qtok
+
     def take(self, ce: ComputeEngine, op: AsyncOp) -> bool:
         kind = self._kind(op)
         if kind is not None and op.priority < self.low:
             kind = None  # it would take issue cycles from tasks: not moved by the phase
+        i = ce.index
+        k = o = 0
+        if kind is not None:
+            if kind == "recv":
+                k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
+            else:
+                k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
+            if self.on and (
+                self.oact[i, 2 * o + k]
+                or (self.tok_due[i, k] if o == 1 else not self.tok_due[i, k] if o == 2
+                    else (self.q_f[2 * i + k] or self.qtok) and not self._receive_fits(op, i, k))
+            ):  # fmt: skip
+                kind = None  # (a second of its kind, a stream without its TEARDOWN, ...)
         if not self._admit(ce, op, kind, self.engine.now_cycle()):
             return False
-        i = ce.index
-        if kind == "recv":
-            k, o = self.slot[ce.colour_of_queue[op.fab_in]], 0  # type: ignore[index]
-        else:
-            k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
         j = 2 * o + k
-        if self.oact[i, j]:
-            raise RouteError(f"{ce.path}: two phase operations of one kind on one colour")
+        if o == 1:
+            self.tok_due[i, k] = True
+        elif o == 2:
+            self.tok_due[i, k] = False
         self.oact[i, j] = True
         self.odone[i, j] = 0
         self.olen[i, j] = op.length
@@ -687,21 +914,32 @@ class VectorPhase(LockstepPhase):
 
     # -- the cycle -------------------------------------------------------------------------------
     def step(self, t: int) -> bool:
+        if self.handing:
+            return self._handing_step(t)
         if t < self.quiet_until:
             self.quiet_cycles += 1
             return True  # provably nothing changes this cycle (see _quiet)
         self.stirred = False
         landed = self._land(t)
+        if landed is None:  # something the tables cannot hold: the engine takes over
+            self._hand_back(t)
+            return self._handing_step(t)
         sent = self._routers(t)
         moved = self._ces(t) or sent
         if moved:
             self.horizon = t + self.ring  # what moved lands before then
-        if t < self.horizon or self.left or self.qtok or self.cnt.any() or self.q.any():
+        if self.left or self.qtok or self._in_flight() or self.cnt.any() or self.q.any():
             if not (moved or landed or self.stirred):
                 self.quiet_until = self._quiet(t)
             return True
         self._finish_phase()
         return False
+
+    def _in_flight(self) -> bool:
+        """Whether anything the phase sent has still to land (it ends in the cycle the last
+        of it lands, as the engine's last due action would)."""
+        return bool(self.arrivals or self.deliveries or self.credits or self.upcredits
+                    or self.tok_arrive or self.tok_deliver)  # fmt: skip
 
     def _quiet(self, t: int) -> int:
         """After a cycle in which nothing landed, moved or was told to the phase: the next
@@ -720,46 +958,71 @@ class VectorPhase(LockstepPhase):
                 return u
         return end
 
-    def _land(self, t: int) -> bool:
-        """What lands this cycle; True if anything did."""
+    def _land(self, t: int) -> bool | None:
+        """What lands this cycle; True if anything did, None if something the tables cannot
+        hold would (it is left to land through the engine: see :meth:`_unfit_arrivals`)."""
         landed = False
+        toks = self.tok_arrive.pop(t, None)
+        if toks:  # (first: a batch below that counts a TEARDOWN finds it buffered)
+            landed = True
+            for i, k, w in toks:
+                self.tokw.setdefault((i, k), []).append(w)
         batches = self.arrivals.pop(t, None)
         if batches:
             landed = True
             cnt, src, sid, nlen = self.cnt_f, self.src_f, self.sid_f, self.nlen_f
-            for e, port, stream, length, m in batches:
+            for b, (e, port, stream, length, seq, m) in enumerate(batches):
+                new = sid[e] != stream
+                if np.count_nonzero(new):
+                    if self._unfit_arrivals(e, new):
+                        self.arrivals[t] = batches[b:]
+                        return None
+                    self.hd_f[e[new] if np.ndim(e) else e] = seq[new] if np.ndim(seq) else seq
                 src[e] = port
                 sid[e] = stream
                 nlen[e] = length
                 cnt[e] += m
-        toks = self.tok_arrive.pop(t, None)
-        if toks:
-            landed = True
-            for i, k, w in toks:
-                self.tokw.setdefault((i, k), []).append(w)
         batches = self.deliveries.pop(t, None)
         if batches:
             landed = True
             q, qsid = self.q_f, self.qsid_f
-            for e, stream, m in batches:
+            for b, (e, stream, length, _, m) in enumerate(batches):
+                new = qsid[e] != stream
+                if (np.count_nonzero(new) or self.qtok) and self._unfit_deliveries(e, new, length):
+                    self.deliveries[t] = batches[b:]
+                    return None
                 qsid[e] = stream
                 q[e] += m
         toks = self.tok_deliver.pop(t, None)
         if toks:
             landed = True
-            routers = self.engine.routers
-            for i, k, w in sorted(toks, key=lambda e: (e[0], e[1])):
-                ce = routers[i].ce
-                q = ce.queue_of_colour.get(self.cols[k])
-                if q is None:
+            toks.sort(key=lambda e: (e[0], e[1]))
+            qtok = self.qtok
+            for j, (i, k, w) in enumerate(toks):
+                ce = self.ce_at[i]
+                queue_id = ce.queue_of_colour.get(self.cols[k])
+                if queue_id is None:
                     raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
-                if q in ce.ops_in:  # behind the data its reader has still to take
+                # Held only right behind the last element of the stream its reader takes whole
+                # (or, with no reader and nothing queued, acted on at once); not behind another.
+                e = 2 * i + k
+                queued = self.q_f[e]
+                reading = self.oact[i, k]
+                if (i, k) in qtok or (
+                    queue_id in ce.ops_in
+                    if not (queued or reading)
+                    else (self.odone[i, k] if reading else 0) + queued
+                    != self.streams[self.qsid_f[e]].length
+                ):
+                    self.tok_deliver[t] = toks[j:]
+                    return None
+                if queue_id in ce.ops_in:  # behind the data its reader has still to take
                     self.qtok[(i, k)] = w
-                elif q in ce.data_task_of_queue:
+                elif queue_id in ce.data_task_of_queue:
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
                 elif self.q_f[2 * i + k] == 0:
                     self._credit_ramp(t, i, k, 1)
-                    ce._control(w)
+                    ce.act_on_control(w)
                 else:
                     self.qtok[(i, k)] = w
         batches = self.credits.pop(t, None)
@@ -775,6 +1038,32 @@ class VectorPhase(LockstepPhase):
             for e, m in batches:
                 up[e] += m
         return landed
+
+    def _unfit_arrivals(self, e: Any, new: Any) -> bool:
+        """Whether wavelets of a new stream (``new``: per entry of ``e``) reach entries that
+        still hold another stream's, or reach one entry from two sides at once (an entry
+        holds one stream, numbered from its head)."""
+        fresh = np.atleast_1d(e)[np.atleast_1d(new)]
+        return bool(self.cnt_f[fresh].any()) or len(set(fresh.tolist())) != fresh.size
+
+    def _unfit_deliveries(self, e: Any, new: Any, length: Any) -> bool:
+        """Whether data reaching CE queues (``e``) cannot be held: a new stream's (``new``)
+        where another's is queued or half read, or one whose length is not its reader's; any
+        behind a queued TEARDOWN."""
+        es = np.atleast_1d(e)
+        if self.qtok and any(2 * i + k in set(es.tolist()) for i, k in self.qtok):
+            return True
+        fresh = es[np.atleast_1d(new)]
+        if not fresh.size:
+            return False
+        i, k = fresh >> 1, fresh & 1
+        lengths = np.broadcast_to(length, es.shape)[np.atleast_1d(new)]
+        reading = self.oact[i, k]
+        return bool(
+            self.q_f[fresh].any()
+            or (reading & (self.odone[i, k] > 0)).any()
+            or (reading & (self.olen[i, k] != lengths)).any()
+        )
 
     def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
         self._send(self.credits, t + self.lat[3], ((2 * i + k) * 8 + _RAMP, m))
@@ -822,14 +1111,15 @@ class VectorPhase(LockstepPhase):
         if mesh.any():
             em, pm = e[mesh], pi[mesh]
             dst = self.nb[em >> 1, pm] * 2 + ki[mesh]
-            self._send(self.arrivals, t + hop,
-                       (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], 1))  # fmt: skip
+            sent = (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], self.hd_f[em], 1)
+            self._send(self.arrivals, t + hop, sent)
         ramp = ~mesh
         if ramp.any():
             er = e[ramp]
             er = er[self.hd_f[er] != self.nlen_f[er]]  # (a TEARDOWN is not data)
             if er.size:
-                self._send(self.deliveries, t + lr, (er, self.sid_f[er], 1))
+                self._send(self.deliveries, t + lr,
+                           (er, self.sid_f[er], self.nlen_f[er], self.hd_f[er], 1))  # fmt: skip
         if tok_sent.any():
             te = np.flatnonzero(tok_sent)
             ports = wb.reshape(2 * n, 8)[te, :5].tolist()
@@ -873,7 +1163,7 @@ class VectorPhase(LockstepPhase):
                     if not toks:
                         del self.tokw[(i, k)]
                     r = routers[i]
-                    r._apply(self.cols[k], w)
+                    r.apply_commands(self.cols[k], w)
                     # teardown now (and any switch)
                     told[e_] = self._route_state(r.routes.get(self.cols[k]))
         return True
@@ -921,9 +1211,10 @@ class VectorPhase(LockstepPhase):
             e = i * 2 + k
             m = np.minimum(np.minimum(width[sd], self.up_f[e]), r_[sd])
             self.up_f[e] -= m
-            self.odone[i, best[sd]] += m
+            seq = self.odone[i, best[sd]]
+            self.odone[i, best[sd]] = seq + m
             self._send(self.arrivals, t + lr,
-                       (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], m))  # fmt: skip
+                       (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], seq, m))  # fmt: skip
         ct = bo == 2
         if ct.any():
             for i, k in zip(ci[ct].tolist(), bk[ct].tolist(), strict=True):
@@ -936,14 +1227,13 @@ class VectorPhase(LockstepPhase):
                     w.flow = op.flow_out
                 self._send(self.tok_arrive, t + lr, (i, k, w))
                 # the token belongs to the stream just sent: its sequence number is the length
-                self._send(self.arrivals, t + lr,
-                           (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], 1))  # fmt: skip
+                n = self.olen[i, 2 + k]
+                self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], n, n, 1))
         fin = self.oact & (self.odone == self.olen)
         if fin.view(np.uint64).any():
-            routers = self.engine.routers
             for f in np.flatnonzero(fin).tolist():  # (CE index order, then kind and slot)
                 i, j = f >> 3, f & 7
-                self._complete(t, routers[i].ce, j >> 1, i, j & 1)
+                self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
@@ -955,22 +1245,120 @@ class VectorPhase(LockstepPhase):
         op.done = op.length
         if o == 0:
             op.out_view[:] = self.streams[int(self.qsid[i, k])].values
-        ce._finish(op, t)
+        ce.finish_op(op, t)
         if o == 0:
             w = self.qtok.pop((i, k), None)
             if w is not None and self.q[i, k] == 0:
                 self._credit_ramp(t, i, k, 1)
-                ce._control(w)
+                ce.act_on_control(w)
             elif w is not None:
                 self.qtok[(i, k)] = w
 
     def _finish_phase(self) -> None:
         self.on = False
+        self._write_back()
+
+    def _materialise(self) -> dict[int, list[Action]]:
+        """:meth:`LockstepPhase._materialise` from the tables: an entry's wavelets are its
+        stream's from the head's sequence number on (its TEARDOWN at the stream's length), a
+        queue's from its reader's progress on; what is in flight is numbered by the batches'
+        first sequence numbers, in landing order."""
+        self._read_routes()
+        self._write_back()
+        engine = self.engine
+        routers = engine.routers
+        cols, streams = self.cols, self.streams
+        tokens: dict[int, deque[Any]] = {}  # entry -> its TEARDOWNs, buffered then in flight
+        for (i, k), ws in self.tokw.items():
+            tokens.setdefault(2 * i + k, deque()).extend(ws)
+        for u in sorted(self.tok_arrive):
+            for i, k, w in self.tok_arrive[u]:
+                tokens.setdefault(2 * i + k, deque()).append(w)
+
+        def wavelet(e: int, sid: int, n: int, seq: int) -> Wavelet:
+            if seq == n:
+                return tokens[e].popleft()
+            return Wavelet(float(streams[sid].values[seq]))
+
+        to_step = set()
+        for e in np.flatnonzero(self.cnt_f).tolist():
+            i, k = e >> 1, e & 1
+            r, colour = routers[i], cols[k]
+            sid, n, hd = int(self.sid_f[e]), int(self.nlen_f[e]), int(self.hd_f[e])
+            key = (Dir(int(self.src_f[e])), colour)
+            buf = r.bufs.get(key)
+            if buf is None:
+                buf = r.bufs[key] = deque()
+            c = int(self.cnt_f[e])
+            buf.extend(wavelet(e, sid, n, s) for s in range(hd, hd + c))
+            r.buffered += c
+            if not self.fresh_f[e]:
+                pend = int(self.pend_f[e])
+                r.pending[key] = [p for p in r.routes[colour].current.tx if pend >> (8 * p) & 1]
+            to_step.add(i)
+        self.to_step = [routers[i] for i in sorted(to_step)]
+        for e in np.flatnonzero(self.q_f).tolist():
+            i, k = e >> 1, e & 1
+            ce, colour = self.ce_at[i], cols[k]
+            sid = int(self.qsid_f[e])
+            first = int(self.odone[i, k]) if self.oact[i, k] else 0
+            values = streams[sid].values
+            queue = ce.in_queues[ce.queue_of_colour[colour]]
+            queue.extend(Wavelet(float(values[s])) for s in range(first, first + int(self.q_f[e])))
+        for (i, k), w in self.qtok.items():
+            ce = self.ce_at[i]
+            ce.in_queues[ce.queue_of_colour[cols[k]]].append(w)
+        gave = set()
+        for (o, i, k), op in self.oref.items():  # (in the order they began)
+            j = 2 * o + k
+            op.done = int(self.odone[i, j])
+            op.issues = int(self.oissues[i, j])
+            ce = self.ce_at[i]
+            self._give(ce, op, streams[int(self.qsid[i, k])] if o == 0 else None)
+            gave.add(i)
+        for i in sorted(gave):
+            engine.activate_endpoint(self.ce_at[i])
+        actions: dict[int, list[Action]] = {}
+        due = (self.arrivals, self.deliveries, self.tok_deliver, self.credits, self.upcredits)
+        for u in sorted(set().union(*due)):
+            acts = actions[u] = []
+            for batch in self.arrivals.get(u, ()):
+                for e, port, sid, n, seq, m in _rows(*batch):
+                    r, colour, side = routers[e >> 1], cols[e & 1], Dir(port)
+                    for s in range(seq, seq + m):
+                        w = wavelet(e, sid, n, s)
+                        acts.append((r.receive, (side, colour, w)))
+            for batch in self.deliveries.get(u, ()):
+                for e, sid, _, seq, m in _rows(*batch):
+                    ce, colour = self.ce_at[e >> 1], cols[e & 1]
+                    values = streams[sid].values
+                    for s in range(seq, seq + m):
+                        acts.append((ce.fabric_deliver, (colour, Wavelet(float(values[s])))))
+            for i, k, w in sorted(self.tok_deliver.get(u, ()), key=lambda x: (x[0], x[1])):
+                acts.append((self.ce_at[i].fabric_deliver, (cols[k], w)))
+            for f, m in self.credits.get(u, ()):
+                for f_, m_ in _rows(f, m):
+                    e, port = f_ >> 3, f_ & 7
+                    r, colour = routers[e >> 1], cols[e & 1]
+                    act = (r.ramp_credit, (colour,)) if port == _RAMP else (
+                        r.return_credit, (Dir(port), colour))  # fmt: skip
+                    acts.extend([act] * m_)
+            for e, m in self.upcredits.get(u, ()):
+                for e_, m_ in _rows(e, m):
+                    ce, colour = self.ce_at[e_ >> 1], cols[e_ & 1]
+                    acts.extend([(ce.up_credit, (colour,))] * m_)
+        self._alloc()
+        return actions
+
+    def _write_back(self) -> None:
+        """The round-robin state, the wavelets forwarded and the credits into the routers and
+        CEs."""
         routers = self.engine.routers
         fws = self.fw.sum(axis=1).tolist()
         for r, rr, fw in zip(routers, self.rrv[:, :5].tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
+        self.fw[:] = 0
         if (self.cred == self.home).all() and (self.up == self.wafer.cfg.fabric.ramp_credits).all():
             return  # every credit home, as at entry: the tables are as they were
         for r in routers:  # (not reached when the phase ends with nothing in flight)
@@ -980,7 +1368,13 @@ class VectorPhase(LockstepPhase):
                     key = (Dir(port), c)
                     if key in r.credits or self.cred[i, k, port] != self.home[i, k, port]:
                         r.credits[key] = int(self.cred[i, k, port])
-                r.ce.up_credits[c] = int(self.up[i, k])
+                self.ce_at[i].up_credits[c] = int(self.up[i, k])
+
+
+def _rows(*columns: Any) -> Any:
+    """The rows of a batch whose columns are index arrays or scalars, as Python ints."""
+    arrays = np.broadcast_arrays(*(np.atleast_1d(c) for c in columns))
+    return zip(*(a.tolist() for a in arrays), strict=True)
 
 
 _OPP = np.array([Dir.S, Dir.W, Dir.N, Dir.E, Dir.RAMP, -1, -1, -1], np.int64)

@@ -25,6 +25,7 @@ from pe.ce import ComputeEngine
 from pe.config import PeConfig
 from pe.isa import TensorUnit
 from pe.memory import Sram, SramArena
+from pe.ops import AsyncOp
 from pe.program import Layout, PeBuilder
 from simcore.component import Component
 from simcore.config import param, section
@@ -32,6 +33,7 @@ from simcore.errors import BuildError
 from simcore.sim import Simulation
 from simcore.stepping import CycleScheduler
 from simcore.tracing import TraceLevel
+from wafer.lockstep import LockstepPhase, VectorPhase
 
 MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (docs/wafer/hardware.md)
 
@@ -58,15 +60,28 @@ class CeTiming:
     timestamp_cycles: int = param(1, "cycles to read the timestamp counter", min=0)
 
 
+#: The wafer's engines, each a value of ``WaferConfig.fidelity`` (see its description): every
+#: one gives the same cycles, marks and data (tests/test_conformance.py). ``fast``, the
+#: default, is not an engine of its own but a choice among them (express, plus the array phase
+#: where the program says it pays).
+ENGINES = ("reference", "express", "lockstep-scalar", "lockstep-array")
+Fidelity = Literal["fast", "reference", "express", "lockstep-scalar", "lockstep-array"]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WaferConfig:
     clock_hz: int = param(
         850_000_000, "wafer clock (the SDK measurements ran at 850 MHz; design 1.1 GHz)", min=1
     )
-    fidelity: Literal["fast", "reference"] = param(
+    fidelity: Fidelity = param(
         "fast",
-        "fabric model: 'reference' steps every wavelet through every router; 'fast' moves "
-        "uncontended streams as express streams (same cycles) and the rest wavelet by wavelet",
+        "how the fabric is simulated (the same cycles, marks and data whichever: speed only): "
+        "'reference' steps every wavelet through every router; 'express' moves an uncontended "
+        "stream as one express stream and the rest wavelet by wavelet; 'lockstep-scalar' and "
+        "'lockstep-array' add the lock-step phase (written out per part, or on arrays) for the "
+        "broadcasts on the colours the program declares (Layout.lockstep_colours); 'fast' is "
+        "'express' plus the array phase where the program says it pays (docs/design.md, "
+        "'Fidelities: one answer, several engines')",
     )
     fabric: FabricConfig = section(FabricConfig, "routers, links and ramps")
     pe: PeConfig = section(PeConfig, "processing element: SRAM, pipeline, instruction costs")
@@ -108,8 +123,10 @@ class Wafer(Component):
         self.cfg = cfg
         self.layout = layout
         self.sched = CycleScheduler(self, ("routers", "endpoints"))
-        self.engine = FabricEngine(self.sched, cfg.fabric, layout.width, layout.height)
-        self.engine.fast = cfg.fidelity == "fast"
+        self.engine: FabricEngine[ComputeEngine, AsyncOp] = FabricEngine(
+            self.sched, cfg.fabric, layout.width, layout.height
+        )
+        self.engine.fast = cfg.fidelity != "reference"  # express streams
         self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
         self.flows_issued = 0  # trace flow ids handed out by the compute engines (tracing only)
         self.sram_arena = SramArena()  # the PEs' SRAMs: only touched pages cost memory
@@ -146,6 +163,21 @@ class Wafer(Component):
                     "(fabric.filters_per_pe)"
                 )
             self.pes[xy].router.filters.update(filters)
+        self.engine.lockstep = self.lockstep_phase()
+
+    def lockstep_phase(self) -> LockstepPhase | None:
+        """The lock-step phase the fidelity asks for, on the colours the program declares
+        (none if it declares none): both forms in their fidelities, the array form in 'fast'
+        if the program says it pays there (``Layout.lockstep_pays``: a speed hint)."""
+        colours = self.layout.lockstep_colours
+        fidelity = self.cfg.fidelity
+        if not colours or fidelity in ("reference", "express"):
+            return None
+        if fidelity == "lockstep-scalar":
+            return LockstepPhase(self, colours)
+        if fidelity == "fast" and not self.layout.lockstep_pays:
+            return None
+        return VectorPhase(self, colours)
 
     def check(self) -> None:
         limit = self.cfg.fabric.switch_positions

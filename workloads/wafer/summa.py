@@ -55,7 +55,6 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from simcore.tracing import TraceLevel
 from wafer.collectives import Collectives
-from wafer.lockstep import VectorPhase
 from wafer.system import MAX_WIDTH, Wafer, WaferConfig
 from workloads.wafer import calibration
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
@@ -65,24 +64,24 @@ from workloads.wafer.footprint import wafer as wafer_footprint
 #: fmacs, the reference the batch is tested against). Traces at ops level always take the
 #: per-instruction path, so every fmacs is a slice.
 BATCHED_LOOP = True
+OPS_LEVEL = TraceLevel.OPS  # (a module name: an enum member read off its class costs per call)
 
-#: Move each step's two broadcasts with the lock-step phase (:mod:`wafer.lockstep`) in the fast
-#: fidelity (same cycles and bits; ``False``: wavelet by wavelet, the reference it is tested
-#: against). The phase takes itself out when traces are on.
-LOCKSTEP = True
-
-#: The phase costs some array operations per cycle of a broadcast window whatever it moves, and
-#: a visit of every PE at its entry and exit; below this many wavelet arrivals per cycle
+#: Whether the lock-step phase (:mod:`wafer.lockstep`) moves each step's two broadcasts is the
+#: wafer's fidelity's choice (``wafer.fidelity``): the lock-step fidelities always, 'fast' where
+#: the program says it pays (``Layout.lockstep_pays``, from :func:`lockstep_pays`). The phase
+#: costs some array operations per cycle of a broadcast window whatever it moves, and a visit of
+#: every PE at its entry and exit; below this many wavelet arrivals per cycle
 #: (:func:`lockstep_rate`), or with streams shorter than ``LOCKSTEP_MIN_WORDS`` (windows of
 #: set-up with little to move), the wavelet path is the cheaper one (measured with
 #: ``bench/summa_gate.py``: docs/wafer/performance.md, "Where the lock-step phase pays"). Speed
-#: only: both give the same cycles and bits.
+#: only: every fidelity gives the same cycles and bits.
 LOCKSTEP_MIN_RATE = 10.0
 LOCKSTEP_MIN_WORDS = 16
 
 
 def lockstep_pays(p: SummaParams) -> bool:
-    """Whether SUMMA moves its broadcasts with the lock-step phase (speed only)."""
+    """Whether the lock-step phase pays for SUMMA's broadcasts, so the 'fast' fidelity uses it
+    (speed only)."""
     return p.mt * p.mt >= LOCKSTEP_MIN_WORDS and lockstep_rate(p) >= LOCKSTEP_MIN_RATE
 
 
@@ -187,150 +186,202 @@ def _columns(buf: MemDsd, mt: int) -> list[MemDsd]:
 
 
 def build(sim: Simulation, p: SummaParams) -> SummaRun:
+    """Lay SUMMA's program out on P x P PEs and build the wafer that runs it."""
     p.check()
     a_mat, b_mat = inputs(p)
     run = SummaRun(None, a_mat, b_mat, {})  # type: ignore[arg-type]
-    mt, steps = p.mt, p.p
+    layout = Layout(p.p, p.p)
+    layout.set_rectangle_code(SummaProgram(p, run).code)
+    # The program's data colours (Collectives.x's and .y's) carry only the two broadcasts; the
+    # lock-step fidelities move them in lock step, and 'fast' does where that pays.
+    layout.lockstep_colours = (0, 2)
+    layout.lockstep_pays = lockstep_pays(p)
+    run.wafer = Wafer(sim, p.wafer, layout)
+    return run
 
-    mtp = p.microthread_priority
-    if mtp == "auto":
-        mtp = "medium" if p.overlap else "low"
 
-    shared_costs: dict[tuple[int, int], int] = {}  # (C, A_k) bank phases -> a step's cycles
-    scratch = np.empty((mt + 1, mt, mt), np.float32)  # batched's products and running sums
-    period = p.wafer.pe.bank_interleave_bytes * p.wafer.pe.sram_banks
+def microthread_priority(p: SummaParams) -> str:
+    """The broadcasts' microthread priority: ``auto`` is medium with overlap, else low."""
+    if p.microthread_priority == "auto":
+        return "medium" if p.overlap else "low"
+    return p.microthread_priority
 
-    def code(pe: PeBuilder) -> None:
-        coll = Collectives(pe, microthreads=mtp)
+
+class SummaProgram:
+    """What the PEs' programs share: the parameters, the run (its matrices, and where each PE
+    keeps its C block), and the batched loop's cycle costs and scratch space."""
+
+    def __init__(self, p: SummaParams, run: SummaRun) -> None:
+        self.p = p
+        self.run = run
+        self.priority = microthread_priority(p)
+        self.shared_costs: dict[tuple[int, int], int] = {}  # (C, A_k) bank phases -> cycles
+        self.scratch = np.empty((p.mt + 1, p.mt, p.mt), np.float32)  # products, running sums
+        self.bank_period = p.wafer.pe.bank_interleave_bytes * p.wafer.pe.sram_banks
+
+    def code(self, pe: PeBuilder) -> None:
+        """The PE code (the layout runs it for every PE)."""
+        PeProgram(self, pe)
+
+
+class PeProgram:
+    """One PE's program, as CSL would write it: its buffers, its PE-level variables
+    (:class:`PeState`) and its four tasks (``main``, the two broadcasts' callbacks, ``compute``).
+    """
+
+    def __init__(self, prog: SummaProgram, pe: PeBuilder) -> None:
+        p = prog.p
+        mt = p.mt
+        self.prog = prog
+        self.pe = pe
+        self.mt = mt
+        self.steps = p.p
+        self.coll = Collectives(pe, microthreads=prog.priority)
         # Flat column-major blocks; with_length(mt) makes the column descriptor of column 0.
-        a = pe.array("A", _block(a_mat, pe.x, pe.y, mt))
-        b = pe.array("B", _block(b_mat, pe.x, pe.y, mt))
-        c = pe.zeros("C", mt * mt)
-        temps = 2 if p.overlap else 1
-        ap = [pe.zeros(f"Ap{i}", mt * mt) for i in range(temps)]
-        bp = [pe.zeros(f"Bp{i}", mt * mt) for i in range(temps)]
-        run.c[(pe.x, pe.y)] = c
-        state = PeState()
+        self.a = pe.array("A", _block(prog.run.a, pe.x, pe.y, mt))
+        self.b = pe.array("B", _block(prog.run.b, pe.x, pe.y, mt))
+        self.c = pe.zeros("C", mt * mt)
+        self.temps = 2 if p.overlap else 1
+        self.ap = [pe.zeros(f"Ap{i}", mt * mt) for i in range(self.temps)]
+        self.bp = [pe.zeros(f"Bp{i}", mt * mt) for i in range(self.temps)]
+        prog.run.c[(pe.x, pe.y)] = self.c
+        self.state = PeState()
         # Column descriptors, moved once at build time as @increment_dsd_offset would move them
         # in the loop (the cost of that arithmetic is in loop_overhead_cycles).
-        c_cols = _columns(c, mt)
-        a_cols = {buf.name: _columns(buf, mt) for buf in (a, *ap)}
-
-        def a_of(step: int) -> MemDsd:
-            return a if pe.x == step else ap[step % temps]
-
-        def b_of(step: int) -> MemDsd:
-            return b if pe.y == step else bp[step % temps]
-
-        def start_step(t: Any, step: int) -> None:
-            t.block(COMPUTE)
-            coll.x.broadcast(t, step, a_of(step), X_DONE)
-            coll.y.broadcast(t, step, b_of(step), Y_DONE)
-
-        @pe.local_task(id=MAIN)
-        def main(t: Any) -> None:
-            t.mark("start")
-            start_step(t, 0)
-
-        @pe.local_task(id=X_DONE)
-        def x_done(t: Any) -> None:
-            t.mark(f"x{state.step}")
-            t.activate(COMPUTE)
-
-        @pe.local_task(id=Y_DONE)
-        def y_done(t: Any) -> None:
-            t.mark(f"y{state.step}")
-            t.unblock(COMPUTE)
-
-        loop_costs: dict[str, int] = {}  # A buffer -> cycles of a step's Mt² fmacs
-        views: dict[str, np.ndarray] = {}  # batched's views of C and the A and B buffers
-        unit = pe.ce.tensor_unit
-
-        def batched(t: Any, step: int) -> None:
-            """The loop's fast path: the same Mt² fmacs, their cycles summed from the tensor
-            unit's cost of each (the general path's), their results from all Mt³ FP32 products at
-            once and a running sum over k (each element sees the same products and adds in the
-            same order)."""
-            a_k = a_of(step)
-            cost = loop_costs.get(a_k.name)
-            if cost is None:
-                # An fmacs's cost depends on its operands' places in the bank pattern only, so
-                # PEs whose buffers start alike there share the sum.
-                key = (c.base % period, a_k.base % period)
-                cost = shared_costs.get(key)
-                if cost is None:
-                    cols = a_cols[a_k.name]
-                    cost = shared_costs[key] = sum(
-                        unit.cost("fmacs", mt, dst=c_j, srcs=(c_j, a_kk, None))
-                        for a_kk in cols
-                        for c_j in c_cols
-                    )
-                loop_costs[a_k.name] = cost
-            whole, state.loop_debt = loop_debt(state.loop_debt, p.loop_overhead_cycles, mt * mt)
-            t.now += cost + whole
-            pe.ce.instructions += mt * mt
-            # Row-major views of the column-major blocks, made on a PE's first step: cT[j, i] is
-            # C[i, j]; a_views[k, 0, i] is A[i, k]; b_views[k, j, 0] is B[k, j].
-            if not views:
-                sram = pe.ce.sram
-                views["C"] = sram.view(c.base, "f32", mt * mt).reshape(mt, mt)
-                for buf in (a, *ap):
-                    views["a" + buf.name] = sram.view(buf.base, "f32", mt * mt).reshape(mt, 1, mt)
-                for buf in (b, *bp):
-                    views["b" + buf.name] = (
-                        sram.view(buf.base, "f32", mt * mt).reshape(mt, mt).T[:, :, None]
-                    )
-            c_t = views["C"]
-            # scratch[k + 1, j, i] = A[i, k]·B[k, j] (FP32 products), scratch[0] = C; the running
-            # sums over k are C + A[:, 0]B[0, :] + ... in that order, as the fmacs add them.
-            scratch[0] = c_t
-            np.multiply(views["a" + a_k.name], views["b" + b_of(step).name], out=scratch[1:])
-            np.add.accumulate(scratch, axis=0, out=scratch)
-            c_t[...] = scratch[mt]
-
-        ops_level = TraceLevel.OPS  # (read once: an enum member off its class costs per call)
-
-        @pe.local_task(id=COMPUTE)
-        def compute(t: Any) -> None:
-            step = state.step
-            t.mark(f"c{step}")
-            if p.overlap and step + 1 < steps:
-                start_step(t, step + 1)
-            if BATCHED_LOOP and pe.ce.trace_level < ops_level:
-                batched(t, step)
-            else:
-                a_k_cols = a_cols[a_of(step).name]
-                b_vals = pe.read(b_of(step)).tolist()  # the scalars b (in the loop overhead)
-                op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without a wrapper per call
-                overhead = p.loop_overhead_cycles
-                debt = state.loop_debt
-                for k in range(mt):
-                    a_k = a_k_cols[k]
-                    for j in range(mt):
-                        c_j = c_cols[j]
-                        op("fmacs", c_j, c_j, a_k, b_vals[j * mt + k])
-                        debt += overhead
-                        whole = int(debt)
-                        t.now += whole
-                        debt -= whole
-                state.loop_debt = debt
-            t.mark(f"e{step}")
-            state.step = step + 1
-            if state.step == steps:
-                t.mark("end")
-            elif not p.overlap:
-                start_step(t, state.step)
-
+        self.c_cols = _columns(self.c, mt)
+        self.a_cols = {buf.name: _columns(buf, mt) for buf in (self.a, *self.ap)}
+        self.loop_costs: dict[str, int] = {}  # A buffer -> cycles of a step's Mt² fmacs
+        self.views: dict[str, np.ndarray] = {}  # batched's views of C and the A and B buffers
+        self.unit = pe.ce.tensor_unit
+        pe.local_task(id=MAIN)(self.main)
+        pe.local_task(id=X_DONE)(self.x_done)
+        pe.local_task(id=Y_DONE)(self.y_done)
+        pe.local_task(id=COMPUTE)(self.compute)
         pe.block(COMPUTE)
-        pe.start(main)
+        pe.start(MAIN)
 
-    layout = Layout(steps, steps)
-    layout.set_rectangle_code(code)
-    run.wafer = Wafer(sim, p.wafer, layout)
-    if LOCKSTEP and p.wafer.fidelity == "fast" and lockstep_pays(p):
-        # The program's data colours carry only the two broadcasts while they run.
-        run.wafer.engine.lockstep = VectorPhase(run.wafer, (0, 2))
-    return run
+    def a_of(self, step: int) -> MemDsd:
+        """Step ``step``'s A block on this PE: its own on column ``step``, else a temporary."""
+        return self.a if self.pe.x == step else self.ap[step % self.temps]
+
+    def b_of(self, step: int) -> MemDsd:
+        return self.b if self.pe.y == step else self.bp[step % self.temps]
+
+    def start_step(self, t: Any, step: int) -> None:
+        t.block(COMPUTE)
+        self.coll.x.broadcast(t, step, self.a_of(step), X_DONE)
+        self.coll.y.broadcast(t, step, self.b_of(step), Y_DONE)
+
+    # -- tasks -------------------------------------------------------------------------------
+    def main(self, t: Any) -> None:
+        t.mark("start")
+        self.start_step(t, 0)
+
+    def x_done(self, t: Any) -> None:
+        t.mark(f"x{self.state.step}")
+        t.activate(COMPUTE)
+
+    def y_done(self, t: Any) -> None:
+        t.mark(f"y{self.state.step}")
+        t.unblock(COMPUTE)
+
+    def compute(self, t: Any) -> None:
+        """C += A_k·B_k, then the next step (with overlap, its broadcasts first)."""
+        state = self.state
+        step = state.step
+        t.mark(f"c{step}")
+        overlap = self.prog.p.overlap
+        if overlap and step + 1 < self.steps:
+            self.start_step(t, step + 1)
+        if BATCHED_LOOP and self.pe.ce.trace_level < OPS_LEVEL:
+            self.batched(t, step)
+        else:
+            self.loop(t, step)
+        t.mark(f"e{step}")
+        state.step = step + 1
+        if state.step == self.steps:
+            t.mark("end")
+        elif not overlap:
+            self.start_step(t, state.step)
+
+    # -- the compute loop ----------------------------------------------------------------------
+    def loop(self, t: Any, step: int) -> None:
+        """The loop as written: one fmacs per (k, j), its overhead charged per iteration."""
+        mt = self.mt
+        c_cols = self.c_cols
+        a_k_cols = self.a_cols[self.a_of(step).name]
+        b_vals = self.pe.read(self.b_of(step)).tolist()  # the scalars b (in the loop overhead)
+        op = t.op  # t.op("fmacs", ...) is t.fmacs(...) without a wrapper per call
+        overhead = self.prog.p.loop_overhead_cycles
+        debt = self.state.loop_debt
+        for k in range(mt):
+            a_k = a_k_cols[k]
+            for j in range(mt):
+                c_j = c_cols[j]
+                op("fmacs", c_j, c_j, a_k, b_vals[j * mt + k])
+                debt += overhead
+                whole = int(debt)
+                t.now += whole
+                debt -= whole
+        self.state.loop_debt = debt
+
+    def loop_cost(self, a_k: MemDsd) -> int:
+        """Cycles of a step's Mt² fmacs with ``a_k``: the tensor unit's cost of each, summed. An
+        fmacs's cost depends on its operands' places in the bank pattern only, so PEs whose
+        buffers start alike there share the sum."""
+        cost = self.loop_costs.get(a_k.name)
+        if cost is None:
+            prog = self.prog
+            key = (self.c.base % prog.bank_period, a_k.base % prog.bank_period)
+            cost = prog.shared_costs.get(key)
+            if cost is None:
+                mt, cost_of = self.mt, self.unit.cost
+                cost = prog.shared_costs[key] = sum(
+                    cost_of("fmacs", mt, dst=c_j, srcs=(c_j, a_kk, None))
+                    for a_kk in self.a_cols[a_k.name]
+                    for c_j in self.c_cols
+                )
+            self.loop_costs[a_k.name] = cost
+        return cost
+
+    def batched(self, t: Any, step: int) -> None:
+        """The loop's fast path: the same Mt² fmacs, their cycles summed from the tensor unit's
+        cost of each (the general path's), their results from all Mt³ FP32 products at once and
+        a running sum over k (each element sees the same products and adds in the same order)."""
+        mt = self.mt
+        state = self.state
+        a_k = self.a_of(step)
+        cost = self.loop_cost(a_k)
+        whole, state.loop_debt = loop_debt(
+            state.loop_debt, self.prog.p.loop_overhead_cycles, mt * mt
+        )
+        t.now += cost + whole
+        self.pe.ce.instructions += mt * mt
+        views = self.views
+        if not views:
+            self.make_views()
+        c_t = views["C"]
+        # scratch[k + 1, j, i] = A[i, k]·B[k, j] (FP32 products), scratch[0] = C; the running
+        # sums over k are C + A[:, 0]B[0, :] + ... in that order, as the fmacs add them.
+        scratch = self.prog.scratch
+        scratch[0] = c_t
+        np.multiply(views["a" + a_k.name], views["b" + self.b_of(step).name], out=scratch[1:])
+        np.add.accumulate(scratch, axis=0, out=scratch)
+        c_t[...] = scratch[mt]
+
+    def make_views(self) -> None:
+        """Row-major views of the column-major blocks, made on a PE's first batched step: cT[j, i]
+        is C[i, j]; a_views[k, 0, i] is A[i, k]; b_views[k, j, 0] is B[k, j]."""
+        mt = self.mt
+        sram = self.pe.ce.sram
+        views = self.views
+        views["C"] = sram.view(self.c.base, "f32", mt * mt).reshape(mt, mt)
+        for buf in (self.a, *self.ap):
+            views["a" + buf.name] = sram.view(buf.base, "f32", mt * mt).reshape(mt, 1, mt)
+        for buf in (self.b, *self.bp):
+            views["b" + buf.name] = (
+                sram.view(buf.base, "f32", mt * mt).reshape(mt, mt).T[:, :, None]
+            )
 
 
 @functools.lru_cache(maxsize=256)

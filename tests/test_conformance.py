@@ -1,0 +1,383 @@
+"""One conformance suite for every engine the wafer has (docs/design.md, "Fidelities: one answer,
+several engines").
+
+Every engine (``wafer.system.ENGINES``: 'reference', 'express', 'lockstep-scalar',
+'lockstep-array') runs the same wafer programs and must give the same answer: how the run ended,
+its last cycle, every PE's timestamp marks, every PE's SRAM bytes and the counters of work done
+(``tests/conformance.py``). Two parts:
+
+- **per-cycle tables**: the router tables' mechanisms (``tests/test_router_cycles.py``: back
+  pressure, round-robin and fixed arbitration on a shared port, multicast, teardown, hop
+  latency) and stolen issue cycles, as wafer programs with all latencies 1, their marks pinned
+  and checked in every engine;
+- **random programs** (Hypothesis, derandomised): SUMMA-like rounds of collectives and
+  multicast streams on static routes with random layouts, colours, spans, pass-through routers,
+  lengths, priorities, queues (microthreads), start times, late receivers, TEARDOWN and switch
+  commands, fabric latencies, buffers and credits, and the lock-step phase on random colours.
+  The sample must exercise every engine (express streams taken, phases entered, operations
+  moved, hand-backs, declines), so the test cannot pass by not running one.
+
+Express streams are exact unless the engine counts a ``fast_conflict`` (fabric/express.py:
+traffic that reaches a stream's ports or CEs after it was committed, which the schedule does
+not see). Runs with conflicts must still end alike with the same data; their cycles are a known
+departure, pinned by the strict xfails below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from conformance import ENGINES, Outcome, Stream, collective_rounds, raw_streams, run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ONE = dict(
+    hop_latency_cycles=1, hop_credit_latency_cycles=1, ramp_latency_cycles=1,
+    ramp_credit_latency_cycles=1, router_buffer_wavelets=2, ramp_credits=2,
+)  # fmt: skip
+LOCKSTEP = ("lockstep-scalar", "lockstep-array")
+
+
+def stream(**kw: Any) -> Stream:
+    """A stream on row 0 from PE 0 to PE 1, 4 words, everything else at its simplest."""
+    base: dict[str, Any] = dict(
+        colour=0, axis="x", root=0, lo=0, hi=1, line=0, words=4, queue=0, priority="low",
+        recv_priority="low", start=1, late=1, ctrl="", pass_through=frozenset(),
+    )  # fmt: skip
+    base.update(kw)
+    return Stream(**base)
+
+
+def conform(outs: dict[str, Outcome]) -> None:
+    """Every engine gave the reference's answer (with express conflicts: the same ending and
+    data, the conflict counted)."""
+    ref = outs["reference"]
+    for engine, out in outs.items():
+        if out.path["fast_conflicts"]:
+            assert (out.status, out.sram) == (ref.status, ref.sram), engine
+        else:
+            assert out.answer == ref.answer, engine
+
+
+# -- per-cycle tables ------------------------------------------------------------------------------
+#: name -> (mesh width, streams, fabric parameters, every PE's marks). Marks: b/e{n}{s|r} the
+#: begin/end of stream n's send or receive (the task around it), c{n}.{j} the end of a chunked
+#: receive's chunk j, t{colour} the teardown task seeing the colour torn down.
+TABLES: dict[str, tuple[int, list[Stream], dict, dict]] = {
+    # The receiver starts at 30 and takes one word per task: the sender's last word leaves at 50,
+    # once the router buffers, ramp slots and queue (2 each) have filled and drained 2 words.
+    "back_pressure": (2, [stream(words=8, late=30, chunk=1)], ONE, {
+        (0, 0): {"b0s": 4, "e0s": 50},
+        (1, 0): {"b0r": 31, "c0.0": 39, "c0.1": 47, "c0.2": 55, "c0.3": 63, "c0.4": 71,
+                 "c0.5": 79, "c0.6": 87, "c0.7": 95, "e0r": 96},
+    }),
+    # Colour 3 passes 1,0 to 2,0; colour 1 starts at 1,0: they share 1,0's east port, which
+    # alternates between them (round robin), so both end late and close together ...
+    "round_robin": (3, [
+        stream(colour=3, hi=2, pass_through=frozenset({1}), words=8, queue=1),
+        stream(colour=1, root=1, lo=1, hi=2, words=8, queue=2),
+    ], {**ONE, "ramp_credits": 4}, {
+        (0, 0): {"b0s": 4, "e0s": 18},
+        (1, 0): {"b1s": 4, "e1s": 20},
+        (2, 0): {"b1r": 4, "b0r": 12, "e0r": 30, "e1r": 34},
+    }),
+    # ... and with fixed arbitration colour 1 goes first, then colour 3.
+    "fixed": (3, [
+        stream(colour=3, hi=2, pass_through=frozenset({1}), words=8, queue=1),
+        stream(colour=1, root=1, lo=1, hi=2, words=8, queue=2),
+    ], {**ONE, "ramp_credits": 4, "arbitration": "fixed"}, {
+        (0, 0): {"b0s": 4, "e0s": 22},
+        (1, 0): {"b1s": 4, "e1s": 17},
+        (2, 0): {"b1r": 4, "b0r": 12, "e1r": 25, "e0r": 32},
+    }),
+    # A multicast to 1,0 and 2,0, each taking 2 words per task through one ramp slot: the head
+    # leaves 1,0 only when both its ports have sent it, so 2,0 keeps 1,0's pace, one hop later.
+    "multicast_back_pressure": (3, [stream(hi=2, words=6, chunk=2, ctrl="teardown")],
+                                {**ONE, "ramp_credits": 1}, {
+        (0, 0): {"b0s": 4, "e0s": 22, "t0": 32},
+        (1, 0): {"b0r": 4, "c0.0": 17, "c0.1": 27, "c0.2": 37, "e0r": 38, "t0": 42},
+        (2, 0): {"b0r": 4, "c0.0": 18, "c0.1": 28, "c0.2": 38, "e0r": 39, "t0": 43},
+    }),
+    # Tasks hold both CEs (until 100 and 60) while stream 1's high-priority send and receive
+    # take issue cycles from them; the completion tasks wait for the holds to end.
+    "stolen_cycles": (2, [
+        stream(colour=1, words=1, start=100, late=60, queue=1),
+        stream(words=6, priority="high", recv_priority="high"),
+    ], ONE, {
+        (0, 0): {"b1s": 4, "b0s": 101, "e0s": 112, "e1s": 116},
+        (1, 0): {"b1r": 4, "b0r": 61, "e1r": 75, "e0r": 115},
+    }),
+    # The TEARDOWN behind the data reaches the routers in turn; each teardown task sees it.
+    "teardown": (3, [stream(hi=2, words=3, ctrl="teardown")], ONE, {
+        (0, 0): {"b0s": 4, "e0s": 14, "t0": 24},
+        (1, 0): {"b0r": 4, "e0r": 17, "t0": 25},
+        (2, 0): {"b0r": 4, "e0r": 18, "t0": 26},
+    }),
+    # Rooted mid-row with 3-cycle hops: each PE further out ends 3 cycles later.
+    "line_latency": (5, [stream(hi=4, root=2, words=2, ctrl="teardown")],
+                     {**ONE, "hop_latency_cycles": 3, "router_buffer_wavelets": 8}, {
+        (0, 0): {"b0r": 4, "e0r": 21, "t0": 28},
+        (1, 0): {"b0r": 4, "e0r": 18, "t0": 25},
+        (2, 0): {"b0s": 4, "e0s": 12, "t0": 22},
+        (3, 0): {"b0r": 4, "e0r": 18, "t0": 25},
+        (4, 0): {"b0r": 4, "e0r": 21, "t0": 28},
+    }),
+    # Fixed arbitration, nothing shared: the array phase declines it (round robin only).
+    "fixed_line": (4, [stream(hi=3, root=1, words=5, ctrl="teardown")],
+                   {**ONE, "arbitration": "fixed"}, {
+        (0, 0): {"b0r": 4, "e0r": 19, "t0": 27},
+        (1, 0): {"b0s": 4, "e0s": 16, "t0": 26},
+        (2, 0): {"b0r": 4, "e0r": 19, "t0": 27},
+        (3, 0): {"b0r": 4, "e0r": 20, "t0": 28},
+    }),
+}  # fmt: skip
+
+#: Express streams sharing a router port with another colour's traffic: the stream keeps the
+#: schedule it was committed with, the other colour's wavelets are served beside it, and the
+#: engine counts each such cycle as a fast_conflict (docs/design.md, "Fidelities").
+SHARED_PORT = (
+    "colour 3's stream from 0,0 is committed as an express stream; colour 1's stream from 1,0 "
+    "begins after it and shares 1,0's east port: the engine serves colour 1's wavelets beside "
+    "the stream in the cycles the stream holds the port (15 fast_conflicts) instead of "
+    "arbitrating, so both streams end early (first differing mark: 0,0 e0s, 17 against the "
+    "reference's 18 with round robin, 22 with fixed arbitration)"
+)
+TABLE_XFAIL = {
+    ("round_robin", "express"): SHARED_PORT,
+    ("fixed", "express"): SHARED_PORT,
+    ("fixed", "lockstep-array"): SHARED_PORT + "; the array phase declines fixed arbitration",
+}
+
+
+def _table_build(name: str) -> Any:
+    width, streams, _, _ = TABLES[name]
+    colours = sorted({s.colour for s in streams})
+    phase = tuple(colours) if len(colours) == 2 else (colours[0], 9)
+    return raw_streams(width, 1, streams, phase, seed=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "engine"),
+    [
+        pytest.param(
+            name,
+            engine,
+            id=f"{name}-{engine}",
+            marks=[pytest.mark.xfail(reason=TABLE_XFAIL[(name, engine)], strict=True)]
+            if (name, engine) in TABLE_XFAIL
+            else [],
+        )
+        for name in TABLES
+        for engine in ENGINES
+    ],
+)
+def test_per_cycle_table(name, engine):
+    _, _, fabric, want = TABLES[name]
+    out = run(_table_build(name), engine, fabric)
+    ref = run(_table_build(name), "reference", fabric)
+    assert out.status == "completed"
+    assert {xy: m for xy, m in out.marks.items() if m} == want
+    assert out.answer == ref.answer
+
+
+def test_the_tables_exercise_every_engine():
+    """Each engine moved traffic of its own in the tables: express streams in 'express', the
+    phase's operations in both lock-step engines, hand-backs in both, and the array phase
+    declined the fixed arbitration it does not model (asked, moved nothing)."""
+    paths = {
+        (name, engine): run(_table_build(name), engine, TABLES[name][2]).path
+        for name in TABLES
+        for engine in ENGINES[1:]
+    }
+    assert sum(paths[(n, "express")]["express_streams"] for n in TABLES) >= 4
+    for engine in LOCKSTEP:
+        assert sum(paths[(n, engine)]["taken"] > 0 for n in TABLES) >= 6
+        assert sum(paths[(n, engine)]["handbacks"] for n in TABLES) >= 2
+    for name in ("fixed", "fixed_line"):
+        path = paths[(name, "lockstep-array")]
+        assert path["offered"] > 0 and path["taken"] == 0
+
+
+# -- random programs ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A random program: which family, its arguments, the fabric and PE parameters."""
+
+    family: str
+    args: tuple
+    fabric: tuple[tuple[str, Any], ...] = ()
+    pe: tuple[tuple[str, Any], ...] = ()
+
+    def run_all(self) -> dict[str, Outcome]:
+        make = collective_rounds if self.family == "rounds" else raw_streams
+        return {e: run(make(*self.args), e, dict(self.fabric), dict(self.pe)) for e in ENGINES}
+
+
+PRIORITY = st.sampled_from(["low", "low", "medium", "high"])
+
+
+@st.composite
+def fabrics(draw: Any) -> tuple[tuple[str, Any], ...]:
+    if draw(st.integers(0, 9)) < 7:
+        return ()
+    return (
+        ("hop_latency_cycles", draw(st.integers(1, 3))),
+        ("ramp_latency_cycles", draw(st.integers(1, 3))),
+        ("ramp_credit_latency_cycles", draw(st.integers(1, 7))),
+        ("router_buffer_wavelets", draw(st.integers(1, 4))),
+        ("ramp_credits", draw(st.integers(1, 6))),
+    )
+
+
+@st.composite
+def rounds_programs(draw: Any) -> Program:
+    width, height = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    if width * height == 1:
+        width = 2
+    rounds = []
+    for _ in range(draw(st.integers(1, 4))):
+        rnd: dict[str, Any] = {}
+        for axis, n in (("x", width), ("y", height)):
+            if n > 1 and draw(st.integers(0, 3)):
+                rnd[axis] = (draw(st.integers(0, n - 1)), draw(st.integers(1, 40)))
+        rnd["work"] = draw(st.sampled_from([0, 1, 5, 50, 300]))
+        rnd["keep"] = draw(st.booleans())
+        rounds.append(rnd)
+    args = (width, height, rounds, draw(PRIORITY), draw(st.integers(0, 99)))
+    return Program("rounds", args, draw(fabrics()))
+
+
+@st.composite
+def stream_programs(draw: Any) -> Program:
+    width, height = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    if width * height == 1:
+        width = 3
+    streams = []
+    for k in range(draw(st.integers(1, 5))):
+        axis = draw(st.sampled_from([a for a, n in (("x", width), ("y", height)) if n > 1]))
+        size, lines = (width, height) if axis == "x" else (height, width)
+        lo = draw(st.integers(0, size - 2))
+        hi = draw(st.integers(lo + 1, size - 1))
+        root = draw(st.integers(lo, hi))
+        inner = [i for i in range(lo + 1, hi) if i != root]
+        streams.append(Stream(
+            colour=k, axis=axis, root=root, lo=lo, hi=hi, line=draw(st.integers(0, lines - 1)),
+            words=draw(st.integers(1, 60)), queue=k, priority=draw(PRIORITY),
+            recv_priority=draw(PRIORITY), start=draw(st.sampled_from([1, 1, 5, 40, 200])),
+            late=draw(st.sampled_from([1, 1, 10, 100, 400])),
+            ctrl=draw(st.sampled_from(["", "teardown", "teardown", "switch"])),
+            pass_through=frozenset(draw(st.sets(st.sampled_from(inner)))) if inner else frozenset(),
+            after=draw(st.one_of(st.none(), st.integers(0, k - 1))) if k else None,
+            chunk=draw(st.sampled_from([0, 0, 0, 1, 7])),
+        ))  # fmt: skip
+    n = len(streams)
+    phase = tuple(sorted(draw(st.permutations(range(n)))[:2])) if n > 1 else (0, n)
+    width_ = draw(st.sampled_from([1, 1, 2, 4]))
+    args = (width, height, streams, phase, draw(st.integers(0, 99)))
+    return Program("streams", args, draw(fabrics()), (("mov32_simd_width", width_),))
+
+
+PROGRAMS = st.one_of(rounds_programs(), stream_programs())
+
+
+def check_sample(examples: int) -> list[dict[str, Outcome]]:
+    """Run ``examples`` random programs in every engine, each held to :func:`conform`."""
+    sample: list[dict[str, Outcome]] = []
+
+    @settings(
+        max_examples=examples, deadline=None, derandomize=True, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )  # fmt: skip
+    @given(program=PROGRAMS)
+    def check(program: Program) -> None:
+        outs = program.run_all()
+        conform(outs)
+        sample.append(outs)
+
+    check()
+    return sample
+
+
+def exercised(sample: list[dict[str, Outcome]]) -> dict[str, float]:
+    """The fractions of the sample in which each engine did its own work."""
+    n = len(sample)
+
+    def share(engine: str, test: Any) -> float:
+        return sum(1 for outs in sample if test(outs[engine].path)) / n
+
+    return {
+        "express streams": share("express", lambda p: p["express_streams"]),
+        "exact (no conflict)": min(share(e, lambda p: not p["fast_conflicts"]) for e in ENGINES),
+        **{f"{e} moved": share(e, lambda p: p["taken"] and p["phase_wavelets"]) for e in LOCKSTEP},
+        # (of the programs that began an asynchronous operation at all)
+        **{
+            f"{e} asked": sum(1 for o in sample if o[e].path["offered"])
+            / max(1, sum(1 for o in sample if o[e].counters["ops_finished"]))
+            for e in LOCKSTEP
+        },
+        **{f"{e} handed back": share(e, lambda p: p["handbacks"]) for e in LOCKSTEP},
+        **{f"{e} declined": share(e, lambda p: p["offered"] and not p["taken"]) for e in LOCKSTEP},
+    }
+
+
+def assert_exercised(sample: list[dict[str, Outcome]]) -> None:
+    """Enough of the sample ran each engine's own path (measured on the default sample: express
+    streams in 60 %, no conflict in 96 %, the phase moving wavelets in 66 % (scalar) and 38 %
+    (arrays), handing back in 25 % and 24 %, declining everything in 10 % and 36 %)."""
+    seen = exercised(sample)
+    assert seen["express streams"] >= 0.4, seen
+    assert seen["exact (no conflict)"] >= 0.85, seen
+    for engine in LOCKSTEP:
+        assert seen[f"{engine} asked"] == 1.0, seen
+        assert seen[f"{engine} moved"] >= 0.3, seen
+        assert seen[f"{engine} handed back"] >= 0.1, seen
+        assert seen[f"{engine} declined"] >= 0.03, seen
+
+
+def test_random_programs_get_one_answer_from_every_engine():
+    assert_exercised(check_sample(200))
+
+
+@pytest.mark.slow
+def test_random_programs_get_one_answer_from_every_engine_large_sample():
+    assert_exercised(check_sample(2000))
+
+
+def test_a_hand_back_with_a_single_credit_on_its_way():
+    """Found by the large sample: stream 2 begins on 0,0 (colour 2, not the phase's) while the
+    ramp credit for stream 0's TEARDOWN, acted on at 1,0, is still on its way back: the array
+    phase hands back a lone credit (a batch of one, not of arrays)."""
+
+    def one_word(colour: int, **kw: Any) -> Stream:
+        return stream(colour=colour, words=1, queue=colour, **kw)
+
+    streams = [one_word(0, ctrl="teardown"), one_word(1), one_word(2, after=0)]
+    program = Program("streams", (3, 1, streams, (0, 1), 0), (), (("mov32_simd_width", 1),))
+    outs = program.run_all()
+    conform(outs)
+    assert all(outs[e].path["handbacks"] == 1 for e in LOCKSTEP)
+
+
+# -- known departures ------------------------------------------------------------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="express streams keep their schedule when another operation begins on their CE "
+    "after they were committed (counted as fast_conflicts): stream 0 begins on 2,1 at cycle 18, "
+    "inside express stream 1's window, and outranks it (microthread 0 < 1 at low priority); the "
+    "reference gives it those issue cycles, so stream 1 ends 2 cycles later (first differing "
+    "mark: 2,1 e1s, 26 in the reference, 24 in the express streams)",
+)
+def test_an_operation_beginning_inside_an_express_window_moves_it():
+    streams = [
+        Stream(colour=0, axis="y", root=1, lo=0, hi=1, line=2, words=55, queue=0, priority="low",
+               recv_priority="low", start=1, late=100, ctrl="teardown", pass_through=frozenset()),
+        Stream(colour=1, axis="x", root=2, lo=0, hi=2, line=1, words=8, queue=1, priority="low",
+               recv_priority="high", start=5, late=1, ctrl="", pass_through=frozenset()),
+    ]  # fmt: skip
+    build = raw_streams(3, 2, streams, (0, 1), seed=41)
+    ref, fast = run(build, "reference"), run(build, "express")
+    assert fast.path["fast_conflicts"] == 2
+    assert fast.sram == ref.sram
+    assert fast.marks == ref.marks
