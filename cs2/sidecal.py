@@ -25,6 +25,7 @@ The fitted constants are the defaults of :class:`SideCostConfig` (``cs2.compute.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -121,9 +122,11 @@ NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def busiest_keys(s: int, px: int) -> tuple[int, int]:
     """(queries, keys) of the busiest PE column when query i of S goes to column i mod px:
-    the most query rows a column holds, and the most keys its rows attend to in all."""
+    the most query rows a column holds, and the most keys its rows attend to in all (a loop
+    over the columns, asked for the same few shapes by every chunk: cached)."""
     rows = math.ceil(s / px)
     keys = 0
     for x in range(min(px, s)):
