@@ -206,7 +206,9 @@ def _params_class(path: Path, module: ModuleType) -> type[ProgramParams]:
             raise ProgramError(f"{where}: give a one-line description (Param(default, 'what'))")
         low, high = spec.min, spec.max
         if (low is not None and spec.default < low) or (high is not None and spec.default > high):
-            raise ProgramError(f"{where}: default {spec.default!r} is outside min..max")
+            raise ProgramError(
+                f"{where}: default {spec.default!r} is outside min..max ({low} .. {high})"
+            )
         if spec.choices is not None and spec.default not in spec.choices:
             raise ProgramError(f"{where}: default {spec.default!r} is not one of its choices")
         choices = tuple(spec.choices) if spec.choices is not None else None
