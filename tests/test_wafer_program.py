@@ -97,7 +97,7 @@ def test_validate_runs_the_files_declared_points(capsys):
                  "--json"]) == 0  # fmt: skip
     (case,) = json.loads(capsys.readouterr().out)
     assert case["case"] == "wafer-program" and case["passed"]
-    assert [r["point"] for r in case["rows"]][0] == "m=16, n=32, pes=2"
+    assert case["rows"][0]["point"] == "m=16, n=32, pes=2"
 
 
 def test_parameters_pickle_by_file_and_values():
@@ -143,7 +143,9 @@ def test_a_missing_layout_is_named(capsys, tmp_path):
 
 
 def test_a_bad_declared_parameter_is_named(capsys, tmp_path):
-    path = write(tmp_path, "k.py", LAYOUT.format(body="pass"), "PARAMS = {'n': Param(0, 'n', min=1)}")
+    path = write(
+        tmp_path, "k.py", LAYOUT.format(body="pass"), "PARAMS = {'n': Param(0, 'n', min=1)}"
+    )
     err = fails(capsys, "params", "wafer-program", "--set", f"program={path}")
     assert f"{path}: PARAMS['n']: default 0 is outside min..max (1 .. None)" in err
     path = write(tmp_path, "k2.py", LAYOUT.format(body="pass"), "PARAMS = {'seed': Param(0, 's')}")

@@ -38,7 +38,7 @@ MAIN, COMPUTE = 10, 19  # counting tasks: 11..18, one per async move
 
 
 def colour(direction, x, y):
-    dx, dy, base = DIRS[direction]
+    dx, _, base = DIRS[direction]
     return base + (x % 2 if dx else y % 2)
 
 
@@ -77,11 +77,16 @@ def layout(p, data):
             state["done"] = 0
             for i, (kind, d, c, q) in enumerate(moves):
                 if kind == "send":
-                    t.mov32(pe.fabout(colour=c, length=p.k, queue=q), u, async_=True,
-                            activate=11 + i)
+                    t.mov32(
+                        pe.fabout(colour=c, length=p.k, queue=q), u, async_=True, activate=11 + i
+                    )
                 else:
-                    t.mov32(inbox[d], pe.fabin(colour=c, length=p.k, queue=q), async_=True,
-                            activate=11 + i)
+                    t.mov32(
+                        inbox[d],
+                        pe.fabin(colour=c, length=p.k, queue=q),
+                        async_=True,
+                        activate=11 + i,
+                    )
             if not moves:
                 t.activate(COMPUTE)
 
@@ -113,10 +118,12 @@ def layout(p, data):
 
 
 def output(p, wafer, data):
-    return np.stack([
-        np.stack([data["bufs"][(x, y)].read(wafer.ce(x, y).sram) for x in range(p.px)])
-        for y in range(p.py)
-    ])
+    return np.stack(
+        [
+            np.stack([data["bufs"][(x, y)].read(wafer.ce(x, y).sram) for x in range(p.px)])
+            for y in range(p.py)
+        ]
+    )
 
 
 def reference(p, data):

@@ -46,7 +46,9 @@ from typing import Any
 
 import numpy as np
 
+from pe.program import Layout
 from runner import registry
+from simcore import config as cfg
 from simcore.config import param, section
 from simcore.errors import ConfigError, WafersimError
 from wafer.system import Wafer, WaferConfig
@@ -262,18 +264,17 @@ def inputs(program: Program, p: ProgramParams) -> dict[str, Any]:
         return {}
     data = program.call("inputs", p, np.random.default_rng([p.seed, 26]))
     if not isinstance(data, dict):
-        raise ProgramError(f"{program.path}: inputs() must return a dict, not {type(data).__name__}")
+        raise ProgramError(
+            f"{program.path}: inputs() must return a dict, not {type(data).__name__}"
+        )
     return data
 
 
 def make_layout(program: Program, p: ProgramParams, data: dict[str, Any]) -> Any:
-    from pe.program import Layout
-
     layout = program.call("layout", p, data)
     if not isinstance(layout, Layout):
         raise ProgramError(
-            f"{program.path}: layout() must return a pe.program.Layout, not "
-            f"{type(layout).__name__}"
+            f"{program.path}: layout() must return a pe.program.Layout, not {type(layout).__name__}"
         )
     return layout
 
@@ -369,7 +370,9 @@ def metrics(sim: Any, p: ProgramParams, run: ProgramRun, result: Any) -> dict[st
         m = model(p)
         out["model_time_s"] = m["time_s"]
         out["model_cycles"] = m["cycles"]
-        out["model_error_pct"] = 100.0 * (cycles - m["cycles"]) / m["cycles"] if m["cycles"] else 0.0
+        out["model_error_pct"] = (
+            100.0 * (cycles - m["cycles"]) / m["cycles"] if m["cycles"] else 0.0
+        )
     return out
 
 
@@ -398,8 +401,6 @@ def footprint(p: ProgramParams) -> registry.Footprint:
 def validation_case(overrides: dict[str, Any]) -> registry.ValidationCase:
     """The case a kernel file declares (``VALIDATION``): its points' simulated cycles against
     its ``model``; ``overrides`` (``program`` and any parameter) apply to every point."""
-    from simcore import config as cfg
-
     program_name = overrides.get("program", "")
     program = load(program_name)
     points = getattr(program.module, "VALIDATION", None)
