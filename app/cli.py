@@ -179,6 +179,10 @@ def _add_validate(sub: _Subparsers) -> None:
         epilog_from=_cases_epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     p.add_argument("cases", nargs="*", metavar="CASE", help="cases to run (default: all)")
+    _set_argument(
+        p, "with one kind that reads a file (wafer-program): the file and parameters, e.g. "
+        "--set program=kernel.py; runs the validation the file declares",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON list of cases at the end")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sweepcli.add_cluster_arguments(p, workers_default="none: one point after another, here")
@@ -266,7 +270,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_params(args: argparse.Namespace) -> int:
     sc = scenario.find(args.scenario)
-    values = cfg.flatten(cfg.to_dict(scenario.resolve_params(sc, args.overrides)))
+    params = scenario.resolve_params(sc, args.overrides)
+    values = cfg.flatten(cfg.to_dict(params))
     overridden: dict[str, Any] = {}
     for text in args.overrides:
         cfg.apply_override(overridden, text)
@@ -275,7 +280,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     rows = [
         {"key": key, "value": values[key], "source": source.get(key, "default"),
          "default": default, "allowed": allowed, "description": doc}
-        for key, default, allowed, doc in cfg.describe(sc.kind.params)
+        for key, default, allowed, doc in cfg.describe(type(params))  # a file's kind: its own
     ]  # fmt: skip
     if args.json:
         print(json.dumps(rows, default=_json_default))
@@ -382,7 +387,7 @@ def _validate(args: argparse.Namespace, runner: registry.Runner, points: PointPr
     """Run the cases with ``runner``, which reports each point to ``points`` as it finishes."""
     results = []
     ok = True
-    for case in registry.find_cases(args.cases):
+    for case in _cases(args):
         points.start_case(case.name)
         rows = case.run(runner)
         points.close()
@@ -403,6 +408,26 @@ def _validate(args: argparse.Namespace, runner: registry.Runner, points: PointPr
         ], default=_json_default))  # fmt: skip
         return 0 if ok else EXIT_VALIDATION
     return 0 if ok else EXIT_VALIDATION
+
+
+def _cases(args: argparse.Namespace) -> list[registry.ValidationCase]:
+    """The cases named, or with ``--set``, the one a kind's input file declares."""
+    if not args.overrides:
+        return registry.find_cases(args.cases)
+    registry.declare_all()
+    kinds = [name for name in args.cases if name in registry.KINDS]
+    kind = registry.KINDS[kinds[0]] if len(args.cases) == 1 and kinds else None
+    if kind is None or kind.validation is None:
+        file_kinds = [k.name for k in registry.KINDS.values() if k.validation is not None]
+        raise registry.RegistryError(
+            f"validate --set takes one kind that reads its inputs from a file "
+            f"({', '.join(file_kinds)}), not {' '.join(args.cases) or 'none'}; e.g. "
+            "wafersim validate wafer-program --set program=kernel.py"
+        )
+    data: dict[str, Any] = {}
+    for text in args.overrides:
+        cfg.apply_override(data, text)
+    return [kind.validation(data)]
 
 
 def _print_case(

@@ -74,6 +74,10 @@ class WorkloadKind:
     model: Callable[[Any], Metrics] | None = None
     origin: str = ""
     footprint: Callable[[Any], Footprint] | None = None
+    #: The validation case of a kind whose inputs come from a file (``wafer-program``): given
+    #: the ``--set`` values of ``wafersim validate KIND --set program=FILE``, the case the file
+    #: declares.
+    validation: Callable[[dict[str, Any]], ValidationCase] | None = None
 
 
 class Runner(Protocol):

@@ -152,7 +152,13 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
 
 
 def load(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
-    """Build ``cls`` from ``data``, checking every key and value. Missing keys keep defaults."""
+    """Build ``cls`` from ``data``, checking every key and value. Missing keys keep defaults.
+
+    A class whose fields depend on the data (a kind that reads its parameters from a file the
+    data names) has a classmethod ``for_data(data)`` returning the class to build."""
+    for_data = getattr(cls, "for_data", None)
+    if for_data is not None:
+        cls = for_data(data)
     fields = config_fields(cls)
     names = [f.name for f, _ in fields]
     for key in data:

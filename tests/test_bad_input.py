@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -264,6 +265,7 @@ OTHER_VALUES = {
     ("tpu-p2p", "src"): ["1,0", "0,0,1"],
     ("tpu-p2p", "dst"): ["2,3", "1,2,3"],
     ("spmv", "matrix"): ["random", "banded"],
+    ("wafer-program", "program"): [str(Path(__file__).parent.parent / "examples/wafer/gemv.py")],
 }  # fmt: skip
 
 

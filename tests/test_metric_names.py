@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,6 +80,9 @@ NOT_A_CLOCK = {
     "jitq-study": "its one domain is the nanosecond time base its plan walk is traced in",
 }
 
+#: The user-kernel examples (wafer-program).
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
 #: A tiny GPT for gpt-ws.
 GPT = {"model": "custom", "layers": 1, "hidden": 16, "sequence": 8, "vocab": 32, "heads": 2,
        "batch": 1}  # fmt: skip
@@ -103,6 +107,10 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
         ({**GPT, "steps": 1, "functional": True}, True),
         ({**GPT, "systems": 2}, False),
         ({**GPT, **PE, "steps": 1}, True),
+    ],
+    "wafer-program": [
+        ({}, True),  # the bundled demo
+        ({"program": str(EXAMPLES / "wafer" / "gemv.py"), "m": 8, "n": 8, "pes": 2}, True),
     ],
     "tpu-collective": [
         ({"topology": "2x2", "bytes": 4096, "op": "allreduce"}, True),

@@ -4,7 +4,9 @@
   ``@fmacs`` and a row broadcast, validated against the study's fits;
 - ``summa`` (:mod:`.summa`): the SDK's SUMMA GEMM with row and column broadcasts;
 - ``ws-matmul`` (:mod:`.wsmatmul`): weight-streamed sparse matmuls, fwd, bwd and wgrad;
-- ``spmv`` (:mod:`.spmv`): sparse matrix-vector products from .mtx files or generators.
+- ``spmv`` (:mod:`.spmv`): sparse matrix-vector products from .mtx files or generators;
+- ``wafer-program`` (:mod:`.program`): a user's kernel from a Python file
+  (docs/workloads-from-outside.md).
 
 The study's fits and constants that these models are built from live in :mod:`.calibration`.
 """
@@ -21,3 +23,4 @@ def register() -> None:
     registry.declare("workloads.wafer.summa", "summa")
     registry.declare("workloads.wafer.wsmatmul", "ws-matmul")
     registry.declare("workloads.wafer.spmv", "spmv")
+    registry.declare("workloads.wafer.program", "wafer-program")
