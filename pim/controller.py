@@ -30,6 +30,8 @@ keeps the command trace for the independent checker of the tests.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -105,6 +107,10 @@ class Controller(Component):
         page_policy: str = "open",
         refresh: str = "all-bank",
         queue_depth: int = 32,
+        write_queue_depth: int = 32,
+        write_high_watermark: int = 24,
+        write_low_watermark: int = 8,
+        row_hit_cap: int = 4,
         record: bool = False,
     ) -> None:
         super().__init__(parent, name)
@@ -115,10 +121,19 @@ class Controller(Component):
         self.page_policy = page_policy
         self.refresh = refresh
         self.queue_depth = queue_depth
+        self.write_queue_depth = write_queue_depth
+        self.write_high_watermark = write_high_watermark
+        self.write_low_watermark = write_low_watermark
+        self.row_hit_cap = row_hit_cap
         self.record = record
         self.trace_log: list[Issued] = []
         self.requests: list[Request] = []
         self.stream: list[Command] = []
+        self.source: Iterable[Request] | None = None
+        self.latency_hist: dict[int, int] = {}  # cycles from arrival to data -> requests
+        self.latency_sum_cycles = 0
+        self.completed = 0
+        self._hits = [0] * self.std.org.banks  # column accesses since each bank's ACT
         self.counts: dict[str, int] = {}
         self.bus_busy_cycles = 0
         self.host_bytes = 0
@@ -143,10 +158,15 @@ class Controller(Component):
     def submit_stream(self, commands: list[Command]) -> None:
         self.stream.extend(commands)
 
+    def submit_source(self, source: Iterable[Request]) -> None:
+        """Requests pulled one at a time as they are admitted (a trace streamed from a file):
+        in order of arrival, which the source guarantees; none is kept once it completes."""
+        self.source = source
+
     def start(self) -> None:
         if self.stream:
             self.process(self._run_stream(), "stream")
-        elif self.requests:
+        elif self.requests or self.source is not None:
             self.process(self._run_requests(), "requests")
 
     # -- issuing ---------------------------------------------------------------------------------
@@ -165,7 +185,11 @@ class Controller(Component):
         out = self.pch.apply(cmd, bank, row, col, data)
         self.counts[cmd] = self.counts.get(cmd, 0) + 1
         t = self.std.timing
+        if cmd == "ACT":
+            for b in banks:
+                self._hits[b] = 0
         if cmd in ("RD", "WR"):
+            self._hits[bank] += 1
             self.bus_busy_cycles += t.nBL
             if not trig:
                 self.host_bytes += self.std.org.column_bytes
@@ -289,36 +313,116 @@ class Controller(Component):
         yield from self._requests()
         self.finish_trace()
 
+    def _source_iter(self) -> Iterator[Request]:
+        if self.source is not None:
+            yield from self.source
+        else:  # stable: keeps the given order among equal arrivals
+            yield from sorted(self.requests, key=lambda r: r.arrival)
+
+    def _complete(self, req: Request, cycle: int) -> None:
+        lat = cycle - req.arrival
+        self.latency_sum_cycles += lat
+        self.latency_hist[lat] = self.latency_hist.get(lat, 0) + 1
+        self.completed += 1
+
     def _requests(self) -> Any:
         pch, checker, t_ = self.pch, self.checker, self.std.timing
-        pending = sorted(self.requests, key=lambda r: r.arrival)  # stable: keeps given order
-        head = 0
-        queue: list[Request] = []
-        while head < len(pending) or queue:
+        source = self._source_iter()
+        nxt: Request | None = next(source, None)
+        reads: list[Request] = []  # the scheduling window of reads, oldest first
+        writes: list[Request] = []  # the write queue, oldest first
+        seq: dict[int, int] = {}  # id(request) -> admission order (its age)
+        counter = 0
+        draining = False
+        due_hits: list[Request] | None = None
+        cap, wq_depth = self.row_hit_cap, self.write_queue_depth
+        high, low = self.write_high_watermark, self.write_low_watermark
+        while nxt is not None or reads or writes:
             now = max(self._next_free, self.env.now // self.domain.period_ticks)
-            while (
-                head < len(pending)
-                and pending[head].arrival <= now
-                and (len(queue) < self.queue_depth)
-            ):
-                queue.append(pending[head])
-                head += 1
-            if not queue:
-                yield self._wait_until(pending[head].arrival)
+            # admission, in arrival order: a request whose queue is full blocks those behind it
+            while nxt is not None and nxt.arrival <= now:
+                if nxt.is_write and wq_depth > 0:
+                    if len(writes) >= wq_depth:
+                        break
+                    writes.append(nxt)
+                else:
+                    if len(reads) >= self.queue_depth:
+                        break
+                    reads.append(nxt)
+                seq[id(nxt)] = counter
+                counter += 1
+                nxt = next(source, None)
+            if not reads and not writes:
+                if nxt is not None:
+                    yield self._wait_until(nxt.arrival)
                 continue
-            if self._refresh_due(now):
-                yield from self._do_refresh()
-                continue
-            # Candidates: (priority, age, command, bank, request); the lowest ready one goes.
+            # refresh, when due, first lets the hits of the open rows queued at that moment go
+            # (no new ACT, no PRE): a row opened for a request is not closed unused by it
+            refreshing = self._refresh_due(now)
+            if refreshing:
+                if due_hits is None:
+                    due_hits = [r for q in (reads, writes) for r in q if pch.open[r.bank] == r.row]
+                due_hits = [r for r in due_hits if r.done < 0]
+                if not due_hits:
+                    due_hits = None
+                    yield from self._do_refresh()
+                    continue
+            # write drain: writes go when their queue reaches the high watermark (until it is
+            # down to the low one) or when no read waits, otherwise reads; and in both modes the
+            # other queue's row hits (a row opened for a request is used before it is closed)
+            if wq_depth > 0:
+                if not draining and (len(writes) >= high or not reads):
+                    draining = True
+                elif draining and reads and len(writes) <= low:
+                    draining = False
+                serve, other = (writes, reads) if draining else (reads, writes)
+                window = serve + [r for r in other if pch.open[r.bank] == r.row]
+            else:
+                window = reads
+            if due_hits is not None:
+                window = due_hits
+            if self.scheduler == "fcfs":
+                window = [min(window, key=lambda r: seq[id(r)])]
+            # per bank: the oldest queued request (of either queue) that hits its open row
+            oldest_hit: dict[int, int] = {}
+            for q in (reads, writes):
+                for r in q:
+                    if pch.open[r.bank] == r.row:
+                        a = seq[id(r)]
+                        if a < oldest_hit.get(r.bank, a + 1):
+                            oldest_hit[r.bank] = a
+            # per bank: the oldest request of the window that misses its open row
+            oldest_miss: dict[int, int] = {}
+            if cap:
+                for r in window:
+                    o = pch.open[r.bank]
+                    if o >= 0 and o != r.row:
+                        a = seq[id(r)]
+                        if a < oldest_miss.get(r.bank, a + 1):
+                            oldest_miss[r.bank] = a
+            # Candidates: (class, age, command, bank, request); the lowest ready one goes.
+            # Class 0: a row hit; 1: closed-page precharge; 2: the rest. A bank that has served
+            # its cap of hits since its ACT serves no younger hit while an older miss waits.
             cands: list[tuple[int, int, str, int, Request | None]] = []
-            for age, req in enumerate(queue):
-                if self.scheduler == "fcfs" and age > 0:
-                    break
+            for req in window:
                 cmd = self._next_command(req)
-                cands.append((0 if cmd in ("RD", "WR") else 2, age, cmd, req.bank, req))
+                age = seq[id(req)]
+                b = req.bank
+                if cmd == "PRE":
+                    # never close a row an older queued request still needs, unless the row
+                    # has served its cap of hits since it opened
+                    if oldest_hit.get(b, age) < age and (cap == 0 or self._hits[b] < cap):
+                        continue
+                    cands.append((2, age, cmd, b, req))
+                elif cmd == "ACT":
+                    cands.append((2, age, cmd, b, req))
+                elif cap and self._hits[b] >= cap and oldest_miss.get(b, age) < age:
+                    continue
+                else:
+                    cands.append((0, age, cmd, b, req))
             if self.page_policy == "closed":
                 for b, r in enumerate(pch.open):
-                    if r >= 0 and not any(q.bank == b and q.row == r for q in queue):
+                    if r >= 0 and b not in oldest_hit:
                         cands.append((1, b, "PRE", b, None))
             best = None
             soonest = None
@@ -332,10 +436,10 @@ class Controller(Component):
                 if t == now and (best is None or cand[:2] < best[:2]):
                     best = cand
             if best is None:
-                nxt = soonest if soonest is not None else now + 1
-                if head < len(pending) and len(queue) < self.queue_depth:
-                    nxt = min(nxt, max(pending[head].arrival, now + 1))
-                yield self._wait_until(nxt)
+                wake = soonest if soonest is not None else now + 1
+                if nxt is not None:
+                    wake = min(wake, max(nxt.arrival, now + 1))
+                yield self._wait_until(wake)
                 continue
             _, _, cmd, bank, req = best
             yield self._wait_until(now)
@@ -346,4 +450,31 @@ class Controller(Component):
             if cmd in ("RD", "WR"):
                 req.done = now + (t_.nCL if cmd == "RD" else t_.nCWL) + t_.nBL
                 req.value = out
-                queue.remove(req)
+                self._complete(req, req.done)
+                del seq[id(req)]
+                (writes if req.is_write and wq_depth > 0 else reads).remove(req)
+
+
+def latency_cycles(controllers: Iterable[Controller]) -> dict[str, float]:
+    """Request latency (arrival to the data's last beat on the bus) over ``controllers``:
+    ``mean``, ``p50`` and ``p99`` in cycles (nearest rank: the smallest latency at least that
+    share of the requests did not exceed); zeros when no request completed."""
+    hist: dict[int, int] = {}
+    total = n = 0
+    for c in controllers:
+        total += c.latency_sum_cycles
+        n += c.completed
+        for lat, k in c.latency_hist.items():
+            hist[lat] = hist.get(lat, 0) + k
+    out = {"mean": total / n if n else 0.0, "p50": 0.0, "p99": 0.0}
+    if not n:
+        return out
+    for name, q in (("p50", 0.50), ("p99", 0.99)):
+        rank = max(1, math.ceil(q * n))
+        seen = 0
+        for lat in sorted(hist):
+            seen += hist[lat]
+            if seen >= rank:
+                out[name] = float(lat)
+                break
+    return out
