@@ -66,6 +66,7 @@ class Request:
     data: np.ndarray | None = None
     done: int = -1  # cycle the data has crossed the bus
     value: np.ndarray | None = None  # what a read returned
+    first: str = ""  # the first command issued for it: RD/WR a row hit, ACT a miss, PRE a conflict
 
 
 class Issued(NamedTuple):
@@ -133,6 +134,7 @@ class Controller(Component):
         self.latency_hist: dict[int, int] = {}  # cycles from arrival to data -> requests
         self.latency_sum_cycles = 0
         self.completed = 0
+        self.row_hits = self.row_misses = self.row_conflicts = 0  # requests, by first command
         self._hits = [0] * self.std.org.banks  # column accesses since each bank's ACT
         self.counts: dict[str, int] = {}
         self.bus_busy_cycles = 0
@@ -447,6 +449,14 @@ class Controller(Component):
                 self._issue("PRE", bank, 0, 0, None, now)
                 continue
             out = self._issue(cmd, bank, req.row, req.col, req.data, now)
+            if not req.first:
+                req.first = cmd
+                if cmd == "ACT":
+                    self.row_misses += 1
+                elif cmd == "PRE":
+                    self.row_conflicts += 1
+                else:
+                    self.row_hits += 1
             if cmd in ("RD", "WR"):
                 req.done = now + (t_.nCL if cmd == "RD" else t_.nCWL) + t_.nBL
                 req.value = out

@@ -62,14 +62,14 @@ class HbmConfig:
         if self.write_queue_depth and self.write_high_watermark > self.write_queue_depth:
             raise ConfigError(
                 "hbm.write_high_watermark", self.write_high_watermark,
-                f"above the write queue's {self.write_queue_depth} entries",
+                f"above hbm.write_queue_depth = {self.write_queue_depth}",
                 allowed=f"1..{self.write_queue_depth}",
                 hint="lower it or raise hbm.write_queue_depth",
             )  # fmt: skip
         if self.write_low_watermark >= self.write_high_watermark:
             raise ConfigError(
                 "hbm.write_low_watermark", self.write_low_watermark,
-                f"not below the high watermark {self.write_high_watermark}",
+                f"not below hbm.write_high_watermark = {self.write_high_watermark}",
                 allowed=f"0..{self.write_high_watermark - 1}",
                 hint="a drain must stop below where it starts",
             )  # fmt: skip
@@ -80,13 +80,16 @@ class HbmStack(Component):
 
     def __init__(
         self, sim: Simulation, cfg: HbmConfig, *, pchs: int, record: bool = False,
-        name: str = "hbm",
+        name: str = "hbm", store_data: bool = True,
     ) -> None:  # fmt: skip
         self.cfg = cfg
         self.std = cfg.standard()
         dom = sim.domain("hbm", self.std.timing.clock_hz)
         super().__init__(sim, name, domain=dom)
-        self.pchs = [PseudoChannel(self.std, f"{name}/pch[{i}]") for i in range(pchs)]
+        self.pchs = [
+            PseudoChannel(self.std, f"{name}/pch[{i}]", store_data=store_data)
+            for i in range(pchs)
+        ]
         self.controllers = [
             Controller(
                 self, f"pch[{i}]", p, scheduler=cfg.scheduler, page_policy=cfg.page_policy,

@@ -160,12 +160,12 @@ def test_watermarks_are_checked():
     with pytest.raises(ConfigError) as err:
         HbmConfig(write_queue_depth=16, write_high_watermark=20).check()
     assert str(err.value) == (
-        "config key 'hbm.write_high_watermark' = 20: above the write queue's 16 entries; "
+        "config key 'hbm.write_high_watermark' = 20: above hbm.write_queue_depth = 16; "
         "allowed: 1..16; lower it or raise hbm.write_queue_depth"
     )
     with pytest.raises(ConfigError) as err:
         HbmConfig(write_high_watermark=8, write_low_watermark=8).check()
     assert str(err.value) == (
-        "config key 'hbm.write_low_watermark' = 8: not below the high watermark 8; "
+        "config key 'hbm.write_low_watermark' = 8: not below hbm.write_high_watermark = 8; "
         "allowed: 0..7; a drain must stop below where it starts"
     )
