@@ -55,14 +55,48 @@ class TimingChecker:
                 (_INDEX[row.prev], row.cycles, row.window, row.prev)
             )
 
-    def _bound(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
-        """(earliest cycle, the rule that sets it); nothing changes it until :meth:`record`."""
+    def _bound(self, cmd: str, banks: Sequence[int]) -> int:
+        """The earliest cycle; nothing changes it until :meth:`record`. (The number alone: the
+        rule that sets it is only named, by :meth:`_compute`, when a command violates it.)"""
         memo = self._memo
         if memo is not None and memo[0] == cmd and memo[1] == banks:
             return memo[2]
-        out = self._compute(cmd, banks)
-        self._memo = (cmd, banks, out)
-        return out
+        last_pch, bpg = self.last_pch, self.banks_per_group
+        rules = self.rules[cmd]
+        best = NEVER
+        for prev, cyc, _w, _p in rules["pch"]:
+            t = last_pch[prev] + cyc
+            if t > best:
+                best = t
+        if cmd == "ACT" and len(self.acts) >= 4:
+            t = self.acts[-4] + self.faw
+            if t > best:
+                best = t
+        bgr = rules["bankgroup"]
+        if bgr:
+            last_bg = self.last_bg
+            g0 = -1
+            for b in banks:
+                g = b // bpg
+                if g == g0:
+                    continue
+                g0 = g
+                last = last_bg[g]
+                for prev, cyc, _w, _p in bgr:
+                    t = last[prev] + cyc
+                    if t > best:
+                        best = t
+        bkr = rules["bank"]
+        if bkr:
+            last_bank = self.last_bank
+            for b in banks:
+                last = last_bank[b]
+                for prev, cyc, _w, _p in bkr:
+                    t = last[prev] + cyc
+                    if t > best:
+                        best = t
+        self._memo = (cmd, banks, best)
+        return best
 
     def _compute(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
         rules = self.rules[cmd]
@@ -100,7 +134,7 @@ class TimingChecker:
 
     def earliest(self, cmd: str, banks: Sequence[int]) -> int:
         """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
-        return self._bound(cmd, banks)[0]
+        return self._bound(cmd, banks)
 
     def record(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
         """Note that ``cmd`` went to ``banks`` at ``cycle``."""
@@ -121,8 +155,8 @@ class TimingChecker:
 
     def issue(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
         """Check and record a command issued at ``cycle``; too early is a TimingViolation."""
-        t, why = self._bound(cmd, banks)
-        if cycle < t:
+        if cycle < self._bound(cmd, banks):
+            t, why = self._compute(cmd, banks)
             raise TimingViolation(
                 f"{self.name}: {cmd} to bank(s) {list(banks)} at cycle {cycle} violates {why} "
                 f"cycles (earliest legal cycle {t}); issue it at cycle {t} or later"
