@@ -34,8 +34,13 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--format", default="mx6")
     ap.add_argument("--study", action="store_true", help="also time the jitq-study table")
-    ap.add_argument("--hbm-read", type=int, default=0, metavar="N",
-                    help="only time N random reads on one pseudo-channel (commands per CPU s)")
+    ap.add_argument(
+        "--hbm-read",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only time N random reads on one pseudo-channel (commands per CPU s)",
+    )
     args = ap.parse_args()
     registry.load_all()
     if args.hbm_read:

@@ -66,6 +66,7 @@ class Request:
     data: np.ndarray | None = None
     done: int = -1  # cycle the data has crossed the bus
     value: np.ndarray | None = None  # what a read returned
+    seq: int = -1  # admission order in its controller (its age there)
     first: str = ""  # the first command issued for it: RD/WR a row hit, ACT a miss, PRE a conflict
 
 
@@ -333,7 +334,6 @@ class Controller(Component):
         nxt: Request | None = next(source, None)
         reads: list[Request] = []  # the scheduling window of reads, oldest first
         writes: list[Request] = []  # the write queue, oldest first
-        seq: dict[int, int] = {}  # id(request) -> admission order (its age)
         counter = 0
         draining = False
         due_hits: list[Request] | None = None
@@ -351,7 +351,7 @@ class Controller(Component):
                     if len(reads) >= self.queue_depth:
                         break
                     reads.append(nxt)
-                seq[id(nxt)] = counter
+                nxt.seq = counter
                 counter += 1
                 nxt = next(source, None)
             if not reads and not writes:
@@ -384,67 +384,74 @@ class Controller(Component):
             if due_hits is not None:
                 window = due_hits
             if self.scheduler == "fcfs":
-                window = [min(window, key=lambda r: seq[id(r)])]
+                window = [min(window, key=lambda r: r.seq)]
             # per bank: the oldest queued request (of either queue) that hits its open row
+            popen = pch.open
             oldest_hit: dict[int, int] = {}
             for q in (reads, writes):
-                for r in q:
-                    if pch.open[r.bank] == r.row:
-                        a = seq[id(r)]
-                        if a < oldest_hit.get(r.bank, a + 1):
-                            oldest_hit[r.bank] = a
-            # per bank: the oldest request of the window that misses its open row
-            oldest_miss: dict[int, int] = {}
-            if cap:
-                for r in window:
-                    o = pch.open[r.bank]
-                    if o >= 0 and o != r.row:
-                        a = seq[id(r)]
-                        if a < oldest_miss.get(r.bank, a + 1):
-                            oldest_miss[r.bank] = a
+                for r in q:  # oldest first: the first hit of a bank is its oldest in q
+                    b = r.bank
+                    if popen[b] == r.row and r.seq < oldest_hit.get(b, r.seq + 1):
+                        oldest_hit[b] = r.seq
+            # per bank, within the window: the oldest miss, read hit and write hit. Requests of
+            # a bank needing the same command are ready at the same cycle, so the oldest of
+            # each kind stands for all of them (the rules below only ever favour the older).
+            miss: dict[int, Request] = {}
+            rd_hit: dict[int, Request] = {}
+            wr_hit: dict[int, Request] = {}
+            for r in window:
+                b = r.bank
+                d = (wr_hit if r.is_write else rd_hit) if popen[b] == r.row else miss
+                cur = d.get(b)
+                if cur is None or r.seq < cur.seq:
+                    d[b] = r
             # Candidates: (class, age, command, bank, request); the lowest ready one goes.
-            # Class 0: a row hit; 1: closed-page precharge; 2: the rest. A bank that has served
-            # its cap of hits since its ACT serves no younger hit while an older miss waits.
+            # Class 0: a row hit; 1: closed-page precharge; 2: the rest. A PRE never closes a row
+            # an older queued request needs unless the row has served its cap of hits since its
+            # ACT; a bank that has, serves no younger hit while an older miss waits.
+            hits = self._hits
             cands: list[tuple[int, int, str, int, Request | None]] = []
-            for req in window:
-                cmd = self._next_command(req)
-                age = seq[id(req)]
-                b = req.bank
-                if cmd == "PRE":
-                    # never close a row an older queued request still needs, unless the row
-                    # has served its cap of hits since it opened
-                    if oldest_hit.get(b, age) < age and (cap == 0 or self._hits[b] < cap):
+            for b, r in miss.items():
+                if popen[b] < 0:
+                    cands.append((2, r.seq, "ACT", b, r))
+                elif not (oldest_hit.get(b, r.seq) < r.seq and (cap == 0 or hits[b] < cap)):
+                    cands.append((2, r.seq, "PRE", b, r))
+            for d, cmd in ((rd_hit, "RD"), (wr_hit, "WR")):
+                for b, r in d.items():
+                    if cap and hits[b] >= cap and b in miss and miss[b].seq < r.seq:
                         continue
-                    cands.append((2, age, cmd, b, req))
-                elif cmd == "ACT":
-                    cands.append((2, age, cmd, b, req))
-                elif cap and self._hits[b] >= cap and oldest_miss.get(b, age) < age:
-                    continue
-                else:
-                    cands.append((0, age, cmd, b, req))
+                    cands.append((0, r.seq, cmd, b, r))
             if self.page_policy == "closed":
-                for b, r in enumerate(pch.open):
-                    if r >= 0 and b not in oldest_hit:
+                for b, o in enumerate(popen):
+                    if o >= 0 and b not in oldest_hit:
                         cands.append((1, b, "PRE", b, None))
             best = None
-            soonest = None
-            memo: dict[tuple[str, int], int] = {}
+            soonest = -1
             for cand in cands:
-                key = (cand[2], cand[3])
-                t = memo.get(key)
-                if t is None:
-                    t = memo[key] = max(now, checker.earliest(cand[2], (cand[3],)))
-                soonest = t if soonest is None else min(soonest, t)
+                t = checker.earliest1(cand[2], cand[3])
+                if t < now:
+                    t = now
+                if soonest < 0 or t < soonest:
+                    soonest = t
                 if t == now and (best is None or cand[:2] < best[:2]):
                     best = cand
             if best is None:
-                wake = soonest if soonest is not None else now + 1
-                if nxt is not None:
+                wake = soonest if soonest >= 0 else now + 1
+                # an arrival wakes it when its queue has room (a full queue frees an entry only
+                # at a command, which is a wake of its own); so does a refresh falling due
+                if nxt is not None and (
+                    len(writes) < wq_depth
+                    if nxt.is_write and wq_depth > 0
+                    else len(reads) < self.queue_depth
+                ):
                     wake = min(wake, max(nxt.arrival, now + 1))
+                if self.refresh == "all-bank" and due_hits is None and self.next_refresh > now:
+                    wake = min(wake, self.next_refresh)
                 yield self._wait_until(wake)
                 continue
             _, _, cmd, bank, req = best
-            yield self._wait_until(now)
+            if now * self.domain.period_ticks > self.env.now:  # already there: no kernel event
+                yield self._wait_until(now)
             if req is None:
                 self._issue("PRE", bank, 0, 0, None, now)
                 continue
@@ -461,7 +468,6 @@ class Controller(Component):
                 req.done = now + (t_.nCL if cmd == "RD" else t_.nCWL) + t_.nBL
                 req.value = out
                 self._complete(req, req.done)
-                del seq[id(req)]
                 (writes if req.is_write and wq_depth > 0 else reads).remove(req)
 
 

@@ -36,16 +36,18 @@ class HbmConfig:
     )
     refresh: str = param("all-bank", "refresh policy", choices=("all-bank", "none"))
     queue_depth: int = param(
-        32, "scheduling window: reads (all requests without a write queue) a controller sees",
-        min=1, max=1024,
+        32,
+        "scheduling window: reads (all requests without a write queue) a controller sees",
+        min=1,
+        max=1024,
     )
     write_queue_depth: int = param(
-        32, "write queue entries (0: writes share the read window, no write drain)",
-        min=0, max=1024,
+        32,
+        "write queue entries (0: writes share the read window, no write drain)",
+        min=0,
+        max=1024,
     )
-    write_high_watermark: int = param(
-        24, "writes queued that start a write drain", min=1, max=1024
-    )
+    write_high_watermark: int = param(24, "writes queued that start a write drain", min=1, max=1024)
     write_low_watermark: int = param(
         8, "writes queued at which a drain stops (when reads wait)", min=0, max=1024
     )
@@ -87,8 +89,7 @@ class HbmStack(Component):
         dom = sim.domain("hbm", self.std.timing.clock_hz)
         super().__init__(sim, name, domain=dom)
         self.pchs = [
-            PseudoChannel(self.std, f"{name}/pch[{i}]", store_data=store_data)
-            for i in range(pchs)
+            PseudoChannel(self.std, f"{name}/pch[{i}]", store_data=store_data) for i in range(pchs)
         ]
         self.controllers = [
             Controller(
