@@ -59,7 +59,7 @@ def rows_closed_unused(log) -> int:
 def test_random_writes_open_no_more_rows_than_requests():
     """The issue's case (random reads, 25 % writes): FR-FCFS used to open 4,708 rows for 4,096
     requests, closing 616 unused; now a row an older request needs is kept."""
-    stack, ctl, reqs = mixed_run(HbmConfig(), n=4096)
+    _, ctl, reqs = mixed_run(HbmConfig(), n=4096)
     assert ctl.counts["ACT"] <= len(reqs)
     assert rows_closed_unused(ctl.trace_log) == 0
     assert ctl.completed == len(reqs) and all(r.done > 0 for r in reqs)
