@@ -245,10 +245,11 @@ def metrics(sim: Simulation, p: HbmTraceParams, run: TraceRun, result: RunResult
 
 
 def footprint(p: HbmTraceParams) -> registry.Footprint:
-    """The controllers with their banks' tracks; the requests in flight (streamed)."""
+    """The stack, and per simulated pseudo-channel its controller, its banks' and its PIM
+    tracks; the requests in flight (the trace is streamed, so its length does not count)."""
     std = p.hbm.standard()
     n = 1 if p.scope == "pch" else std.org.pchs * p.hbm.stacks
-    return registry.Footprint(2 + n * (2 + std.org.banks), n * 64 * 200 + n * 4096, "hbm.stacks")
+    return registry.Footprint(1 + n * (2 + std.org.banks), n * (64 * 200 + 4096), "")
 
 
 def register() -> None:
