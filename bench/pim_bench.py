@@ -1,6 +1,7 @@
 """JIT-Q at the issue's sizes: a BF16 matrix quantized command by command, and the study table.
 
     .venv/bin/python bench/pim_bench.py [--rows 4096] [--cols 4096] [--format mx6] [--study]
+    .venv/bin/python bench/pim_bench.py --hbm-read 65536   # random reads only: commands/CPU s
 
 Each placement and direction runs the ``jitq`` kind at one-pseudo-channel fidelity (every
 pseudo-channel gets the same broadcast stream; docs/pim/design.md, "Two fidelities"): the wall time
@@ -33,8 +34,18 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--format", default="mx6")
     ap.add_argument("--study", action="store_true", help="also time the jitq-study table")
+    ap.add_argument(
+        "--hbm-read",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only time N random reads on one pseudo-channel (commands per CPU s)",
+    )
     args = ap.parse_args()
     registry.load_all()
+    if args.hbm_read:
+        hbm_read(args.hbm_read)
+        return
     print(f"{'placement':<9} {'dir':<4} {'wall s':>7} {'cpu s':>6} {'sim us':>9} {'commands':>9} "
           f"{'cmd/cpu s':>9} {'ACT':>6} {'shift':>7} correct")  # fmt: skip
     for placement in ("tiled", "strided", "opt"):
@@ -54,6 +65,22 @@ def main() -> None:
         run_kind("jitq-study", StudyParams(model="all", format=args.format))
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         print(f"jitq-study model=all: {wall:.1f} s wall, {cpu:.1f} s cpu")
+
+
+def hbm_read(n: int) -> None:
+    """Random reads through one controller: DRAM commands per CPU second of the run."""
+    from simcore import Simulation
+    from workloads.pim.hbmread import HbmReadParams, build
+
+    sim = Simulation()
+    run = build(sim, HbmReadParams(pattern="random", requests=n))
+    t0, c0 = time.perf_counter(), time.process_time()
+    sim.run()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ctl = run.stack.controllers[0]
+    cmds = sum(ctl.counts.values())
+    print(f"hbm-read random {n}: {cmds:,} commands, {ctl.end_cycle:,} cycles, {wall:.1f} s wall, "
+          f"{cpu:.1f} s cpu, {cmds / cpu:,.0f} commands per CPU s")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ keeps the command trace for the independent checker of the tests.
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -64,6 +66,8 @@ class Request:
     data: np.ndarray | None = None
     done: int = -1  # cycle the data has crossed the bus
     value: np.ndarray | None = None  # what a read returned
+    seq: int = -1  # admission order in its controller (its age there)
+    first: str = ""  # the first command issued for it: RD/WR a row hit, ACT a miss, PRE a conflict
 
 
 class Issued(NamedTuple):
@@ -105,6 +109,10 @@ class Controller(Component):
         page_policy: str = "open",
         refresh: str = "all-bank",
         queue_depth: int = 32,
+        write_queue_depth: int = 32,
+        write_high_watermark: int = 24,
+        write_low_watermark: int = 8,
+        row_hit_cap: int = 4,
         record: bool = False,
     ) -> None:
         super().__init__(parent, name)
@@ -115,10 +123,20 @@ class Controller(Component):
         self.page_policy = page_policy
         self.refresh = refresh
         self.queue_depth = queue_depth
+        self.write_queue_depth = write_queue_depth
+        self.write_high_watermark = write_high_watermark
+        self.write_low_watermark = write_low_watermark
+        self.row_hit_cap = row_hit_cap
         self.record = record
         self.trace_log: list[Issued] = []
         self.requests: list[Request] = []
         self.stream: list[Command] = []
+        self.source: Iterable[Request] | None = None
+        self.latency_hist: dict[int, int] = {}  # cycles from arrival to data -> requests
+        self.latency_sum_cycles = 0
+        self.completed = 0
+        self.row_hits = self.row_misses = self.row_conflicts = 0  # requests, by first command
+        self._hits = [0] * self.std.org.banks  # column accesses since each bank's ACT
         self.counts: dict[str, int] = {}
         self.bus_busy_cycles = 0
         self.host_bytes = 0
@@ -143,10 +161,15 @@ class Controller(Component):
     def submit_stream(self, commands: list[Command]) -> None:
         self.stream.extend(commands)
 
+    def submit_source(self, source: Iterable[Request]) -> None:
+        """Requests pulled one at a time as they are admitted (a trace streamed from a file):
+        in order of arrival, which the source guarantees; none is kept once it completes."""
+        self.source = source
+
     def start(self) -> None:
         if self.stream:
             self.process(self._run_stream(), "stream")
-        elif self.requests:
+        elif self.requests or self.source is not None:
             self.process(self._run_requests(), "requests")
 
     # -- issuing ---------------------------------------------------------------------------------
@@ -165,7 +188,11 @@ class Controller(Component):
         out = self.pch.apply(cmd, bank, row, col, data)
         self.counts[cmd] = self.counts.get(cmd, 0) + 1
         t = self.std.timing
+        if cmd == "ACT":
+            for b in banks:
+                self._hits[b] = 0
         if cmd in ("RD", "WR"):
+            self._hits[bank] += 1
             self.bus_busy_cycles += t.nBL
             if not trig:
                 self.host_bytes += self.std.org.column_bytes
@@ -289,61 +316,181 @@ class Controller(Component):
         yield from self._requests()
         self.finish_trace()
 
+    def _source_iter(self) -> Iterator[Request]:
+        if self.source is not None:
+            yield from self.source
+        else:  # stable: keeps the given order among equal arrivals
+            yield from sorted(self.requests, key=lambda r: r.arrival)
+
+    def _complete(self, req: Request, cycle: int) -> None:
+        lat = cycle - req.arrival
+        self.latency_sum_cycles += lat
+        self.latency_hist[lat] = self.latency_hist.get(lat, 0) + 1
+        self.completed += 1
+
     def _requests(self) -> Any:
         pch, checker, t_ = self.pch, self.checker, self.std.timing
-        pending = sorted(self.requests, key=lambda r: r.arrival)  # stable: keeps given order
-        head = 0
-        queue: list[Request] = []
-        while head < len(pending) or queue:
+        source = self._source_iter()
+        nxt: Request | None = next(source, None)
+        reads: list[Request] = []  # the scheduling window of reads, oldest first
+        writes: list[Request] = []  # the write queue, oldest first
+        counter = 0
+        draining = False
+        due_hits: list[Request] | None = None
+        cap, wq_depth = self.row_hit_cap, self.write_queue_depth
+        high, low = self.write_high_watermark, self.write_low_watermark
+        while nxt is not None or reads or writes:
             now = max(self._next_free, self.env.now // self.domain.period_ticks)
-            while (
-                head < len(pending)
-                and pending[head].arrival <= now
-                and (len(queue) < self.queue_depth)
-            ):
-                queue.append(pending[head])
-                head += 1
-            if not queue:
-                yield self._wait_until(pending[head].arrival)
+            # admission, in arrival order: a request whose queue is full blocks those behind it
+            while nxt is not None and nxt.arrival <= now:
+                if nxt.is_write and wq_depth > 0:
+                    if len(writes) >= wq_depth:
+                        break
+                    writes.append(nxt)
+                else:
+                    if len(reads) >= self.queue_depth:
+                        break
+                    reads.append(nxt)
+                nxt.seq = counter
+                counter += 1
+                nxt = next(source, None)
+            if not reads and not writes:
+                if nxt is not None:
+                    yield self._wait_until(nxt.arrival)
                 continue
-            if self._refresh_due(now):
-                yield from self._do_refresh()
-                continue
-            # Candidates: (priority, age, command, bank, request); the lowest ready one goes.
+            # refresh, when due, first lets the hits of the open rows queued at that moment go
+            # (no new ACT, no PRE): a row opened for a request is not closed unused by it
+            refreshing = self._refresh_due(now)
+            if refreshing:
+                if due_hits is None:
+                    due_hits = [r for q in (reads, writes) for r in q if pch.open[r.bank] == r.row]
+                due_hits = [r for r in due_hits if r.done < 0]
+                if not due_hits:
+                    due_hits = None
+                    yield from self._do_refresh()
+                    continue
+            # write drain: writes go when their queue reaches the high watermark (until it is
+            # down to the low one) or when no read waits, otherwise reads; and in both modes the
+            # other queue's row hits (a row opened for a request is used before it is closed)
+            if wq_depth > 0:
+                if not draining and (len(writes) >= high or not reads):
+                    draining = True
+                elif draining and reads and len(writes) <= low:
+                    draining = False
+                serve, other = (writes, reads) if draining else (reads, writes)
+                window = serve + [r for r in other if pch.open[r.bank] == r.row]
+            else:
+                window = reads
+            if due_hits is not None:
+                window = due_hits
+            if self.scheduler == "fcfs":
+                window = [min(window, key=lambda r: r.seq)]
+            # per bank: the oldest queued request (of either queue) that hits its open row
+            popen = pch.open
+            oldest_hit: dict[int, int] = {}
+            for q in (reads, writes):
+                for r in q:  # oldest first: the first hit of a bank is its oldest in q
+                    b = r.bank
+                    if popen[b] == r.row and r.seq < oldest_hit.get(b, r.seq + 1):
+                        oldest_hit[b] = r.seq
+            # per bank, within the window: the oldest miss, read hit and write hit. Requests of
+            # a bank needing the same command are ready at the same cycle, so the oldest of
+            # each kind stands for all of them (the rules below only ever favour the older).
+            miss: dict[int, Request] = {}
+            rd_hit: dict[int, Request] = {}
+            wr_hit: dict[int, Request] = {}
+            for r in window:
+                b = r.bank
+                d = (wr_hit if r.is_write else rd_hit) if popen[b] == r.row else miss
+                cur = d.get(b)
+                if cur is None or r.seq < cur.seq:
+                    d[b] = r
+            # Candidates: (class, age, command, bank, request); the lowest ready one goes.
+            # Class 0: a row hit; 1: closed-page precharge; 2: the rest. A PRE never closes a row
+            # an older queued request needs unless the row has served its cap of hits since its
+            # ACT; a bank that has, serves no younger hit while an older miss waits.
+            hits = self._hits
             cands: list[tuple[int, int, str, int, Request | None]] = []
-            for age, req in enumerate(queue):
-                if self.scheduler == "fcfs" and age > 0:
-                    break
-                cmd = self._next_command(req)
-                cands.append((0 if cmd in ("RD", "WR") else 2, age, cmd, req.bank, req))
+            for b, r in miss.items():
+                if popen[b] < 0:
+                    cands.append((2, r.seq, "ACT", b, r))
+                elif not (oldest_hit.get(b, r.seq) < r.seq and (cap == 0 or hits[b] < cap)):
+                    cands.append((2, r.seq, "PRE", b, r))
+            for d, cmd in ((rd_hit, "RD"), (wr_hit, "WR")):
+                for b, r in d.items():
+                    if cap and hits[b] >= cap and b in miss and miss[b].seq < r.seq:
+                        continue
+                    cands.append((0, r.seq, cmd, b, r))
             if self.page_policy == "closed":
-                for b, r in enumerate(pch.open):
-                    if r >= 0 and not any(q.bank == b and q.row == r for q in queue):
+                for b, o in enumerate(popen):
+                    if o >= 0 and b not in oldest_hit:
                         cands.append((1, b, "PRE", b, None))
             best = None
-            soonest = None
-            memo: dict[tuple[str, int], int] = {}
+            soonest = -1
             for cand in cands:
-                key = (cand[2], cand[3])
-                t = memo.get(key)
-                if t is None:
-                    t = memo[key] = max(now, checker.earliest(cand[2], (cand[3],)))
-                soonest = t if soonest is None else min(soonest, t)
+                t = checker.earliest1(cand[2], cand[3])
+                if t < now:
+                    t = now
+                if soonest < 0 or t < soonest:
+                    soonest = t
                 if t == now and (best is None or cand[:2] < best[:2]):
                     best = cand
             if best is None:
-                nxt = soonest if soonest is not None else now + 1
-                if head < len(pending) and len(queue) < self.queue_depth:
-                    nxt = min(nxt, max(pending[head].arrival, now + 1))
-                yield self._wait_until(nxt)
+                wake = soonest if soonest >= 0 else now + 1
+                # an arrival wakes it when its queue has room (a full queue frees an entry only
+                # at a command, which is a wake of its own); so does a refresh falling due
+                if nxt is not None and (
+                    len(writes) < wq_depth
+                    if nxt.is_write and wq_depth > 0
+                    else len(reads) < self.queue_depth
+                ):
+                    wake = min(wake, max(nxt.arrival, now + 1))
+                if self.refresh == "all-bank" and due_hits is None and self.next_refresh > now:
+                    wake = min(wake, self.next_refresh)
+                yield self._wait_until(wake)
                 continue
             _, _, cmd, bank, req = best
-            yield self._wait_until(now)
+            if now * self.domain.period_ticks > self.env.now:  # already there: no kernel event
+                yield self._wait_until(now)
             if req is None:
                 self._issue("PRE", bank, 0, 0, None, now)
                 continue
             out = self._issue(cmd, bank, req.row, req.col, req.data, now)
+            if not req.first:
+                req.first = cmd
+                if cmd == "ACT":
+                    self.row_misses += 1
+                elif cmd == "PRE":
+                    self.row_conflicts += 1
+                else:
+                    self.row_hits += 1
             if cmd in ("RD", "WR"):
                 req.done = now + (t_.nCL if cmd == "RD" else t_.nCWL) + t_.nBL
                 req.value = out
-                queue.remove(req)
+                self._complete(req, req.done)
+                (writes if req.is_write and wq_depth > 0 else reads).remove(req)
+
+
+def latency_cycles(controllers: Iterable[Controller]) -> dict[str, float]:
+    """Request latency (arrival to the data's last beat on the bus) over ``controllers``:
+    ``mean``, ``p50`` and ``p99`` in cycles (nearest rank: the smallest latency at least that
+    share of the requests did not exceed); zeros when no request completed."""
+    hist: dict[int, int] = {}
+    total = n = 0
+    for c in controllers:
+        total += c.latency_sum_cycles
+        n += c.completed
+        for lat, k in c.latency_hist.items():
+            hist[lat] = hist.get(lat, 0) + k
+    out = {"mean": total / n if n else 0.0, "p50": 0.0, "p99": 0.0}
+    if not n:
+        return out
+    for name, q in (("p50", 0.50), ("p99", 0.99)):
+        rank = max(1, math.ceil(q * n))
+        seen = 0
+        for lat in sorted(hist):
+            seen += hist[lat]
+            if seen >= rank:
+                out[name] = float(lat)
+                break
+    return out

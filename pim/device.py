@@ -180,8 +180,12 @@ class PseudoChannel:
     """Banks, row buffers, mode and PIM units of one pseudo-channel; :meth:`apply` runs a
     command that the timing checker has already let through."""
 
-    def __init__(self, std: Standard, name: str = "pch", *, decode_once: bool = True) -> None:
+    def __init__(
+        self, std: Standard, name: str = "pch", *, decode_once: bool = True,
+        store_data: bool = True,
+    ) -> None:  # fmt: skip
         self.std = std
+        self.store_data = store_data  # False: rows, modes and PIM state only (a RD returns None)
         self.name = name
         org = std.org
         self.nbanks = org.banks
@@ -260,6 +264,8 @@ class PseudoChannel:
             return None
         if self.mode == "AB-PIM":
             return self._trigger(cmd == "WR", col)
+        if not self.store_data:
+            return None
         if cmd == "RD":
             return self.row(r)[bank, col].copy()
         if data is None:

@@ -35,7 +35,25 @@ class HbmConfig:
         "open", "row buffer policy for host requests", choices=("open", "closed")
     )
     refresh: str = param("all-bank", "refresh policy", choices=("all-bank", "none"))
-    queue_depth: int = param(32, "requests a controller can see at once", min=1, max=1024)
+    queue_depth: int = param(
+        32,
+        "scheduling window: reads (all requests without a write queue) a controller sees",
+        min=1,
+        max=1024,
+    )
+    write_queue_depth: int = param(
+        32,
+        "write queue entries (0: writes share the read window, no write drain)",
+        min=0,
+        max=1024,
+    )
+    write_high_watermark: int = param(24, "writes queued that start a write drain", min=1, max=1024)
+    write_low_watermark: int = param(
+        8, "writes queued at which a drain stops (when reads wait)", min=0, max=1024
+    )
+    row_hit_cap: int = param(
+        4, "row hits a bank serves first-ready before age decides (0: no cap)", min=0, max=1024
+    )
 
     def standard(self) -> Standard:
         return PRESETS[self.preset]()
@@ -43,6 +61,20 @@ class HbmConfig:
     def check(self) -> None:
         if self.preset not in PRESETS:
             raise ConfigError("preset", self.preset, "unknown", allowed=", ".join(PRESETS))
+        if self.write_queue_depth and self.write_high_watermark > self.write_queue_depth:
+            raise ConfigError(
+                "hbm.write_high_watermark", self.write_high_watermark,
+                f"above hbm.write_queue_depth = {self.write_queue_depth}",
+                allowed=f"1..{self.write_queue_depth}",
+                hint="lower it or raise hbm.write_queue_depth",
+            )  # fmt: skip
+        if self.write_low_watermark >= self.write_high_watermark:
+            raise ConfigError(
+                "hbm.write_low_watermark", self.write_low_watermark,
+                f"not below hbm.write_high_watermark = {self.write_high_watermark}",
+                allowed=f"0..{self.write_high_watermark - 1}",
+                hint="a drain must stop below where it starts",
+            )  # fmt: skip
 
 
 class HbmStack(Component):
@@ -50,17 +82,23 @@ class HbmStack(Component):
 
     def __init__(
         self, sim: Simulation, cfg: HbmConfig, *, pchs: int, record: bool = False,
-        name: str = "hbm",
+        name: str = "hbm", store_data: bool = True,
     ) -> None:  # fmt: skip
         self.cfg = cfg
         self.std = cfg.standard()
         dom = sim.domain("hbm", self.std.timing.clock_hz)
         super().__init__(sim, name, domain=dom)
-        self.pchs = [PseudoChannel(self.std, f"{name}/pch[{i}]") for i in range(pchs)]
+        self.pchs = [
+            PseudoChannel(self.std, f"{name}/pch[{i}]", store_data=store_data) for i in range(pchs)
+        ]
         self.controllers = [
             Controller(
                 self, f"pch[{i}]", p, scheduler=cfg.scheduler, page_policy=cfg.page_policy,
-                refresh=cfg.refresh, queue_depth=cfg.queue_depth, record=record,
+                refresh=cfg.refresh, queue_depth=cfg.queue_depth,
+                write_queue_depth=cfg.write_queue_depth,
+                write_high_watermark=cfg.write_high_watermark,
+                write_low_watermark=cfg.write_low_watermark, row_hit_cap=cfg.row_hit_cap,
+                record=record,
             )
             for i, p in enumerate(self.pchs)
         ]  # fmt: skip

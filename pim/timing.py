@@ -47,6 +47,10 @@ class TimingChecker:
         }
         self.faw = 0
         self._memo: tuple | None = None  # the last bound computed, until the next record
+        # earliest1's bounds per level, valid until a record at that level: cmd -> cycle
+        self._pch_c: dict[str, int] = {}
+        self._bg_c: list[dict[str, int]] = [{} for _ in range(org.bankgroups)]
+        self._bank_c: list[dict[str, int]] = [{} for _ in range(org.banks)]
         for row in std.table:
             if row.window > 1:
                 self.faw = row.cycles
@@ -55,14 +59,48 @@ class TimingChecker:
                 (_INDEX[row.prev], row.cycles, row.window, row.prev)
             )
 
-    def _bound(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
-        """(earliest cycle, the rule that sets it); nothing changes it until :meth:`record`."""
+    def _bound(self, cmd: str, banks: Sequence[int]) -> int:
+        """The earliest cycle; nothing changes it until :meth:`record`. (The number alone: the
+        rule that sets it is only named, by :meth:`_compute`, when a command violates it.)"""
         memo = self._memo
         if memo is not None and memo[0] == cmd and memo[1] == banks:
             return memo[2]
-        out = self._compute(cmd, banks)
-        self._memo = (cmd, banks, out)
-        return out
+        last_pch, bpg = self.last_pch, self.banks_per_group
+        rules = self.rules[cmd]
+        best = NEVER
+        for prev, cyc, _w, _p in rules["pch"]:
+            t = last_pch[prev] + cyc
+            if t > best:
+                best = t
+        if cmd == "ACT" and len(self.acts) >= 4:
+            t = self.acts[-4] + self.faw
+            if t > best:
+                best = t
+        bgr = rules["bankgroup"]
+        if bgr:
+            last_bg = self.last_bg
+            g0 = -1
+            for b in banks:
+                g = b // bpg
+                if g == g0:
+                    continue
+                g0 = g
+                last = last_bg[g]
+                for prev, cyc, _w, _p in bgr:
+                    t = last[prev] + cyc
+                    if t > best:
+                        best = t
+        bkr = rules["bank"]
+        if bkr:
+            last_bank = self.last_bank
+            for b in banks:
+                last = last_bank[b]
+                for prev, cyc, _w, _p in bkr:
+                    t = last[prev] + cyc
+                    if t > best:
+                        best = t
+        self._memo = (cmd, banks, best)
+        return best
 
     def _compute(self, cmd: str, banks: Sequence[int]) -> tuple[int, str]:
         rules = self.rules[cmd]
@@ -98,22 +136,65 @@ class TimingChecker:
                         best, why = t, f"bank {b}: {pname} -> {cmd} >= {cyc}"
         return best, why
 
+    def earliest1(self, cmd: str, bank: int) -> int:
+        """:meth:`earliest` of a command to one bank, from per-level bounds kept until a
+        command is recorded at that level (a record touches the pseudo-channel's bound, its
+        bank group's and its banks'; the rest stay valid)."""
+        pc = self._pch_c.get(cmd)
+        if pc is None:
+            pc = NEVER
+            last = self.last_pch
+            for prev, cyc, _w, _p in self.rules[cmd]["pch"]:
+                t = last[prev] + cyc
+                if t > pc:
+                    pc = t
+            if cmd == "ACT" and len(self.acts) >= 4:
+                t = self.acts[-4] + self.faw
+                if t > pc:
+                    pc = t
+            self._pch_c[cmd] = pc
+        g = bank // self.banks_per_group
+        gc = self._bg_c[g].get(cmd)
+        if gc is None:
+            gc = NEVER
+            last = self.last_bg[g]
+            for prev, cyc, _w, _p in self.rules[cmd]["bankgroup"]:
+                t = last[prev] + cyc
+                if t > gc:
+                    gc = t
+            self._bg_c[g][cmd] = gc
+        bc = self._bank_c[bank].get(cmd)
+        if bc is None:
+            bc = NEVER
+            last = self.last_bank[bank]
+            for prev, cyc, _w, _p in self.rules[cmd]["bank"]:
+                t = last[prev] + cyc
+                if t > bc:
+                    bc = t
+            self._bank_c[bank][cmd] = bc
+        if gc > pc:
+            pc = gc
+        return bc if bc > pc else pc
+
     def earliest(self, cmd: str, banks: Sequence[int]) -> int:
         """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
-        return self._bound(cmd, banks)[0]
+        return self._bound(cmd, banks)
 
     def record(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
         """Note that ``cmd`` went to ``banks`` at ``cycle``."""
         self._memo = None
+        self._pch_c.clear()
         i = _INDEX[cmd]
         self.last_pch[i] = cycle
         seen = set()
         for b in banks:
             self.last_bank[b][i] = cycle
+            self._bank_c[b].clear()
             g = b // self.banks_per_group
             if g not in seen:
                 seen.add(g)
                 self.last_bg[g][i] = cycle
+                self._bg_c[g].clear()
         if cmd == "ACT":
             self.acts.append(cycle)
             if len(self.acts) > 4:
@@ -121,8 +202,8 @@ class TimingChecker:
 
     def issue(self, cmd: str, banks: Sequence[int], cycle: int) -> None:
         """Check and record a command issued at ``cycle``; too early is a TimingViolation."""
-        t, why = self._bound(cmd, banks)
-        if cycle < t:
+        if cycle < self._bound(cmd, banks):
+            t, why = self._compute(cmd, banks)
             raise TimingViolation(
                 f"{self.name}: {cmd} to bank(s) {list(banks)} at cycle {cycle} violates {why} "
                 f"cycles (earliest legal cycle {t}); issue it at cycle {t} or later"

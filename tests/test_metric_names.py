@@ -71,7 +71,8 @@ COUNTS = {
     "items", "puts", "events", "runs", "entries", "parameters", "tokens", "weights", "batch",
     "iterations", "elements", "nnz", "rows", "cols", "blocks", "pes", "nodes", "boxes", "hops",
     "ranks", "groups", "flows", "chunks", "paths", "pchs", "commands", "activations",
-    "refreshes", "triggers", "writes", "switches", "turnarounds", "count",
+    "refreshes", "triggers", "writes", "switches", "turnarounds", "count", "requests", "hits",
+    "misses", "conflicts",
 }  # fmt: skip
 
 #: The name of a run's clock domain is not a hardware clock for these kinds: they report no
@@ -129,6 +130,10 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
         ({"topology": "2x1", "batch": 16, "d_model": 16, "d_ff": 32, "strategy": "fsdp"}, False),
     ],
     "hbm-read": [({"requests": 128}, True), ({"requests": 128, "pattern": "random"}, True)],
+    "hbm-trace": [
+        ({"trace": "traces/mixed-1536.ramulator.trace", "format": "ramulator"}, False),
+        ({"trace": "traces/mixed-1536.dramsim3.trace", "scope": "stacks"}, False),
+    ],
     "jitq": [({"rows": 64, "cols": 64}, True)],
     "jitq-study": [({"calibration_rows": 256}, False), ({"model": "all"}, False)],
 }

@@ -7,8 +7,10 @@ import json
 import pytest
 
 from app import cli
+from runner.scenario import run_kind
 from simcore.sim import Simulation
 from workloads.pim import study
+from workloads.pim.jitq import JitqParams
 from workloads.pim.study import MODELS, GpuConfig, StudyParams
 
 
@@ -60,3 +62,23 @@ def test_larger_formats_free_more_memory():
         for f in ("mx4", "mx6", "mx9")
     ]
     assert savings == sorted(savings)
+
+
+def test_gpu_memory_bytes_sets_the_footprint_against_the_device():
+    """``gpu.memory_bytes`` was accepted and changed nothing: it now sets the per-GPU footprint
+    (both MX copies) against the device; the savings, a share, do not depend on it."""
+    big = run_kind("jitq-study", StudyParams(calibration_rows=256))
+    tiny = run_kind("jitq-study", StudyParams(calibration_rows=256, gpu=GpuConfig(memory_bytes=1)))
+    assert big["fits_memory"] and not tiny["fits_memory"]
+    assert big["memory_used_pct"] == pytest.approx(
+        100 * big["memory_per_gpu_gib"] * 2**30 / GpuConfig().memory_bytes
+    )
+    assert tiny["capacity_savings_pct"] == big["capacity_savings_pct"]
+
+
+def test_small_tiled_tensors_pad_every_unit_to_one_tile():
+    """``jitq --set rows=16, 64, 256`` (256 columns, tiled) take the same cycles: the 256 units
+    of a stack (32 pCH x 8) each get ceil(tiles / 256) tiles, zero-padded, and all run the same
+    broadcast stream; 512 rows give 512 tiles, two a unit."""
+    cyc = {r: run_kind("jitq", JitqParams(rows=r, cols=256))["cycles"] for r in (16, 256, 512)}
+    assert cyc[16] == cyc[256] < cyc[512]

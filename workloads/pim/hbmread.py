@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pim.controller import Request
+from pim.controller import Request, latency_cycles
 from pim.stack import HbmConfig, HbmStack
 from runner import registry
 from simcore.config import param, section
@@ -31,6 +31,9 @@ class HbmReadParams(registry.ScenarioParams):
     pattern: str = param("stream", "address pattern", choices=("stream", "random"))
     requests: int = param(4096, "32-byte reads the host issues", min=1, max=10_000_000)
     rows_spanned: int = param(4096, "rows per bank the random pattern draws from", min=1)
+    write_fraction: float = param(
+        0.0, "share of the requests that are writes (drawn at random)", min=0.0, max=1.0
+    )
     hbm: HbmConfig = section(HbmConfig, "the HBM stack")
 
 
@@ -58,14 +61,24 @@ def build(sim: Simulation, p: HbmReadParams) -> ReadRun:
     rng = np.random.default_rng([p.seed, 13])
     span = org.bankgroups * org.columns * org.banks_per_group * min(p.rows_spanned, org.rows - 3)
     addrs = np.arange(p.requests) if p.pattern == "stream" else rng.integers(0, span, p.requests)
+    writes = (
+        rng.random(p.requests) < p.write_fraction
+        if p.write_fraction
+        else np.zeros(p.requests, bool)
+    )
     reqs = []
-    for a in addrs.tolist():
+    for a, w in zip(addrs.tolist(), writes.tolist(), strict=True):
         bank, row, col = address(org, a % span)
-        reqs.append(Request(False, bank, row, col))
+        reqs.append(Request(w, bank, row, col))
     touched = sorted({r.row for r in reqs})
     for row in touched:
         pch.row(row)[:] = rng.integers(0, 1 << 16, pch.row(row).shape, dtype=np.uint16)
+    # a write stores the bytes its column holds, so what each read returns does not depend on
+    # the order the scheduler chose (the controller has no same-address hazard check)
     expect = [pch.row(r.row)[r.bank, r.col].copy() for r in reqs]
+    for r, e in zip(reqs, expect, strict=True):
+        if r.is_write:
+            r.data = e
     stack.controllers[0].submit(reqs)
     return ReadRun(stack, reqs, expect)
 
@@ -77,6 +90,7 @@ def metrics(sim: Simulation, p: HbmReadParams, run: ReadRun, result: RunResult) 
     peak = byte / t.nBL * t.clock_hz
     bw = p.requests * byte / (cycles / t.clock_hz)
     m = model(p)
+    lat = latency_cycles([ctl])
     return {
         "time_s": cycles / t.clock_hz,
         "cycles": cycles,
@@ -84,8 +98,12 @@ def metrics(sim: Simulation, p: HbmReadParams, run: ReadRun, result: RunResult) 
         "peak_fraction": bw / peak,
         "row_activations": ctl.counts.get("ACT", 0),
         "refreshes": ctl.counts.get("REF", 0),
+        "writes": ctl.counts.get("WR", 0),
+        "latency_mean_s": lat["mean"] / t.clock_hz,
+        "latency_p50_s": lat["p50"] / t.clock_hz,
+        "latency_p99_s": lat["p99"] / t.clock_hz,
         "correct": all(
-            r.value is not None and np.array_equal(r.value, e)
+            r.is_write or (r.value is not None and np.array_equal(r.value, e))
             for r, e in zip(run.requests, run.expect, strict=True)
         ),
         "model_time_s": m["time_s"],

@@ -19,7 +19,9 @@ The JIT-Q study's question, for one model or all (``model = all``), per MX forma
   the next layer (row and column) instead of both MX copies of every layer. Setup: BF16 master
   weights and BF16 Adam moments (6 B per parameter), two MX_n weight copies, activations with
   selective recomputation (34·s·b·H / tp bytes at 16 bits per layer, Korthikanti et al.: the
-  7·s·b·H GEMM inputs in MX_n, the rest in FP8), embeddings left out.
+  7·s·b·H GEMM inputs in MX_n, the rest in FP8), embeddings left out. ``memory_used_pct``
+  sets that footprint (both copies) against ``gpu.memory_bytes`` and ``fits_memory`` says whether
+  it fits (the savings are a share, so they do not depend on the device's size).
 - **throughput loss**: while PIM runs, the CUs that issue its commands (one per two HBM
   channels: 16 of 104) do not compute; the GEMMs of that overlap run at 88/104 of peak.
 
@@ -183,6 +185,8 @@ def study(sim: Simulation, name: str, p: StudyParams) -> dict[str, Any]:
         "weights_per_gpu_layer": weights,
         "capacity_savings_pct": 100.0 * (all_copies - jit) / all_copies,
         "memory_per_gpu_gib": all_copies / 2**30,
+        "memory_used_pct": 100.0 * all_copies / gpu.memory_bytes,
+        "fits_memory": all_copies <= gpu.memory_bytes,
         "freed_gib": (all_copies - jit) / 2**30,
         "throughput_loss_pct": 100.0 * loss_t / (gpu_s["fwd"] + gpu_s["bwd"]),
         "reserved_cu_count": reserved,
