@@ -14,7 +14,7 @@ from tests.trace_samples import write_wafer_trace
 from traces.chrome_json import export_chrome_json
 from traces.export import export
 from traces.layout import Lanes, build_tree, display_segments
-from traces.perfetto import CLOCK_ID, clock_unit, export_perfetto
+from traces.perfetto import TickToNs, export_perfetto
 
 TE = pb.TrackEvent
 
@@ -51,10 +51,15 @@ def test_lanes_never_overlap():
     assert got == [0, 1, 0, 2, 0]
 
 
-def test_clock_unit():
-    assert clock_unit(1_000_000_000) == (1, True)
-    assert clock_unit(250_000_000) == (4, True)
-    assert clock_unit(3_000_000_000) == (1, False)
+def test_ticks_to_ns():
+    assert [TickToNs(1_000_000_000)(t) for t in (0, 7)] == [0, 7]
+    assert TickToNs(250_000_000)(3) == 12 and TickToNs(250_000_000).exact
+    at_850 = TickToNs(850_000_000)  # 1.17647 ns: 1,886 cycles are 2,218.8 ns
+    assert not at_850.exact and at_850(1886) == 2219 and at_850(1) == 1 and at_850(2) == 2
+    at_17g = TickToNs(17_000_000_000)  # 1/17 ns
+    assert at_17g(17 * 450_000) == 450_000 and at_17g(8) == 0 and at_17g(9) == 1
+    assert TickToNs(1_503_000_000_000)(10**15 * 1503 + 751) == 10**15  # exact at any length
+    assert at_850.describe() == "1 tick = 1.17647 ns (times rounded to the nearest ns)"
 
 
 def test_perfetto_export_structure(tmp_path):
@@ -64,8 +69,7 @@ def test_perfetto_export_structure(tmp_path):
     packets = read_packets(tmp_path / "w.pftrace")
     first = packets[0]
     assert first.sequence_flags == pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-    assert first.trace_packet_defaults.timestamp_clock_id == CLOCK_ID
-    assert {c.clock_id: c.unit_multiplier_ns for c in first.clock_snapshot.clocks} == {64: 1, 6: 0}
+    assert not first.HasField("clock_snapshot")  # timestamps are ns of the default clock
     tracks = {p.track_descriptor.uuid: p.track_descriptor for p in packets
               if p.HasField("track_descriptor")}  # fmt: skip
     assert len(tracks) == stats.tracks

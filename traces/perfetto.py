@@ -3,11 +3,11 @@
 The output is a stream of ``TracePacket`` messages built with the classes of the official
 ``perfetto`` Python package, on one trusted packet sequence:
 
-* The first packet clears incremental state, sets ``timestamp_clock_id`` as the sequence default
-  and snapshots a sequence-scoped custom clock (id 64) whose ``unit_multiplier_ns`` makes one
-  unit exactly one simulation tick: ``1e9 / tick_hz`` ns when that is a whole number. When it is
-  not (ticks shorter than 1 ns, or not dividing a second), one tick is shown as 1 ns so times stay
-  exact integers; :class:`ExportStats` and the root track's description say so.
+* Timestamps are simulated nanoseconds whatever the tick rate: every tick time ``t`` is written
+  as ``round(t * 1e9 / tick_hz)`` (:class:`TickToNs`, exact integer arithmetic), and a slice's
+  end as the converted end tick, so adjacent slices stay adjacent. Perfetto's own resolution is
+  1 ns; a clock with ``unit_multiplier_ns`` could only express whole-nanosecond ticks, which
+  850 MHz, 1.2 GHz, 17 GHz and 1.503 THz time bases are not (docs/traces.md, "Time").
 * ``TrackDescriptor`` packets build the component tree (:mod:`traces.layout`); a component's own
   track is its lane 0, extra lanes for overlapping slices are its child tracks ``lane N``, and
   each counter name of a component is a child counter track.
@@ -23,18 +23,18 @@ so memory stays flat whatever the trace length.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from typing import BinaryIO
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from simcore.errors import TraceError
 from traces.layout import Lanes, build_tree, map_rows, open_output, prepass
 from traces.reader import iter_batches, read_header
 
-CLOCK_ID = 64  # first sequence-scoped user clock id
 SEQUENCE_ID = 1
-_BOOTTIME = 6
 _CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 _NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 _BEGIN = pb.TrackEvent.TYPE_SLICE_BEGIN
@@ -56,19 +56,14 @@ class ExportStats:
     orphan_receives: int = 0  # flow_in events whose id no event sends
     tracks: int = 0  # every track descriptor written
     event_tracks: int = 0  # lane and counter tracks (the ones holding events)
-    unit_multiplier_ns: int = 1
-    exact_time: bool = True
+    tick_hz: int = 1_000_000_000
     wall_s: float = 0.0
     bytes: int = 0
     note: str = ""  # the input was cut off: what was lost (the readable part is exported)
 
     def describe(self) -> str:
         """One line for the command line."""
-        time_note = (
-            f"1 tick = {self.unit_multiplier_ns} ns"
-            if self.exact_time
-            else "ticks shown as ns (tick_hz does not divide 1 s)"
-        )
+        time_note = TickToNs(self.tick_hz).describe()
         orphans = f", {self.orphan_receives:,} receives without a send" * bool(self.orphan_receives)
         return (
             f"{self.events:,} events -> {self.slices:,} slices ({self.instants:,} instants), "
@@ -93,11 +88,33 @@ _PREFIXED = 1 << 14
 _PREFIX = [b"\x0a" + _varint(n) for n in range(_PREFIXED)]  # tag of field 1 + length
 
 
-def clock_unit(tick_hz: int) -> tuple[int, bool]:
-    """``(unit_multiplier_ns, exact)`` for a trace whose tick is ``1 / tick_hz`` seconds."""
-    if tick_hz > 0 and 1_000_000_000 % tick_hz == 0:
-        return 1_000_000_000 // tick_hz, True
-    return 1, False
+class TickToNs:
+    """Converts ticks of ``1 / tick_hz`` seconds to whole nanoseconds, rounding half up.
+
+    The ratio ``1e9 / tick_hz`` is kept as a reduced fraction ``num / den``, so the conversion
+    is exact integer arithmetic at any trace length (no float drift)."""
+
+    def __init__(self, tick_hz: int) -> None:
+        if tick_hz <= 0:
+            raise TraceError(f"trace header has tick_hz {tick_hz!r}; it must be a positive integer")
+        g = math.gcd(1_000_000_000, tick_hz)
+        self.tick_hz = tick_hz
+        self.num = 1_000_000_000 // g
+        self.den = tick_hz // g
+
+    def __call__(self, ticks: int) -> int:
+        return (2 * ticks * self.num + self.den) // (2 * self.den)
+
+    @property
+    def exact(self) -> bool:
+        """Whether every tick is a whole number of nanoseconds (no rounding happens)."""
+        return self.den == 1
+
+    def describe(self) -> str:
+        ns = self.num / self.den
+        if self.exact:
+            return f"1 tick = {self.num} ns"
+        return f"1 tick = {ns:.6g} ns (times rounded to the nearest ns)"
 
 
 class _Out:
@@ -128,14 +145,14 @@ def export_perfetto(
     trace_path, out_path = os.fspath(trace_path), os.fspath(out_path)
     header = read_header(trace_path)
     pre = prepass(trace_path)
-    unit, exact = clock_unit(int(header.get("tick_hz") or 0))
-    stats = ExportStats(unit_multiplier_ns=unit, exact_time=exact)
+    to_ns = TickToNs(int(header.get("tick_hz") or 0))
+    stats = ExportStats(tick_hz=to_ns.tick_hz)
     stats.orphan_receives = pre.flows.orphan_receives
     stats.note = pre.note
     fh = open_output(out_path, "wb")  # closed in the finally below
     try:
         out = _Out(fh)
-        _write_preamble(out, header, unit, exact)
+        _write_preamble(out, header, to_ns)
         nodes, uid_of = build_tree(pre.components, first_uid=2)
         for node in nodes:
             td = pb.TrackDescriptor(
@@ -147,7 +164,7 @@ def export_perfetto(
             )
             out.add(_wrap(td))
         stats.tracks = len(nodes) + 1
-        _Exporter(out, stats, uid_of, pre, next_uid=2 + len(nodes)).run(trace_path)
+        _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns).run(trace_path)
         out.flush()
         stats.bytes = out.bytes
     finally:
@@ -160,38 +177,33 @@ def _wrap(td: pb.TrackDescriptor) -> pb.TracePacket:
     return pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, track_descriptor=td)
 
 
-def _write_preamble(out: _Out, header: dict, unit: int, exact: bool) -> None:
+def _write_preamble(out: _Out, header: dict, to_ns: TickToNs) -> None:
     first = pb.TracePacket(
         trusted_packet_sequence_id=SEQUENCE_ID,
         sequence_flags=_CLEARED,
         first_packet_on_sequence=True,
-        timestamp=0,
-        timestamp_clock_id=_BOOTTIME,
     )
-    first.trace_packet_defaults.timestamp_clock_id = CLOCK_ID
-    snap = first.clock_snapshot
-    snap.clocks.add(clock_id=CLOCK_ID, timestamp=0, unit_multiplier_ns=unit)
-    snap.clocks.add(clock_id=_BOOTTIME, timestamp=0)
-    out.add(first)
     scenario = header.get("scenario", "trace")
-    time_note = (
-        f"1 tick = {unit} ns"
-        if exact
-        else f"tick_hz {header.get('tick_hz')} does not divide 1 s: times shown in ticks as ns"
+    first.track_descriptor.CopyFrom(
+        pb.TrackDescriptor(
+            uuid=1,
+            name=f"wafersim {scenario} (seed {header.get('seed')})",
+            description=f"wafersim {header.get('wafersim_version')} trace, simulated time in ns; "
+            f"tick_hz {to_ns.tick_hz}: {to_ns.describe()}",
+            child_ordering=_EXPLICIT,
+        )
     )
-    root = pb.TrackDescriptor(
-        uuid=1,
-        name=f"wafersim {scenario} (seed {header.get('seed')})",
-        description=f"wafersim {header.get('wafersim_version')} trace; {time_note}",
-        child_ordering=_EXPLICIT,
-    )
-    out.add(_wrap(root))
+    out.add(first)
 
 
 class _Exporter:
     """Pass two: events to packets, with lanes, counter tracks, interning and flows."""
 
-    def __init__(self, out: _Out, stats: ExportStats, uid_of: dict[str, int], pre, next_uid: int):
+    def __init__(
+        self, out: _Out, stats: ExportStats, uid_of: dict[str, int], pre, next_uid: int,
+        to_ns: TickToNs,
+    ) -> None:  # fmt: skip
+        self.to_ns = to_ns
         self.out = out
         self.stats = stats
         self.uid_of = uid_of
@@ -256,6 +268,7 @@ class _Exporter:
         ctr_te = ctr.track_event
         ctr_te.type = _COUNTER
         flows = self.flows
+        num2, den, den2 = 2 * self.to_ns.num, self.to_ns.den, 2 * self.to_ns.den
         for batch in iter_batches(path):
             n = batch.num_rows
             st.events += n
@@ -273,8 +286,9 @@ class _Exporter:
             for r in range(n):
                 comp = comp_d[comp_i[r]]
                 t = ts[r]
+                t_ns = (t * num2 + den) // den2
                 if ph_d[ph_i[r]] == "counter":
-                    ctr.timestamp = t
+                    ctr.timestamp = t_ns
                     ctr_te.track_uuid = self._counter_track(comp, name_d[name_i[r]])
                     v = value[r]
                     ctr_te.double_counter_value = 0.0 if v is None else v
@@ -284,7 +298,7 @@ class _Exporter:
                 te.Clear()
                 if pk.HasField("interned_data"):
                     pk.ClearField("interned_data")
-                pk.timestamp = t
+                pk.timestamp = t_ns
                 d = dur[r]
                 te.name_iid = self._iid(self.names, name_d[name_i[r]], pk, "event_names")
                 te.category_iids.append(
@@ -323,7 +337,7 @@ class _Exporter:
                 if d > 0:
                     te.type = _BEGIN
                     out.add(pk)
-                    end.timestamp = t + d
+                    end.timestamp = ((t + d) * num2 + den) // den2
                     end_te.track_uuid = track
                     out.add(end)
                 else:
