@@ -329,11 +329,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"wafersim: interrupted{kept}", file=sys.stderr)
         return 130
     data = out.as_json()
+    exported = None
     if args.perfetto and out.trace_path:
         from traces.perfetto import export_perfetto  # pyarrow, perfetto
 
         with outputs.atomic(args.perfetto, "--perfetto") as tmp:
-            export_perfetto(out.trace_path, tmp)
+            exported = export_perfetto(out.trace_path, tmp)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
@@ -347,6 +348,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  trace {out.trace_path} (level {args.trace_level})")
     if args.perfetto:
         print(f"  perfetto {args.perfetto} (open in https://ui.perfetto.dev)")
+        if exported is not None:
+            print(f"    {exported.describe()}")
     return 0
 
 

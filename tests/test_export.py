@@ -45,10 +45,24 @@ def test_tree_orders_naturally_and_parents_first():
         assert n.parent == 0 or n.parent < n.uid
 
 
-def test_lanes_never_overlap():
+def test_lanes_nest_and_never_overlap():
     lanes = Lanes()
-    got = [lanes.place(s, e) for s, e in [(0, 10), (5, 15), (10, 20), (12, 13), (30, 31)]]
-    assert got == [0, 1, 0, 2, 0]
+    spans = [(0, 10), (2, 8), (3, 8), (5, 15), (10, 20), (12, 13), (30, 31), (25, 40)]
+    got = [lanes.place(s, e, "task") for s, e in spans]
+    # (2,8) and (3,8) nest in (0,10); (5,15) overlaps it partly: lane 1; (12,13) nests in
+    # (10,20); (25,40) starts before lane 0's last start: lane 1, where (5,15) has ended
+    assert got == [0, 0, 0, 1, 0, 0, 0, 1]
+    assert lanes.name(1) == "lane 1: task"
+
+
+def test_start_order_puts_enclosing_slices_first():
+    import pyarrow as pa
+
+    from traces.layout import start_order
+
+    # an instruction written before its task (the task ends last), and a tie of equal spans
+    ts, dur = pa.array([4, 0, 9, 9]), pa.array([42, 47, 3, 3])
+    assert start_order(ts, dur) == [1, 0, 3, 2]
 
 
 def test_ticks_to_ns():
@@ -76,7 +90,7 @@ def test_perfetto_export_structure(tmp_path):
     for td in tracks.values():
         assert td.parent_uuid == 0 or td.parent_uuid in tracks
     names = {td.name for td in tracks.values()}
-    assert {"wafer", "pe[*,0]", "pe[*,1]", "pe[2,1]", "router", "lane 1", "east"} <= names
+    assert {"wafer", "pe[*,0]", "pe[*,1]", "pe[2,1]", "router", "lane 1: task", "east"} <= names
     kinds = collections.Counter(p.track_event.type for p in packets if p.HasField("track_event"))
     assert kinds[TE.TYPE_SLICE_BEGIN] == kinds[TE.TYPE_SLICE_END]
     assert kinds[TE.TYPE_SLICE_BEGIN] + kinds[TE.TYPE_INSTANT] == counts["slices"]
@@ -89,16 +103,22 @@ def test_perfetto_export_structure(tmp_path):
     interned = {i.iid: i.name for p in packets for i in p.interned_data.event_names}
     used = {p.track_event.name_iid for p in packets if p.track_event.name_iid}
     assert used <= set(interned) and "fmac" in interned.values()
-    # per track, begin/end must nest: replay each track's stack in time order
+    # per track, slices must nest: every begin inside the innermost open slice
     per_track = collections.defaultdict(list)
-    for seq, p in enumerate(packets):
-        if p.track_event.type in (TE.TYPE_SLICE_BEGIN, TE.TYPE_SLICE_END):
-            per_track[p.track_event.track_uuid].append((p.timestamp, seq, p.track_event.type))
-    for events in per_track.values():
-        depth = 0
-        for _, _, kind in sorted(events):
-            depth += 1 if kind == TE.TYPE_SLICE_BEGIN else -1
-            assert 0 <= depth <= 1
+    ends = iter([p.timestamp for p in packets if p.track_event.type == TE.TYPE_SLICE_END])
+    for p in packets:
+        if p.track_event.type == TE.TYPE_SLICE_BEGIN:
+            per_track[p.track_event.track_uuid].append((p.timestamp, next(ends)))
+    deepest = 0
+    for spans in per_track.values():
+        stack: list[int] = []
+        for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            assert not stack or end <= stack[-1]
+            stack.append(end)
+            deepest = max(deepest, len(stack))
+    assert deepest >= 1
 
 
 def test_chrome_json_export(tmp_path):
@@ -111,7 +131,7 @@ def test_chrome_json_export(tmp_path):
     assert ph["C"] == counts["counters"]
     assert ph["s"] == ph["f"] == counts["flows"]
     threads = [e["args"]["name"] for e in events if e.get("name") == "thread_name"]
-    assert "wafer/pe[1,0]/router lane 1" in threads
+    assert "wafer/pe[1,0]/task lane 1: task" in threads
 
 
 def test_export_errors(tmp_path):

@@ -7,10 +7,14 @@ same picture. Nothing here knows a hardware family: it works on component *paths
   with two or more indices gets a grouping node over all but its first index (``pe[*,4]`` is row
   4), so a mesh reads wafer -> rows -> PEs -> children; ``pod/chip[x,y,z]`` becomes
   pod -> ``chip[*,y,z]`` -> chips. Siblings are ordered naturally (``pe[2,0]`` before ``pe[10,0]``).
-* **Lanes.** Viewers need the slices of one track to nest. Slices of one component that overlap
-  go on separate lanes. A lane remembers only the span it covers (first start, last end), so
-  the assignment streams with constant memory per lane; it is exact when a component's slices
-  arrive in start order (the kernel emits them so) and merely uses more lanes otherwise.
+* **Lanes.** Viewers need the slices of one track to nest. Exporters visit a batch's slices in
+  start order (longest first at one start; at one start and length, the one written last first,
+  as an enclosing slice is written when it ends, after what it encloses), and a slice goes on the
+  first lane where it either starts after everything open there or lies inside the innermost
+  open slice: a task's instructions nest under the task, a message's chunks under the message.
+  A lane keeps only its stack of open ends and its last start, so memory is constant per lane;
+  a slice that starts before its lane's last start (out of order across batches) takes another
+  lane rather than break nesting.
 * **Flows.** The schema lets one send (``flow_out``) reach any number of receives (``flow_in``);
   viewer flows are point to point. :class:`FlowPlan` (one streaming pre-pass) gives every
   (send, receive) pair its own viewer id: a send with *k* receives carries ids
@@ -95,23 +99,42 @@ def build_tree(paths: list[str], first_uid: int = 1) -> tuple[list[TrackNode], d
 
 
 class Lanes:
-    """Assigns each slice of one component to the first lane it fits on (see module doc)."""
+    """Assigns each slice of one component to the first lane it nests on (see module doc)."""
 
-    __slots__ = ("spans",)
+    __slots__ = ("categories", "last", "stacks")
 
     def __init__(self) -> None:
-        self.spans: list[list[int]] = []  # per lane [first start, last end]
+        self.stacks: list[list[int]] = []  # per lane: ends of the open slices, innermost last
+        self.last: list[int] = []  # per lane: the last start placed
+        self.categories: list[str] = []  # per lane: the category of its first slice
 
-    def place(self, start: int, end: int) -> int:
-        for i, span in enumerate(self.spans):
-            if start >= span[1]:  # after everything on the lane (touching is fine)
-                span[1] = end
+    def place(self, start: int, end: int, category: str = "") -> int:
+        for i, stack in enumerate(self.stacks):
+            if start < self.last[i]:
+                continue
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                self.last[i] = start
                 return i
-            if end < span[0]:  # strictly before it
-                span[0] = start
-                return i
-        self.spans.append([start, end])
-        return len(self.spans) - 1
+        self.stacks.append([end])
+        self.last.append(start)
+        self.categories.append(category)
+        return len(self.stacks) - 1
+
+    def name(self, lane: int) -> str:
+        """A lane's track name: its number and the category that opened it."""
+        cat = self.categories[lane]
+        return f"lane {lane}: {cat}" if cat else f"lane {lane}"
+
+
+def start_order(ts: pa.Array, dur: pa.Array) -> list[int]:
+    """Row indices of a batch in the order exporters visit them (see the module doc)."""
+    t = ts.to_numpy(zero_copy_only=False)
+    d = dur.to_numpy(zero_copy_only=False)
+    rows = np.arange(len(t))
+    return np.lexsort((-rows, -d, t)).tolist()
 
 
 @dataclasses.dataclass

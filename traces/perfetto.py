@@ -31,7 +31,7 @@ from typing import BinaryIO
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from simcore.errors import TraceError
-from traces.layout import Lanes, build_tree, map_rows, open_output, prepass
+from traces.layout import Lanes, build_tree, map_rows, open_output, prepass, start_order
 from traces.reader import iter_batches, read_header
 
 SEQUENCE_ID = 1
@@ -236,7 +236,8 @@ class _Exporter:
                 uid = self.uid_of[comp]
                 self.stats.event_tracks += 1
             else:
-                uid = self._new_track(self.uid_of[comp], f"lane {lane}", -1_000_000 + lane)
+                name = self.lanes[comp].name(lane)
+                uid = self._new_track(self.uid_of[comp], name, -1_000_000 + lane)
             self.lane_uid[key] = uid
         return uid
 
@@ -283,7 +284,7 @@ class _Exporter:
             fin = batch.column("flow_in").to_pylist()
             arg_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
             arg_cols = [a for a in arg_cols if a is not None]
-            for r in range(n):
+            for r in start_order(batch.column("ts_ticks"), batch.column("dur_ticks")):
                 comp = comp_d[comp_i[r]]
                 t = ts[r]
                 t_ns = (t * num2 + den) // den2
@@ -307,7 +308,8 @@ class _Exporter:
                 lanes = self.lanes.get(comp)
                 if lanes is None:
                     lanes = self.lanes[comp] = Lanes()
-                track = self._lane_track(comp, lanes.place(t, t + d) if d > 0 else 0)
+                cat = cat_d[cat_i[r]]
+                track = self._lane_track(comp, lanes.place(t, t + d, cat) if d > 0 else 0)
                 te.track_uuid = track
                 for col in arg_cols:
                     group = col[r]
