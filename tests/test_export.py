@@ -29,6 +29,8 @@ def test_display_segments_group_rows():
     assert display_segments("wafer/pe[3,4]/router") == ("wafer", "pe[*,4]", "pe[3,4]", "router")
     assert display_segments("pod/chip[1,2,3]") == ("pod", "chip[*,2,3]", "chip[1,2,3]")
     assert display_segments("chain/relay[2]") == ("chain", "relay[2]")
+    # a TPU link is named by its ends, not a grid position: no row group
+    assert display_segments("pod/ici/link[0,0>1,0]") == ("pod", "ici", "link[0,0>1,0]")
     assert display_segments("hbm/stack[0]/pch[3]/bank[7]") == (
         "hbm", "stack[0]", "pch[3]", "bank[7]",
     )  # fmt: skip
@@ -95,7 +97,14 @@ def test_perfetto_export_structure(tmp_path):
     assert kinds[TE.TYPE_SLICE_BEGIN] == kinds[TE.TYPE_SLICE_END]
     assert kinds[TE.TYPE_SLICE_BEGIN] + kinds[TE.TYPE_INSTANT] == counts["slices"]
     assert kinds[TE.TYPE_INSTANT] == counts["instants"]
-    assert kinds[TE.TYPE_COUNTER] == counts["counters"]
+    assert kinds[TE.TYPE_COUNTER] == counts["counters"] + stats.overview_values
+    # each row group shows its PEs' busy % in its own (collapsed) row
+    overview = {td.name: td for td in tracks.values() if td.description.startswith("overview")}
+    assert {"wafer", "pe[*,0]", "pe[*,1]"} <= set(overview)
+    assert overview["pe[*,0]"].counter.unit_name == "%"
+    values = [p.track_event.double_counter_value for p in packets
+              if p.track_event.track_uuid == overview["pe[*,0]"].uuid]  # fmt: skip
+    assert max(values) > 0 and all(0 <= v <= 100 for v in values)
     starts = [f for p in packets for f in p.track_event.flow_ids]
     ends = [f for p in packets for f in p.track_event.terminating_flow_ids]
     assert len(starts) == len(set(starts)) == counts["flows"] == stats.flows

@@ -4,9 +4,11 @@ Exporters (:mod:`traces.perfetto`, :mod:`traces.chrome_json`) share this layout 
 same picture. Nothing here knows a hardware family: it works on component *paths* only.
 
 * **Track tree.** Every segment of a path such as ``wafer/pe[3,4]/router`` is a node. A segment
-  with two or more indices gets a grouping node over all but its first index (``pe[*,4]`` is row
-  4), so a mesh reads wafer -> rows -> PEs -> children; ``pod/chip[x,y,z]`` becomes
-  pod -> ``chip[*,y,z]`` -> chips. Siblings are ordered naturally (``pe[2,0]`` before ``pe[10,0]``).
+  with two or more integer indices gets a grouping node over all but its first index
+  (``pe[*,4]`` is row 4), so a mesh reads wafer -> rows -> PEs -> children;
+  ``pod/chip[x,y,z]`` becomes pod -> ``chip[*,y,z]`` -> chips (a TPU link, ``link[0,0>1,0]``,
+  is named by its ends and gets no group). Siblings are ordered naturally (``pe[2,0]`` before
+  ``pe[10,0]``).
 * **Lanes.** Viewers need the slices of one track to nest. Exporters visit a batch's slices in
   start order (longest first at one start; at one start and length, the one written last first,
   as an enclosing slice is written when it ends, after what it encloses), and a slice goes on the
@@ -53,7 +55,7 @@ def display_segments(path: str) -> tuple[str, ...]:
         m = _INDEXED.match(seg)
         if m:
             idx = [i.strip() for i in m["idx"].split(",")]
-            if len(idx) >= 2:
+            if len(idx) >= 2 and all(i.isdigit() for i in idx):
                 out.append(f"{m['base']}[*,{','.join(idx[1:])}]")
         out.append(seg)
     return tuple(out)
@@ -68,6 +70,7 @@ class TrackNode:
     parent: int
     rank: int
     has_children: bool
+    key: tuple[str, ...] = ()  # the display segments from the root to this node
 
 
 def build_tree(paths: list[str], first_uid: int = 1) -> tuple[list[TrackNode], dict[str, int]]:
@@ -93,6 +96,7 @@ def build_tree(paths: list[str], first_uid: int = 1) -> tuple[list[TrackNode], d
                 parent=uid_of.get(key[:-1], 0),
                 rank=sibs.index(key),
                 has_children=key in children,
+                key=key,
             )
         )
     return nodes, {p: uid_of[display_segments(p)] for p in paths}
@@ -191,6 +195,8 @@ class Prepass:
     components: list[str]
     flows: FlowPlan
     events: int
+    end_ticks: int = 0  # the last tick any event reaches
+    sliced: frozenset[str] = frozenset()  # components with at least one slice or instant
     note: str = ""  # what was lost if the trace is cut off, else ""
 
 
@@ -201,6 +207,8 @@ def _valid(arr: pa.Array) -> np.ndarray:
 def prepass(path: str) -> Prepass:
     """Collect component paths and flow ids batch by batch (memory: 8 bytes per flow event)."""
     comps: set[str] = set()
+    sliced: set[str] = set()
+    end = 0
     outs: list[np.ndarray] = []
     ins: list[np.ndarray] = []
     events = 0
@@ -211,6 +219,11 @@ def prepass(path: str) -> Prepass:
         used = pc.unique(col.indices).to_numpy(zero_copy_only=False)
         dictionary = col.dictionary.to_pylist()
         comps.update(dictionary[i] for i in used)
+        not_counter = pc.not_equal(batch.column("phase").cast(pa.string()), "counter")
+        used = pc.unique(pc.filter(col.indices, not_counter)).to_numpy(zero_copy_only=False)
+        sliced.update(dictionary[i] for i in used)
+        last = pc.max(pc.add(batch.column("ts_ticks"), batch.column("dur_ticks"))).as_py()
+        end = max(end, last or 0)
         outs.append(_valid(batch.column("flow_out")))
         ins.append(_valid(batch.column("flow_in")))
     sends = np.unique(np.concatenate(outs)) if outs else np.zeros(0, np.int64)
@@ -222,7 +235,10 @@ def prepass(path: str) -> Prepass:
     plan = FlowPlan(ids, counts, bases, orphan_receives=int(rcounts[~has_send].sum()))
     if stream.truncated and not events:
         raise TraceError(f"{stream.note}: nothing readable to export")
-    return Prepass(sorted(comps, key=natural_key), plan, events, stream.note)
+    return Prepass(
+        sorted(comps, key=natural_key), plan, events, note=stream.note, end_ticks=end,
+        sliced=frozenset(sliced),
+    )  # fmt: skip
 
 
 def map_rows(arr: pa.Array) -> list[list[tuple[str, object]] | None] | None:
@@ -248,3 +264,34 @@ def open_output(path: str, mode: str) -> IO[Any]:
         return open(path, mode, encoding="utf-8" if "b" not in mode else None)
     except OSError as exc:
         raise TraceError(f"cannot write '{path}': {exc.strerror}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterUnit:
+    """How a counter is shown: its track name, the factor applied to its values, and its unit."""
+
+    name: str
+    scale: float
+    unit: str
+
+
+#: Counter-name endings and what they count (the trace schema stores bare numbers).
+_COUNT_UNITS = (
+    ("_triggers", "triggers"),
+    ("_commands", "commands"),
+    ("_bytes", "bytes"),
+)
+
+
+def counter_unit(name: str) -> CounterUnit:
+    """The display of counter ``name``: shares (``*_utilisation``, ``*_fraction``) become
+    percent, queue and buffer depths are in wavelets, ``*_<count noun>`` keeps its noun."""
+    label = name.replace("_", " ")
+    if name.endswith(("_utilisation", "_fraction")):
+        return CounterUnit(f"{label} (%)", 100.0, "%")
+    if name.startswith(("buffer ", "input queue")):
+        return CounterUnit(f"{label} (wavelets)", 1.0, "wavelets")
+    for ending, unit in _COUNT_UNITS:
+        if name.endswith(ending):
+            return CounterUnit(label, 1.0, unit)
+    return CounterUnit(name, 1.0, "")

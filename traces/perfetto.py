@@ -28,10 +28,21 @@ import os
 import time
 from typing import BinaryIO
 
+import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from simcore.errors import TraceError
-from traces.layout import Lanes, build_tree, map_rows, open_output, prepass, start_order
+from traces.layout import (
+    Lanes,
+    TrackNode,
+    build_tree,
+    counter_unit,
+    display_segments,
+    map_rows,
+    open_output,
+    prepass,
+    start_order,
+)
 from traces.reader import iter_batches, read_header
 
 SEQUENCE_ID = 1
@@ -52,6 +63,7 @@ class ExportStats:
     slices: int = 0  # slice events (a begin/end pair each) plus instants
     instants: int = 0
     counters: int = 0
+    overview_values: int = 0  # counter values of the groups' busy % overview tracks
     flows: int = 0  # (send, receive) pairs
     orphan_receives: int = 0  # flow_in events whose id no event sends
     tracks: int = 0  # every track descriptor written
@@ -67,7 +79,8 @@ class ExportStats:
         orphans = f", {self.orphan_receives:,} receives without a send" * bool(self.orphan_receives)
         return (
             f"{self.events:,} events -> {self.slices:,} slices ({self.instants:,} instants), "
-            f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks"
+            f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks "
+            f"({self.overview_values:,} overview values)"
             f"{orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
         )
 
@@ -109,6 +122,14 @@ class TickToNs:
     def exact(self) -> bool:
         """Whether every tick is a whole number of nanoseconds (no rounding happens)."""
         return self.den == 1
+
+    def describe_span(self, ticks: int) -> str:
+        """``ticks`` as a duration with a readable unit."""
+        ns = ticks * self.num / self.den
+        for unit, size in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+            if ns >= size:
+                return f"{ns / size:.4g} {unit}"
+        return f"{ns:.4g} ns"
 
     def describe(self) -> str:
         ns = self.num / self.den
@@ -154,6 +175,7 @@ def export_perfetto(
         out = _Out(fh)
         _write_preamble(out, header, to_ns)
         nodes, uid_of = build_tree(pre.components, first_uid=2)
+        overview = Overview(nodes, pre)
         for node in nodes:
             td = pb.TrackDescriptor(
                 uuid=node.uid,
@@ -162,9 +184,18 @@ def export_perfetto(
                 sibling_order_rank=node.rank,
                 child_ordering=_EXPLICIT,
             )
+            members = overview.members.get(node.uid)
+            if members:
+                td.counter.unit_name = "%"
+                td.description = (
+                    f"overview: busy % = mean share of time its {members} component(s) with "
+                    "slices spend inside a slice (stalls excluded), per bin of "
+                    f"{to_ns.describe_span(overview.width)}"
+                )
             out.add(_wrap(td))
         stats.tracks = len(nodes) + 1
-        _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns).run(trace_path)
+        _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns, overview).run(trace_path)
+        overview.write(out, to_ns, stats)
         out.flush()
         stats.bytes = out.bytes
     finally:
@@ -196,14 +227,88 @@ def _write_preamble(out: _Out, header: dict, to_ns: TickToNs) -> None:
     out.add(first)
 
 
+class Overview:
+    """Busy % over time for every group track (a node with children and no events of its own:
+    a PE row, a chip row, a pod, a stack), shown in the group's own row, so it reads while the
+    group is collapsed.
+
+    A component is busy while inside any of its slices except stalls (its slices' union: the
+    exporter visits them in start order); a group's value per time bin is the mean over its
+    descendant components that have slices. At most :data:`BINS` bins span the run."""
+
+    BINS = 400
+
+    def __init__(self, nodes: list[TrackNode], pre) -> None:
+        self.width = max(1, -(-pre.end_ticks // self.BINS))
+        self.bins = max(1, -(-pre.end_ticks // self.width))
+        self.end = pre.end_ticks
+        widths = np.full(self.bins, float(self.width))
+        widths[-1] = max(1, self.end - (self.bins - 1) * self.width)
+        self.widths = widths
+        has_events = {display_segments(c) for c in pre.components}
+        uid_of_key = {n.key: n.uid for n in nodes}
+        groups = {n.key for n in nodes if n.has_children and n.key not in has_events}
+        self.groups_of: dict[str, list[int]] = {}
+        count: dict[int, int] = {}
+        for comp in sorted(pre.sliced):
+            segs = display_segments(comp)
+            uids = [uid_of_key[segs[:i]] for i in range(1, len(segs)) if segs[:i] in groups]
+            self.groups_of[comp] = uids
+            for uid in uids:
+                count[uid] = count.get(uid, 0) + 1
+        self.members = count
+        self.busy = {uid: np.zeros(self.bins) for uid in count}
+        self.covered: dict[str, int] = {}
+
+    def add(self, comp: str, start: int, end: int) -> None:
+        start = max(start, self.covered.get(comp, 0))
+        if end <= start:
+            return
+        self.covered[comp] = end
+        w = self.width
+        b0, b1 = start // w, (end - 1) // w
+        for uid in self.groups_of.get(comp, ()):
+            arr = self.busy[uid]
+            if b0 == b1:
+                arr[b0] += end - start
+            else:
+                arr[b0] += (b0 + 1) * w - start
+                arr[b1] += end - b1 * w
+                arr[b0 + 1 : b1] += w
+
+    def write(self, out: _Out, to_ns: TickToNs, stats: ExportStats) -> None:
+        pk = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+        te = pk.track_event
+        te.type = _COUNTER
+        for uid in sorted(self.busy):
+            te.track_uuid = uid
+            pct = self.busy[uid] * 100.0 / (self.widths * self.members[uid])
+            last = None
+            for b, v in enumerate(pct.tolist()):
+                if v != last:
+                    pk.timestamp = to_ns(b * self.width)
+                    te.double_counter_value = v
+                    out.add(pk)
+                    stats.overview_values += 1
+                    last = v
+            pk.timestamp = to_ns(self.end)
+            te.double_counter_value = 0.0
+            out.add(pk)
+            stats.overview_values += 1
+            stats.event_tracks += 1
+        out.flush()
+
+
 class _Exporter:
     """Pass two: events to packets, with lanes, counter tracks, interning and flows."""
 
     def __init__(
         self, out: _Out, stats: ExportStats, uid_of: dict[str, int], pre, next_uid: int,
-        to_ns: TickToNs,
+        to_ns: TickToNs, overview: Overview,
     ) -> None:  # fmt: skip
         self.to_ns = to_ns
+        self.overview = overview
+        self.scale: dict[int, float] = {}
         self.out = out
         self.stats = stats
         self.uid_of = uid_of
@@ -217,12 +322,10 @@ class _Exporter:
         self.arg_names: dict[str, int] = {}
         self.seen: dict[int, int] = {}
 
-    def _new_track(self, parent: int, name: str, rank: int, counter: bool = False) -> int:
+    def _new_track(self, parent: int, name: str, rank: int) -> int:
         uid = self.next_uid
         self.next_uid += 1
         td = pb.TrackDescriptor(uuid=uid, parent_uuid=parent, name=name, sibling_order_rank=rank)
-        if counter:
-            td.counter.SetInParent()
         self.out.add(_wrap(td))
         self.stats.tracks += 1
         self.stats.event_tracks += 1
@@ -245,7 +348,20 @@ class _Exporter:
         key = (comp, name)
         uid = self.counter_uid.get(key)
         if uid is None:
-            uid = self._new_track(self.uid_of[comp], name, 1_000_000 + len(self.counter_uid), True)
+            shown = counter_unit(name)
+            uid = self.next_uid
+            self.next_uid += 1
+            td = pb.TrackDescriptor(
+                uuid=uid, parent_uuid=self.uid_of[comp], name=shown.name,
+                sibling_order_rank=1_000_000 + len(self.counter_uid),
+            )  # fmt: skip
+            td.counter.SetInParent()
+            if shown.unit:
+                td.counter.unit_name = shown.unit
+            self.out.add(_wrap(td))
+            self.stats.tracks += 1
+            self.stats.event_tracks += 1
+            self.scale[uid] = shown.scale
             self.counter_uid[key] = uid
         return uid
 
@@ -269,6 +385,7 @@ class _Exporter:
         ctr_te = ctr.track_event
         ctr_te.type = _COUNTER
         flows = self.flows
+        overview = self.overview
         num2, den, den2 = 2 * self.to_ns.num, self.to_ns.den, 2 * self.to_ns.den
         for batch in iter_batches(path):
             n = batch.num_rows
@@ -290,9 +407,10 @@ class _Exporter:
                 t_ns = (t * num2 + den) // den2
                 if ph_d[ph_i[r]] == "counter":
                     ctr.timestamp = t_ns
-                    ctr_te.track_uuid = self._counter_track(comp, name_d[name_i[r]])
+                    uid = self._counter_track(comp, name_d[name_i[r]])
+                    ctr_te.track_uuid = uid
                     v = value[r]
-                    ctr_te.double_counter_value = 0.0 if v is None else v
+                    ctr_te.double_counter_value = 0.0 if v is None else v * self.scale[uid]
                     st.counters += 1
                     out.add(ctr)
                     continue
@@ -309,6 +427,8 @@ class _Exporter:
                 if lanes is None:
                     lanes = self.lanes[comp] = Lanes()
                 cat = cat_d[cat_i[r]]
+                if d > 0 and cat != "stall":
+                    overview.add(comp, t, t + d)
                 track = self._lane_track(comp, lanes.place(t, t + d, cat) if d > 0 else 0)
                 te.track_uuid = track
                 for col in arg_cols:
