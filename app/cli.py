@@ -229,8 +229,11 @@ def _add_plot(sub: _Subparsers) -> None:
         "it (default: busy; link needs a detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
-    q = psub.add_parser("timeline", help="per-component timeline of a small trace")
-    q.add_argument("path", metavar="PATH", help="an Arrow trace (the first 20,000 slices drawn)")
+    q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
+    q.add_argument(
+        "path", metavar="PATH",
+        help="an Arrow trace (above 64 components, rows are their ancestors: PEs, PE rows)",
+    )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")

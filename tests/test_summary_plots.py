@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.text import Text
 
 from app import cli
 from app.plots import plot_validate
 from runner import registry
 from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
-from traces import plots
+from traces import plots, read_trace
 from traces.summary import summarize, union_length
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -138,3 +140,47 @@ def test_plot_errors(tmp_path, wafer, capsys):
         f"wafersim: error: unknown validation case(s): nope; known cases: {known}\n"
     )
     assert cli.main(["plot", "timeline", str(chain), "-o", str(tmp_path / "t.svg")]) == 0
+
+
+def _text_boxes(fig):
+    """Extents of every visible, non-empty text of ``fig`` once drawn (the renderer's)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip()]  # fmt: skip
+
+
+def test_timeline_draws_a_large_mesh_whole_in_seconds(tmp_path):
+    """96 PEs (288 components): rows become PEs' ancestors, the whole run is drawn, the axis
+    is simulated time with its unit and no offset, and no two texts overlap."""
+    src = tmp_path / "big.arrows"
+    write_wafer_trace(src, w=12, h=8, steps=6)
+    fig = plots.timeline_figure(str(src))
+    ax = fig.axes[0]
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    assert 1 < len(rows) <= plots.MAX_ROWS and "wafer/pe[0,0]" not in rows
+    tick_hz = int(read_trace(src).header["tick_hz"])
+    rows_ = read_trace(src).table.to_pylist()
+    end = max(r["ts_ticks"] + r["dur_ticks"] for r in rows_
+              if r["phase"] != "counter" and r["category"] != "run")  # fmt: skip
+    unit, size = plots.time_unit(end / tick_hz)
+    assert ax.get_xlabel() == f"simulated time ({unit})"
+    assert ax.get_xlim()[1] == pytest.approx(end / tick_hz / size)
+    assert not ax.xaxis.get_major_formatter().get_offset()
+    boxes = _text_boxes(fig)
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), (a, b)
+    plt.close(fig)
+
+
+def test_time_unit_and_category_colours():
+    assert plots.time_unit(457e-6) == ("us", 1e-6)
+    assert plots.time_unit(48.0) == ("s", 1.0)
+    assert plots.time_unit(2.2e-9) == ("ns", 1e-9)
+    assert (
+        plots.category_colour("task")
+        == plots.category_colour("task")
+        != plots.category_colour("stall")
+    )
+    assert plots.category_colour("never-seen") == plots.category_colour("never-seen")

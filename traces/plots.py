@@ -3,15 +3,15 @@
 * :func:`plot_mesh` — heatmap over the ``pe[x,y]`` grid of a wafer trace: busy fraction of each
   PE (union of the slices of the PE and its children, from :mod:`traces.summary`) or link
   utilisation (mean of the PE's link/queue counter series, as a fraction of capacity when known).
-* :func:`plot_timeline` — one row per component, slices as bars (small runs: at most
-  ``max_slices`` slices are drawn, the first ones in time).
+* :func:`plot_timeline` — one row per component (or per ancestor, above :data:`MAX_ROWS`
+  components), slices as bars over the whole run, time in seconds or a sub-unit, one colour
+  per category (:data:`CATEGORY_COLOURS`, shared by every plot).
 * :func:`plot_comparison` — simulated vs analytical model (and a published reference, where
   there is one) at labelled points. It takes plain values: running a validation case to get them
   is the workloads' business (``app/plots.py``), since traces is a lower layer and imports
   nothing but simcore.
 
-A roofline for TPU chips is a planned addition once a TPU scenario exists. The output format
-follows the file extension (``.png`` or ``.svg``).
+The output format follows the file extension (``.png`` or ``.svg``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import textwrap
+import zlib
 from collections.abc import Sequence
 
 import matplotlib
@@ -27,11 +28,13 @@ matplotlib.use("Agg")  # before pyplot: render to files only
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from simcore.errors import TraceError, WafersimError
-from traces.layout import natural_key
-from traces.reader import iter_batches
+from traces.layout import display_segments, natural_key
+from traces.reader import iter_batches, read_header
 from traces.summary import summarize
 
 _PE = re.compile(r"^(?P<prefix>.*?pe)\[(?P<x>\d+),\s*(?P<y>\d+)\]$")
@@ -162,45 +165,124 @@ def _wrap(title: str, fig_width_in: float, fontsize: float) -> str:
     return textwrap.fill(title, chars, break_on_hyphens=True)
 
 
-def plot_timeline(path: str, out: str, *, max_slices: int = 20_000) -> None:
-    """Per-component bars of slices (first ``max_slices`` in time), coloured by category."""
+#: Colours of the common event categories, the same in every plot; others take a colour from
+#: a stable hash of their name.
+CATEGORY_COLOURS = {
+    "task": "#1f77b4", "instr": "#aec7e8", "async": "#ff7f0e", "wavelet": "#2ca02c",
+    "stall": "#d62728", "link": "#98df8a", "queue": "#9467bd", "compute": "#1f77b4",
+    "mxu": "#1f77b4", "hbm": "#8c564b", "ici": "#98df8a", "ici_msg": "#2ca02c",
+    "collective": "#17becf", "stream": "#2ca02c", "memoryx": "#8c564b", "swarmx": "#e377c2",
+    "update": "#bcbd22", "wait": "#7f7f7f", "row": "#c5b0d5", "cmd": "#c49c94",
+    "pim": "#ff9896", "bus": "#9edae5",
+}  # fmt: skip
+
+
+def category_colour(category: str) -> str | tuple[float, ...]:
+    """The colour of ``category`` in every plot (see :data:`CATEGORY_COLOURS`)."""
+    colour = CATEGORY_COLOURS.get(category)
+    if colour is not None:
+        return colour
+    return plt.get_cmap("tab20b")(zlib.crc32(category.encode()) % 20)
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """``(unit, seconds per unit)`` that shows a span of ``span_s`` seconds as 1 to 1000 units."""
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if span_s >= size:
+            return unit, size
+    return "ns", 1e-9
+
+
+#: A timeline draws at most this many rows; more components are merged into their ancestors.
+MAX_ROWS = 64
+
+
+def _row_of(components: list[str], max_rows: int) -> dict[str, str]:
+    """Each component's row: itself, or its ancestor at the deepest level (in the trace's
+    track tree) that keeps the rows to ``max_rows`` (a 64x64 wafer: its PE rows)."""
+    segs = {c: display_segments(c) for c in components}
+    depth = max(len(v) for v in segs.values())
+
+    def label(v: tuple[str, ...]) -> str:  # the path, without grouping nodes but the last
+        return "/".join([x for x in v[:-1] if "*" not in x] + [v[-1]])
+
+    for d in range(depth, 0, -1):
+        rows = {c: label(v[:d]) for c, v in segs.items()}
+        if len(set(rows.values())) <= max_rows:
+            return rows
+    return {c: v[0] for c, v in segs.items()}
+
+
+def plot_timeline(path: str, out: str, *, max_rows: int = MAX_ROWS) -> None:
+    """Write :func:`timeline_figure` of the trace ``path`` to ``out``."""
     check_output(out)
-    rows: dict[str, list[tuple[int, int, str]]] = {}
-    taken = 0
+    fig = timeline_figure(path, max_rows=max_rows)
+    fig.savefig(out, bbox_inches="tight")
+    plt.close(fig)
+
+
+def timeline_figure(path: str, *, max_rows: int = MAX_ROWS) -> plt.Figure:
+    """Per-component bars of slices over the whole run, coloured by category (each category of
+    a row in its own band, so compute, async operations and fabric activity show apart), time
+    in seconds or a sub-unit. Above ``max_rows`` components, rows are their ancestors (a PE row of the
+    wafer); slices closer than a pixel on one row and category merge into one bar, so any run
+    draws whole, in bounded time and size."""
+    tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
+    end = 0
+    comps: set[str] = set()
+    for batch in iter_batches(path):
+        phase = batch.column("phase").cast(pa.string())
+        keep = pc.and_(pc.not_equal(phase, "counter"), pc.not_equal(
+            batch.column("category").cast(pa.string()), "run"))  # fmt: skip
+        if pc.any(keep).as_py():
+            kept = batch.filter(keep)
+            comps.update(kept.column("component").cast(pa.string()).unique().to_pylist())
+            end = max(end, pc.max(pc.add(kept.column("ts_ticks"), kept.column("dur_ticks")))
+                      .as_py())  # fmt: skip
+    if not comps:
+        raise TraceError(f"'{path}' has no slices to draw")
+    row_of = _row_of(sorted(comps), max_rows)
+    gap = max(1, end // 3000)  # about a pixel of a 12-inch figure at 250 dpi
+    bars: dict[tuple[str, str], list[list[int]]] = {}
     for batch in iter_batches(path):
         cols = [batch.column(c).to_pylist() for c in
                 ("component", "category", "phase", "ts_ticks", "dur_ticks")]  # fmt: skip
         for comp, cat, phase, ts, dur in zip(*cols, strict=True):
             if phase == "counter" or cat == "run":
                 continue
-            rows.setdefault(comp, []).append((ts, max(dur, 1), cat))
-            taken += 1
-            if taken >= max_slices:
-                break
-        if taken >= max_slices:
-            break
-    if not rows:
-        raise TraceError(f"'{path}' has no slices to draw")
-    comps = sorted(rows, key=natural_key)
-    cats = sorted({c for r in rows.values() for _, _, c in r})
-    colours = {c: plt.get_cmap("tab10")(i % 10) for i, c in enumerate(cats)}
-    fig, ax = plt.subplots(figsize=(12, 1.5 + 0.3 * len(comps)))
-    for i, comp in enumerate(comps):
-        for cat in cats:
-            bars = [(ts, d) for ts, d, c in rows[comp] if c == cat]
-            if bars:
-                ax.broken_barh(bars, (i - 0.4, 0.8), facecolors=colours[cat],
-                               label=cat if i == comps.index(comp) else None)  # fmt: skip
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[c]) for c in cats]
-    ax.legend(handles, cats, loc="upper right", fontsize=8)
-    ax.set_yticks(range(len(comps)), comps, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ticks)")
-    note = f" (first {max_slices:,} slices)" if taken >= max_slices else ""
-    _title(fig, ax, f"timeline: {os.path.basename(path)}{note}")
+            spans = bars.setdefault((row_of[comp], cat), [])
+            e = ts + max(dur, 1)
+            if spans and spans[-1][0] - gap <= ts <= spans[-1][1] + gap:
+                spans[-1][1] = max(spans[-1][1], e)
+            else:
+                spans.append([ts, e])
+    rows = sorted({r for r, _ in bars}, key=natural_key)
+    cats = sorted({c for _, c in bars})
+    unit, size = time_unit(end / tick_hz)
+    scale = 1.0 / (tick_hz * size)
+    fig, ax = plt.subplots(figsize=(12, min(14.0, 1.6 + 0.22 * len(rows))))
+    index = {r: i for i, r in enumerate(rows)}
+    present: dict[str, list[str]] = {}
+    for row, cat in sorted(bars):
+        present.setdefault(row, []).append(cat)
+    for (row, cat), spans in bars.items():  # a row's categories side by side, never hidden
+        k = len(present[row])
+        band = 0.84 / k
+        top = index[row] - 0.42 + band * present[row].index(cat)
+        ax.broken_barh([(a * scale, (b - a) * scale) for a, b in spans],
+                       (top, band), facecolors=category_colour(cat))  # fmt: skip
+    handles = [plt.Rectangle((0, 0), 1, 1, color=category_colour(c)) for c in cats]
+    ax.legend(handles, cats, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+              title="category", title_fontsize=8)  # fmt: skip
+    ax.set_yticks(range(len(rows)), rows, fontsize=7 if len(rows) <= 40 else 5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, end * scale)
+    ax.set_xlabel(f"simulated time ({unit})")
+    ax.xaxis.get_major_formatter().set_useOffset(False)
+    merged = f", {len(comps):,} components in {len(rows)} rows" if len(rows) < len(comps) else ""
+    _title(fig, ax, f"timeline: {os.path.basename(path)}{merged}")
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    return fig
 
 
 def plot_comparison(
