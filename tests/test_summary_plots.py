@@ -184,3 +184,35 @@ def test_time_unit_and_category_colours():
         != plots.category_colour("stall")
     )
     assert plots.category_colour("never-seen") == plots.category_colour("never-seen")
+
+
+def test_sweep_plot_groups_by_the_swept_keys_it_does_not_plot(tmp_path, monkeypatch):
+    """Points of different p are separate lines without --hue; axes name their units."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import app.plots as app_plots
+    from sweeps.grid import META_KEY
+
+    table = pa.table({"p": [2, 2, 4, 4], "mt": [1, 2, 1, 2], "status": ["completed"] * 4,
+                      "time_s": [1.0, 2.0, 3.0, 4.0]})  # fmt: skip
+    table = table.replace_schema_metadata({META_KEY: json.dumps({"axes": [["p"], ["mt"]]})})
+    pq.write_table(table, tmp_path / "s.parquet")
+    seen = {}
+    monkeypatch.setattr(app_plots, "plot_series", lambda out, series, **kw: seen.update(
+        series=series, **kw))  # fmt: skip
+    app_plots.plot_sweep(str(tmp_path / "s.parquet"), str(tmp_path / "s.png"), x="mt", y="time_s")
+    assert seen["series"] == {"p=2": ([1, 2], [1.0, 2.0]), "p=4": ([1, 2], [3.0, 4.0])}
+    assert (seen["xlabel"], seen["ylabel"]) == ("mt", "time_s (s)")
+    assert seen["title"] == "s.parquet: time_s vs mt by p"
+
+
+def test_series_axes_have_no_offset_and_integer_ticks():
+    fig = plots.series_figure({"": ([2, 3, 4], [48.0000, 48.0001, 48.0002])}, xlabel="p",
+                              ylabel="time_s (s)")  # fmt: skip
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    assert ax.yaxis.get_major_formatter().get_offset() == ""
+    assert ax.xaxis.get_major_formatter().get_offset() == ""
+    plt.close(fig)

@@ -222,11 +222,11 @@ def plot_timeline(path: str, out: str, *, max_rows: int = MAX_ROWS) -> None:
 
 
 def timeline_figure(path: str, *, max_rows: int = MAX_ROWS) -> plt.Figure:
-    """Per-component bars of slices over the whole run, coloured by category (each category of
-    a row in its own band, so compute, async operations and fabric activity show apart), time
-    in seconds or a sub-unit. Above ``max_rows`` components, rows are their ancestors (a PE row of the
-    wafer); slices closer than a pixel on one row and category merge into one bar, so any run
-    draws whole, in bounded time and size."""
+    """Per-component bars of slices over the whole run, coloured by category (each category
+    of a row in its own band, so compute, async operations and fabric activity show apart),
+    time in seconds or a sub-unit. Above ``max_rows`` components, rows are their ancestors (a
+    PE row of the wafer); slices closer than a pixel on one row and category merge into one
+    bar, so any run draws whole, in bounded time and size."""
     tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
     end = 0
     comps: set[str] = set()
@@ -346,9 +346,25 @@ def plot_series(
     logy: bool = False,
     title: str = "",
 ) -> None:
-    """One line with markers per labelled series of (x, y) values, sorted by x; a single
-    series (label "") gets no legend. A log axis needs positive values."""
+    """Write :func:`series_figure` to ``out``."""
     check_output(out)
+    fig = series_figure(series, xlabel=xlabel, ylabel=ylabel, logx=logx, logy=logy, title=title)
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def series_figure(
+    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    title: str = "",
+) -> plt.Figure:
+    """One line with markers per labelled series of (x, y) values, sorted by x; a single
+    series (label "") gets no legend. A log axis needs positive values; whole-number x values
+    get whole-number ticks; no axis uses an offset."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, (xs, ys) in series.items():
         pairs = sorted(zip(xs, ys, strict=True))
@@ -368,6 +384,13 @@ def plot_series(
             ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+    xs_all = [v for values, _ in series.values() for v in values]
+    if not logx and xs_all and all(float(v).is_integer() for v in xs_all):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # p = 2, 3, 4: never 2.25
+    for axis in (ax.xaxis, ax.yaxis):
+        formatter = axis.get_major_formatter()
+        if hasattr(formatter, "set_useOffset"):
+            formatter.set_useOffset(False)  # a 0.2 ms change of a 48 s step reads as such
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     _title(fig, ax, title, fontsize=9)
@@ -375,8 +398,7 @@ def plot_series(
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    return fig
 
 
 def _powers_of_two(series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> bool:
