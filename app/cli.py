@@ -220,13 +220,15 @@ def _image_argument(q: argparse.ArgumentParser) -> None:
 def _add_plot(sub: _Subparsers) -> None:
     p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
     psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
-    q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")
-    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer run")
+    q = psub.add_parser("mesh", help="heatmap over pe[x,y] or chip[x,y] of activity or links")
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer or TPU run")
     q.add_argument(
-        "--metric", choices=("busy", "link"), default="busy",
-        help="busy: fraction of the run each PE (with its router and ce) is busy; link: mean "
-        "link and queue occupancy of each PE, as a fraction of capacity where the trace gives "
-        "it (default: busy; link needs a detail-level trace)",
+        "--metric", choices=("busy", "async", "fabric", "link"), default="busy",
+        help="busy: %% of the run each PE or chip (with what is under it) computes; async: "
+        "%% with an asynchronous operation or collective in flight; fabric: %% with wavelets "
+        "or link transfers under way; link: mean link and queue occupancy of each PE, as a "
+        "fraction of capacity where the trace gives it (default: busy; link needs a "
+        "detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")

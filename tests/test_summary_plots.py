@@ -130,8 +130,9 @@ def test_plot_errors(tmp_path, wafer, capsys):
     with pytest.raises(TraceError) as err:
         plots.plot_mesh(str(chain), str(tmp_path / "m.png"))
     assert str(err.value) == (
-        f"'{chain}' has no slices on components named like 'pe[x,y]'; mesh plots need a wafer "
-        "trace (try `wafersim plot timeline`)"
+        f"'{chain}' has no components named like 'pe[x,y]' or 'chip[x,y]'; mesh plots need a "
+        "wafer or TPU trace (a gpt-ws or link-chain trace is no mesh: try `wafersim plot "
+        "timeline`)"
     )
     capsys.readouterr()
     assert cli.main(["plot", "validate", "nope", "-o", str(tmp_path / "v.png")]) == 2
@@ -215,4 +216,27 @@ def test_series_axes_have_no_offset_and_integer_ticks():
     assert all(float(t).is_integer() for t in ax.get_xticks())
     assert ax.yaxis.get_major_formatter().get_offset() == ""
     assert ax.xaxis.get_major_formatter().get_offset() == ""
+    plt.close(fig)
+
+
+def test_mesh_shows_compute_async_and_fabric_apart_on_wafer_and_tpu(tmp_path, capsys):
+    """wse-bcast: the PEs compute little and stream (async) most of the run, and each class
+    is its own, labelled map; a TPU trace maps its chips (links by the chip they leave)."""
+    bcast = tmp_path / "b.arrows"
+    assert cli.main(["run", "wse-bcast", "--set", "pes=4", "--set", "elements=64", "--quiet",
+                     "--trace", str(bcast), "--trace-level", "detail"]) == 0  # fmt: skip
+    busy, streams, fabric = (plots.mesh_values(str(bcast), m) for m in ("busy", "async", "fabric"))
+    assert busy.shape == (1, 4) and (streams > busy).all() and (streams > 0.5).all()
+    assert (fabric > 0).all() and (busy <= 1).all()
+    tpu = tmp_path / "t.arrows"
+    assert cli.main(["run", "tpu-collective", "--set", "topology=2x2", "--set", "bytes=4096",
+                     "--quiet", "--trace", str(tpu), "--trace-level", "detail"]) == 0  # fmt: skip
+    assert plots.mesh_values(str(tpu), "fabric").shape == (2, 2)
+    out = tmp_path / "m.png"
+    assert cli.main(["plot", "mesh", str(tpu), "--metric", "fabric", "-o", str(out)]) == 0
+    capsys.readouterr()
+    grid = plots.mesh_values(str(bcast), "async") * 100
+    fig = plots.mesh_figure(grid, plots.ACTIVITY_LABELS["async"], "async", vmax=100.0)
+    bar = fig.axes[1]  # below a single row: a horizontal colour bar
+    assert bar.get_xlabel() == "async operations in flight (% of run)"
     plt.close(fig)

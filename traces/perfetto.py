@@ -63,7 +63,7 @@ class ExportStats:
     slices: int = 0  # slice events (a begin/end pair each) plus instants
     instants: int = 0
     counters: int = 0
-    overview_values: int = 0  # counter values of the groups' busy % overview tracks
+    overview_values: int = 0  # counter values of the groups' active % overview tracks
     flows: int = 0  # (send, receive) pairs
     orphan_receives: int = 0  # flow_in events whose id no event sends
     tracks: int = 0  # every track descriptor written
@@ -188,8 +188,9 @@ def export_perfetto(
             if members:
                 td.counter.unit_name = "%"
                 td.description = (
-                    f"overview: busy % = mean share of time its {members} component(s) with "
-                    "slices spend inside a slice (stalls excluded), per bin of "
+                    f"overview: active % = mean share of time its {members} component(s) with "
+                    "slices spend inside a slice (compute, async and fabric; stalls excluded), "
+                    "per bin of "
                     f"{to_ns.describe_span(overview.width)}"
                 )
             out.add(_wrap(td))
@@ -228,11 +229,11 @@ def _write_preamble(out: _Out, header: dict, to_ns: TickToNs) -> None:
 
 
 class Overview:
-    """Busy % over time for every group track (a node with children and no events of its own:
+    """Active % over time for every group track (a node with children and no events of its own:
     a PE row, a chip row, a pod, a stack), shown in the group's own row, so it reads while the
     group is collapsed.
 
-    A component is busy while inside any of its slices except stalls (its slices' union: the
+    A component is active while inside any of its slices except stalls (its slices' union: the
     exporter visits them in start order); a group's value per time bin is the mean over its
     descendant components that have slices. At most :data:`BINS` bins span the run."""
 

@@ -35,9 +35,35 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from simcore.errors import TraceError, WafersimError
 from traces.layout import display_segments, natural_key
 from traces.reader import iter_batches, read_header
-from traces.summary import summarize
+from traces.summary import summarize, union_length
 
-_PE = re.compile(r"^(?P<prefix>.*?pe)\[(?P<x>\d+),\s*(?P<y>\d+)\]$")
+_PE = re.compile(r"^(?P<prefix>.*?(pe|chip))\[(?P<x>\d+),\s*(?P<y>\d+)(,\s*(?P<z>\d+))?\]$")
+
+#: How ``plot mesh`` classes slices by category: compute (every category not named here),
+#: asynchronous operations in flight (an ``async`` operation's lifetime, a TPU ``collective``
+#: phase), fabric activity (wavelets through a router, ICI transfers, streams, the HBM bus).
+#: ``stall`` and ``run`` slices are no activity.
+ASYNC_CATEGORIES = frozenset({"async", "collective"})
+FABRIC_CATEGORIES = frozenset({"wavelet", "ici", "ici_msg", "link", "stream", "bus"})
+IDLE_CATEGORIES = frozenset({"stall", "run"})
+ACTIVITY_LABELS = {
+    "busy": "compute busy (% of run; async and fabric apart)",
+    "async": "async operations in flight (% of run)",
+    "fabric": "fabric / link activity (% of run)",
+}
+
+
+def activity_class(category: str) -> str | None:
+    """``busy`` (compute), ``async``, ``fabric``, or None for stalls and run markers."""
+    if category in IDLE_CATEGORIES:
+        return None
+    if category in ASYNC_CATEGORIES:
+        return "async"
+    if category in FABRIC_CATEGORIES:
+        return "fabric"
+    return "busy"
+
+
 FORMATS = (".png", ".svg")
 
 
@@ -55,40 +81,83 @@ def check_output(out: str) -> None:
         os.makedirs(parent, exist_ok=True)
 
 
+_LINK = re.compile(r"^link\[(?P<x>\d+),\s*(?P<y>\d+)(,\s*\d+)?>")
+
+
 def _pe_of(component: str) -> tuple[int, int] | None:
-    """``(x, y)`` of the PE a component path is (or is under), or None."""
+    """``(x, y)`` of the PE or chip a component path is (or is under), or of the chip a TPU
+    link ``link[x,y>...]`` leaves from; None for anything else."""
     parts = component.split("/")
-    for i in range(len(parts)):
-        m = _PE.match(parts[i])
+    for part in parts:
+        m = _PE.match(part) or _LINK.match(part)
         if m:
             return int(m["x"]), int(m["y"])
     return None
 
 
+def _activity_values(path: str, metric: str) -> dict[tuple[int, int], list[float]]:
+    """Per ``(x, y)``: the share of the run (0..1) that the PE or chip, with everything under
+    it, spends in slices of class ``metric`` (the union of those slices)."""
+    spans: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+    placed = False  # any component on the grid at all
+    end = 0
+    xy_of: dict[str, tuple[int, int] | None] = {}
+    for batch in iter_batches(path):
+        ts = batch.column("ts_ticks").to_numpy()
+        te = ts + batch.column("dur_ticks").to_numpy()
+        end = max(end, int(te.max(initial=0)))
+        comp = batch.column("component")
+        cat = batch.column("category")
+        names = comp.dictionary.to_pylist()
+        placed = placed or any(_pe_of(n) is not None for n in names)
+        cls = [activity_class(c) == metric for c in cat.dictionary.to_pylist()]
+        take = np.asarray(cls, bool)[cat.indices.to_numpy()] & (te > ts)
+        if not take.any():
+            continue
+        ci = comp.indices.to_numpy()
+        for i in np.unique(ci[take]).tolist():
+            name = names[i]
+            if name not in xy_of:
+                xy_of[name] = _pe_of(name)
+            xy = xy_of[name]
+            if xy is not None:
+                mask = take & (ci == i)
+                spans.setdefault(xy, []).append((ts[mask], te[mask]))
+    if placed and not spans:
+        detail = " (wavelets are traced at --trace-level detail)" if metric == "fabric" else ""
+        raise TraceError(f"'{path}' has no {metric} slices on its PEs or chips{detail}")
+    out: dict[tuple[int, int], list[float]] = {}
+    for xy, parts in spans.items():
+        covered = union_length(np.concatenate([a for a, _ in parts]),
+                               np.concatenate([b for _, b in parts]))  # fmt: skip
+        out[xy] = [covered / end if end else 0.0]
+    return out
+
+
 def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
-    """Grid ``[y, x]`` of per-PE values (NaN where a PE has no data)."""
-    s = summarize(path)
+    """Grid ``[y, x]`` of per-PE (wafer) or per-chip (TPU, z layers together) values, NaN where
+    one has no data: ``busy``, ``async``, ``fabric`` as a share of the run (0..1, see
+    :func:`activity_class`), or ``link``: the mean of its link/queue counters, as a fraction
+    of capacity when known."""
     values: dict[tuple[int, int], list[float]] = {}
-    if metric == "busy":
-        for row in s["busy"]:
-            parts = row["component"].split("/")
-            if _PE.match(parts[-1]):  # the PE node itself: union over its children
-                xy = _pe_of(row["component"])
-                if xy is not None:
-                    values.setdefault(xy, []).append(row["busy_fraction"])
+    if metric in ACTIVITY_LABELS:
+        values = _activity_values(path, metric)
     elif metric == "link":
-        for row in s["utilisation"]:
+        for row in summarize(path)["utilisation"]:
             xy = _pe_of(row["component"])
             if xy is not None:
                 u = row["utilisation"] if row["utilisation"] is not None else row["mean"]
                 values.setdefault(xy, []).append(u)
     else:
-        raise WafersimError(f"unknown mesh metric '{metric}'; choose busy or link")
+        raise WafersimError(
+            f"unknown mesh metric '{metric}'; choose {', '.join(ACTIVITY_LABELS)} or link"
+        )
     if not values:
-        what = "slices" if metric == "busy" else "link/queue counter events"
+        what = "link/queue counter events on components" if metric == "link" else "components"
         raise TraceError(
-            f"'{path}' has no {what} on components named like 'pe[x,y]'; "
-            "mesh plots need a wafer trace (try `wafersim plot timeline`)"
+            f"'{path}' has no {what} named like 'pe[x,y]' or 'chip[x,y]'; mesh plots need a "
+            "wafer or TPU trace (a gpt-ws or link-chain trace is no mesh: try `wafersim plot "
+            "timeline`)"
         )
     w = 1 + max(x for x, _ in values)
     h = 1 + max(y for _, y in values)
@@ -99,11 +168,17 @@ def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
 
 
 def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
-    """Heatmap of PE busy fraction (``busy``) or link utilisation (``link``)."""
+    """Heatmap per PE or chip of compute busy, async or fabric activity (% of the run), or
+    mean link/queue occupancy (``link``)."""
     check_output(out)
     grid = mesh_values(path, metric)
-    label = "busy fraction" if metric == "busy" else "link utilisation"
-    fig = mesh_figure(grid, label, f"{label} per PE: {os.path.basename(path)}")
+    if metric in ACTIVITY_LABELS:
+        grid = grid * 100.0
+        label = ACTIVITY_LABELS[metric]
+    else:
+        label = "mean link/queue occupancy (fraction of capacity)"
+    title = f"{label.split(' (')[0]} per PE/chip: {os.path.basename(path)}"
+    fig = mesh_figure(grid, label, title, vmax=100.0 if metric in ACTIVITY_LABELS else None)
     fig.savefig(out)
     plt.close(fig)
 
@@ -112,7 +187,7 @@ def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
 MIN_CELL_FONT = 5.0
 
 
-def mesh_figure(grid: np.ndarray, label: str, title: str) -> plt.Figure:
+def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = None) -> plt.Figure:
     """The heatmap of ``grid[y, x]``: values written in the cells only where they fit (no
     overlapping labels, whatever the mesh's shape), a colour bar beside the mesh (below a
     single row), the title wrapped to the figure's width."""
@@ -124,8 +199,8 @@ def mesh_figure(grid: np.ndarray, label: str, title: str) -> plt.Figure:
     # Square cells, unless the mesh is so long and thin that its rows or columns would be
     # slivers too small for their tick labels.
     aspect = "auto" if max(w, h) > 6 * min(w, h) and h > 1 else "equal"
-    im = ax.imshow(grid, origin="upper", cmap="viridis", vmin=0.0, interpolation="nearest",
-                   aspect=aspect)  # fmt: skip
+    im = ax.imshow(grid, origin="upper", cmap="viridis", vmin=0.0, vmax=vmax,
+                   interpolation="nearest", aspect=aspect)  # fmt: skip
     if h == 1:
         fig.colorbar(im, ax=ax, label=label, orientation="horizontal", fraction=0.12,
                      aspect=60, pad=0.45)  # fmt: skip
@@ -145,11 +220,12 @@ def mesh_figure(grid: np.ndarray, label: str, title: str) -> plt.Figure:
     size = min(7.0, box.width / w * scale / 3.0, box.height / h * scale / 1.4)
     if size >= MIN_CELL_FONT and w * h <= 400:
         top = float(np.nanmax(grid)) or 1.0
+        digits = 0 if top > 1.5 else 2  # percent as whole numbers, fractions as 0.00
         for y in range(h):
             for x in range(w):
                 if not np.isnan(grid[y, x]):
                     ink = "black" if grid[y, x] / top > 0.6 else "white"  # viridis: light top
-                    ax.text(x, y, f"{grid[y, x]:.2f}", ha="center", va="center",
+                    ax.text(x, y, f"{grid[y, x]:.{digits}f}", ha="center", va="center",
                             color=ink, fontsize=size)  # fmt: skip
     return fig
 
