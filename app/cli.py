@@ -231,6 +231,14 @@ def _add_plot(sub: _Subparsers) -> None:
         "detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
+    q = psub.add_parser(
+        "links", help="link utilisation per direction, %% of bandwidth (wafer mesh, TPU torus)"
+    )
+    q.add_argument(
+        "path", metavar="PATH",
+        help="an Arrow trace: a wafer run at --trace-level detail (wavelets) or a TPU run",
+    )  # fmt: skip
+    _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
     q.add_argument(
         "path", metavar="PATH",
@@ -481,6 +489,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
             plots.plot_mesh(args.path, tmp, metric=args.metric)
         elif args.plot_command == "timeline":
             plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "links":
+            plots.plot_links(args.path, tmp)
         elif args.plot_command == "sweep":
             plot_sweep(args.path, tmp, x=args.x, y=args.y, hue=args.hue,
                        logx=args.logx, logy=args.logy)  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -239,4 +240,71 @@ def test_mesh_shows_compute_async_and_fabric_apart_on_wafer_and_tpu(tmp_path, ca
     fig = plots.mesh_figure(grid, plots.ACTIVITY_LABELS["async"], "async", vmax=100.0)
     bar = fig.axes[1]  # below a single row: a horizontal colour bar
     assert bar.get_xlabel() == "async operations in flight (% of run)"
+    plt.close(fig)
+
+
+#: One small traced run per family: (kind, point); tests/test_metric_names.py's small points.
+FAMILIES = {
+    "wafer": ("wse-bcast", {"pes": 4, "elements": 64}),
+    "tpu": ("tpu-collective", {"topology": "2x2", "bytes": 4096, "op": "allreduce"}),
+    "pim": ("jitq", {"rows": 64, "cols": 64}),
+    "cluster": ("gpt-ws", {"model": "custom", "layers": 1, "hidden": 16, "sequence": 8,
+                           "vocab": 32, "heads": 2, "batch": 1, "steps": 1}),
+}  # fmt: skip
+#: Plot commands that need a mesh or links: which families have them.
+NEEDS = {"mesh": {"wafer", "tpu"}, "links": {"wafer", "tpu"}, "timeline": set(FAMILIES)}
+
+
+@pytest.fixture(scope="module")
+def family_traces(tmp_path_factory):
+    from runner import scenario
+    from simcore import config as cfg
+    from simcore.tracing import TraceLevel
+
+    folder = tmp_path_factory.mktemp("families")
+    out = {}
+    for family, (name, point) in FAMILIES.items():
+        kind = registry.KINDS[name]
+        path = folder / f"{family}.arrows"
+        scenario.run_scenario(scenario.Scenario(name, "<test>", kind, "", {}),
+                              cfg.load(kind.params, point), trace_path=str(path),
+                              trace_level=TraceLevel.DETAIL)  # fmt: skip
+        out[family] = str(path)
+    return out
+
+
+def _figure(command: str, path: str):
+    if command == "timeline":
+        return plots.timeline_figure(path)
+    if command == "links":
+        return plots.links_figure(path)
+    for metric in plots.ACTIVITY_LABELS:  # the first class the run has (a TPU collective: async)
+        try:
+            grid = plots.mesh_values(path, metric) * 100
+        except TraceError as exc:
+            if "on its PEs or chips" in str(exc):
+                continue
+            raise
+        return plots.mesh_figure(grid, plots.ACTIVITY_LABELS[metric], metric, vmax=100.0)
+    raise AssertionError(f"{path}: no activity on its PEs or chips")
+
+
+@pytest.mark.parametrize("command", sorted(NEEDS))
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_plot_on_every_family_has_units_and_no_overlapping_text(
+    family, command, family_traces
+):
+    path = family_traces[family]
+    if family not in NEEDS[command]:
+        with pytest.raises(TraceError) as err:
+            _figure(command, path)
+        assert "timeline" in str(err.value)  # a clear refusal that says what to use
+        return
+    fig = _figure(command, path)
+    labels = [a.get_xlabel() for a in fig.axes] + [a.get_ylabel() for a in fig.axes]
+    assert any(re.search(r"\((s|ms|us|ns|column|.*%.*)\)", lab) for lab in labels), labels
+    boxes = _text_boxes(fig)
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), (family, command, a, b)
     plt.close(fig)

@@ -481,3 +481,108 @@ def _powers_of_two(series: dict[str, tuple[Sequence[float], Sequence[float]]]) -
     xs = [x for values, _ in series.values() for x in values]
     return bool(xs) and all(x > 0 and float(x).is_integer() and int(x) & (int(x) - 1) == 0
                             for x in xs)  # fmt: skip
+
+
+#: Directions of a wafer router's output links (``args_str.port`` of its wavelet slices).
+MESH_DIRECTIONS = ("N", "E", "S", "W")
+TORUS_DIRECTIONS = ("+x", "-x", "+y", "-y")
+_LINK_ENDS = re.compile(
+    r"link\[(?P<x>\d+),\s*(?P<y>\d+)(,\s*\d+)?>(?P<x2>\d+),\s*(?P<y2>\d+)(,\s*\d+)?\]"
+)
+
+
+def _torus_direction(x: int, y: int, x2: int, y2: int) -> str | None:
+    """``+x``/``-x``/``+y``/``-y`` of a link between neighbours (a wrap link is the step that
+    leaves the grid's edge: 3 -> 0 on a ring of 4 is ``+x``)."""
+    if y == y2 and x != x2:
+        return "+x" if x2 == x + 1 or (x2 == 0 and x > 1) else "-x"
+    if x == x2 and y != y2:
+        return "+y" if y2 == y + 1 or (y2 == 0 and y > 1) else "-y"
+    return None
+
+
+def link_values(path: str) -> tuple[dict[str, np.ndarray], str]:
+    """Per direction, grid ``[y, x]`` of link utilisation in % of the link's bandwidth: the
+    share of the run its link carries data (a wafer link carries one wavelet per cycle: its
+    wavelet slices; a TPU link sends at its bandwidth while a chunk's ``ici`` slice lasts, or
+    its ``ici_msg`` slice in an ops-level trace, an upper bound). Returns the grids and the
+    family, ``mesh`` or ``torus``."""
+    spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+    end = 0
+    family = ""
+    msg_spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+    for batch in iter_batches(path):
+        cols = [batch.column(c).to_pylist() for c in
+                ("component", "category", "ts_ticks", "dur_ticks", "args_str")]  # fmt: skip
+        for comp, cat, ts, dur, args in zip(*cols, strict=True):
+            end = max(end, ts + dur)
+            if dur <= 0:
+                continue
+            if cat == "wavelet":
+                port = dict(args or ()).get("port")
+                xy = _pe_of(comp)
+                if port in MESH_DIRECTIONS and xy is not None:
+                    spans.setdefault((port, *xy), []).append((ts, ts + dur))
+                    family = "mesh"
+            elif cat in ("ici", "ici_msg"):
+                m = _LINK_ENDS.search(comp)
+                if m is None:
+                    continue
+                d = _torus_direction(int(m["x"]), int(m["y"]), int(m["x2"]), int(m["y2"]))
+                if d is not None:
+                    key = (d, int(m["x"]), int(m["y"]))
+                    (spans if cat == "ici" else msg_spans).setdefault(key, []).append(
+                        (ts, ts + dur)
+                    )
+                    family = "torus"
+    if family == "torus" and not spans:
+        spans = msg_spans
+    if not spans:
+        raise TraceError(
+            f"'{path}' has no link transfers to plot: `plot links` needs wafer wavelets "
+            "(--trace-level detail) or TPU link slices (ici, ici_msg); for other traces try "
+            "`wafersim plot timeline`"
+        )
+    directions = MESH_DIRECTIONS if family == "mesh" else TORUS_DIRECTIONS
+    w = 1 + max(x for _, x, _ in spans)
+    h = 1 + max(y for _, _, y in spans)
+    # NaN (blank): no transfer traced on that link (an edge of the mesh, an unused link)
+    grids = {d: np.full((h, w), np.nan) for d in directions}
+    for (d, x, y), parts in spans.items():
+        arr = np.asarray(parts, dtype=np.int64)
+        grids[d][y, x] = 100.0 * union_length(arr[:, 0], arr[:, 1]) / end if end else 0.0
+    return grids, family
+
+
+def plot_links(path: str, out: str) -> None:
+    """Write :func:`links_figure` of the trace ``path`` to ``out``."""
+    check_output(out)
+    fig = links_figure(path)
+    fig.savefig(out, bbox_inches="tight")
+    plt.close(fig)
+
+
+def links_figure(path: str) -> plt.Figure:
+    """One map per link direction (wafer N/E/S/W out of each PE; TPU +x/-x/+y/-y out of each
+    chip) of utilisation in % of the link's bandwidth, on one 0-100 % colour scale."""
+    grids, family = link_values(path)
+    h, w = next(iter(grids.values())).shape
+    cell = min(0.45, 5.0 / max(w, h))
+    fig, axes = plt.subplots(
+        2, 2, figsize=(2 * (1.4 + cell * w) + 1.5, 2 * (1.3 + cell * h) + 1), layout="constrained"
+    )
+    im = None
+    for ax, (d, grid) in zip(axes.flat, grids.items(), strict=True):
+        im = ax.imshow(grid, origin="upper", cmap="viridis", vmin=0.0, vmax=100.0,
+                       interpolation="nearest")  # fmt: skip
+        ax.set_title(f"{d} links", fontsize=9)
+        ax.set_xticks(range(0, w, -(-w // 8)))  # at most 8 whole-number ticks, all in view
+        ax.set_yticks(range(0, h, -(-h // 8)))
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("x (column)", fontsize=8)
+        ax.set_ylabel("y (row)", fontsize=8)
+    what = "PE" if family == "mesh" else "chip"
+    fig.colorbar(im, ax=axes, label=f"link utilisation (% of bandwidth, out of each {what})")
+    fig.suptitle(_wrap(f"link utilisation per direction: {os.path.basename(path)}",
+                       fig.get_figwidth(), 10), fontsize=10)  # fmt: skip
+    return fig
