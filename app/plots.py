@@ -40,6 +40,7 @@ def plot_validate(
         model=[r.model for r in rows],
         reference=[r.reference for r in rows],
         title=f"{case.name} ({', '.join(units)}): {case.summary} (max error {worst:.2f} %)",
+        unit=units[0] if len(units) == 1 else "",
     )
     return rows
 

@@ -369,9 +369,10 @@ def plot_comparison(
     model: Sequence[float],
     reference: Sequence[float | None] = (),
     title: str = "",
+    unit: str = "",
 ) -> None:
-    """Simulated (line), model (dashed) and reference (markers, where not None) at each labelled
-    point. ``reference`` is empty or one value per label."""
+    """Simulated, model and reference (where not None) markers at each labelled point, on an
+    axis of ``unit``. ``reference`` is empty or one value per label."""
     check_output(out)
     lengths = [len(labels), len(simulated), len(model)] + ([len(reference)] if reference else [])
     if len(set(lengths)) != 1:
@@ -381,9 +382,13 @@ def plot_comparison(
             + (f", {len(reference)} reference" if reference else "")
             + " values"
         )
-    fig = comparison_figure(labels, simulated, model, reference, title)
+    fig = comparison_figure(labels, simulated, model, reference, title, unit)
     fig.savefig(out)
     plt.close(fig)
+
+
+#: Point labels longer than this go on the vertical axis of a comparison.
+SHORT_LABEL = 24
 
 
 def comparison_figure(
@@ -392,22 +397,47 @@ def comparison_figure(
     model: Sequence[float],
     reference: Sequence[float | None],
     title: str,
+    unit: str = "",
 ) -> plt.Figure:
     """The comparison at categorical points: markers only (the points are separate cases, so
-    no line joins them), the title wrapped to the figure's width."""
-    x = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.6 * len(labels) + 3)), 4.8))
-    ax.plot(x, simulated, "o", linestyle="none", label="simulated")
-    ax.plot(x, model, "s", linestyle="none", mfc="none", markersize=8, label="analytical model")
+    no line joins them), the title wrapped to the figure's width. Long point labels (more
+    than :data:`SHORT_LABEL` characters) go on the vertical axis, one per line, so they never
+    squeeze the plot area; short ones along the horizontal axis."""
+    n = len(labels)
+    pos = np.arange(n)
+    across = max((len(lab) for lab in labels), default=0) > SHORT_LABEL
+    if across:
+        longest = max(len(lab) for lab in labels)
+        fig, ax = plt.subplots(figsize=(min(16.0, 6.5 + 0.06 * longest), max(3.8, 1.8 + 0.28 * n)))
+    else:
+        fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.6 * n + 3)), 4.8))
+
+    def put(values, *fmt, **kw):
+        xy = (values, pos) if across else (pos, values)
+        ax.plot(*xy, *fmt, linestyle="none", **kw)
+
+    put(simulated, "o", label="simulated")
+    put(model, "s", mfc="none", markersize=8, label="analytical model")
     refs = [(i, r) for i, r in enumerate(reference) if r is not None]
     if refs:
-        ax.plot(*zip(*refs, strict=True), "^", linestyle="none", label="reference",
-                markersize=9)  # fmt: skip
-    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("value")
+        i_ref, v_ref = zip(*refs, strict=True)
+        xy = (v_ref, i_ref) if across else (i_ref, v_ref)
+        ax.plot(*xy, "^", linestyle="none", label="reference", markersize=9)
+    value_label = f"value ({unit})" if unit else "value"
+    if across:
+        ax.set_yticks(pos, labels, fontsize=8)
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_xlabel(value_label)
+    else:
+        ax.set_xticks(pos, labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(value_label)
     _title(fig, ax, title, fontsize=9)
-    ax.legend()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
+    for axis in (ax.xaxis, ax.yaxis):
+        formatter = axis.get_major_formatter()
+        if hasattr(formatter, "set_useOffset"):
+            formatter.set_useOffset(False)
     fig.tight_layout()
     return fig
 
