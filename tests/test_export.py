@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 
 import pytest
@@ -166,3 +167,35 @@ def test_cli_export_and_run_perfetto(tmp_path, capsys):
     out = tmp_path / "run.pftrace"
     rc = cli.main(["run", "link-chain", "--set", "items=20", "--quiet", "--perfetto", str(out)])
     assert rc == 0 and out.stat().st_size > 100 and (tmp_path / "run.arrows").exists()
+
+
+def test_overview_is_the_mean_busy_share_of_its_components(tmp_path):
+    """The row group's values equal a direct computation: per bin, the union of each
+    component's non-stall slices, averaged over the row's components that have slices."""
+    import numpy as np
+
+    from traces.layout import display_segments
+    from traces.reader import read_trace
+
+    src = tmp_path / "w.arrows"
+    write_wafer_trace(src, w=3, h=2, steps=5)
+    export_perfetto(src, tmp_path / "w.pftrace")
+    packets = read_packets(tmp_path / "w.pftrace")
+    row = next(p.track_descriptor for p in packets if p.track_descriptor.name == "pe[*,0]")
+    points = [(p.timestamp, p.track_event.double_counter_value) for p in packets
+              if p.HasField("track_event") and p.track_event.track_uuid == row.uuid]  # fmt: skip
+    rows = read_trace(src).table.to_pylist()
+    end = max(r["ts_ticks"] + r["dur_ticks"] for r in rows)
+    comps = sorted({r["component"] for r in rows if r["phase"] != "counter"
+                    and "pe[*,0]" in display_segments(r["component"])})  # fmt: skip
+    assert points[-1] == (end, 0.0) and len(points) > 2
+    # a value is written when it changes: it holds, bin after bin, until the next one
+    for (t, value), (t_next, _) in itertools.pairwise(points):
+        shares = []
+        for comp in comps:
+            covered = np.zeros(end + 1, bool)
+            for r in rows:
+                if r["component"] == comp and r["category"] != "stall" and r["dur_ticks"] > 0:
+                    covered[r["ts_ticks"] : r["ts_ticks"] + r["dur_ticks"]] = True
+            shares.append(covered[t:t_next].mean())
+        assert value == pytest.approx(100 * np.mean(shares)), t

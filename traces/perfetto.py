@@ -26,6 +26,7 @@ import dataclasses
 import math
 import os
 import time
+from array import array
 from typing import BinaryIO
 
 import numpy as np
@@ -233,22 +234,26 @@ class Overview:
     a PE row, a chip row, a pod, a stack), shown in the group's own row, so it reads while the
     group is collapsed.
 
-    A component is active while inside any of its slices except stalls (its slices' union: the
-    exporter visits them in start order); a group's value per time bin is the mean over its
-    descendant components that have slices. At most :data:`BINS` bins span the run."""
+    A component is active while inside any of its slices except stalls (its slices' union,
+    exact while a slice arriving out of start order overlaps only the last :data:`KEEP`
+    covered spans of its component); a group's value per time bin is the mean over its
+    descendant components that have slices. At most :data:`BINS` bins span the run, fewer
+    when there are many groups (:data:`VALUES` values in all at most, 20 bins at least)."""
 
     BINS = 400
+    VALUES = 200_000
 
     def __init__(self, nodes: list[TrackNode], pre) -> None:
-        self.width = max(1, -(-pre.end_ticks // self.BINS))
+        has_events = {display_segments(c) for c in pre.components}
+        uid_of_key = {n.key: n.uid for n in nodes}
+        groups = {n.key for n in nodes if n.has_children and n.key not in has_events}
+        bins = min(self.BINS, max(20, self.VALUES // max(1, len(groups))))
+        self.width = max(1, -(-pre.end_ticks // bins))
         self.bins = max(1, -(-pre.end_ticks // self.width))
         self.end = pre.end_ticks
         widths = np.full(self.bins, float(self.width))
         widths[-1] = max(1, self.end - (self.bins - 1) * self.width)
         self.widths = widths
-        has_events = {display_segments(c) for c in pre.components}
-        uid_of_key = {n.key: n.uid for n in nodes}
-        groups = {n.key for n in nodes if n.has_children and n.key not in has_events}
         self.groups_of: dict[str, list[int]] = {}
         count: dict[int, int] = {}
         for comp in sorted(pre.sliced):
@@ -258,32 +263,93 @@ class Overview:
             for uid in uids:
                 count[uid] = count.get(uid, 0) + 1
         self.members = count
-        self.busy = {uid: np.zeros(self.bins) for uid in count}
-        self.covered: dict[str, int] = {}
+        # Per component: ticks in its partial first and last bins, and a difference array
+        # counting the whole bins it covers (a few list operations per slice, whatever the
+        # number of groups; summed into the groups once, at the end).
+        self.partial: dict[str, array] = {}
+        self.whole: dict[str, array] = {}
+        self.covered: dict[str, list[list[int]]] = {}
+
+    #: Disjoint covered spans remembered per component: slices arriving out of start order
+    #: (across record batches) are counted exactly while they overlap only these.
+    KEEP = 16
 
     def add(self, comp: str, start: int, end: int) -> None:
-        start = max(start, self.covered.get(comp, 0))
-        if end <= start:
-            return
-        self.covered[comp] = end
+        spans = self.covered.setdefault(comp, [])
+        if not spans or start >= spans[-1][1]:  # the common case: after everything so far
+            self._bins(comp, start, end)
+            if spans and start == spans[-1][1]:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end])
+        elif start >= spans[-1][0]:  # overlaps only the last span (a nested or later slice)
+            last = spans[-1]
+            if end > last[1]:
+                self._bins(comp, last[1], end)
+                last[1] = end
+        else:
+            cur = start
+            for a, b in spans:  # count only the parts no remembered span covers
+                if b <= cur:
+                    continue
+                if a >= end:
+                    break
+                if a > cur:
+                    self._bins(comp, cur, a)
+                cur = max(cur, b)
+                if cur >= end:
+                    break
+            if cur < end:
+                self._bins(comp, cur, end)
+            spans.append([start, end])
+            spans.sort()
+            merged = [spans[0]]
+            for a, b in spans[1:]:
+                if a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            spans[:] = merged
+        if len(spans) > self.KEEP:
+            del spans[: len(spans) - self.KEEP]
+
+    def _bins(self, comp: str, start: int, end: int) -> None:
+        partial = self.partial.get(comp)
+        if partial is None:
+            if comp not in self.groups_of or not self.groups_of[comp]:
+                return
+            partial = self.partial[comp] = array("d", bytes(8 * self.bins))
+            self.whole[comp] = array("d", bytes(8 * (self.bins + 1)))
         w = self.width
         b0, b1 = start // w, (end - 1) // w
-        for uid in self.groups_of.get(comp, ()):
-            arr = self.busy[uid]
-            if b0 == b1:
-                arr[b0] += end - start
-            else:
-                arr[b0] += (b0 + 1) * w - start
-                arr[b1] += end - b1 * w
-                arr[b0 + 1 : b1] += w
+        if b0 == b1:
+            partial[b0] += end - start
+        else:
+            partial[b0] += (b0 + 1) * w - start
+            partial[b1] += end - b1 * w
+            if b1 > b0 + 1:
+                whole = self.whole[comp]
+                whole[b0 + 1] += 1
+                whole[b1] -= 1
+
+    def _groups(self) -> dict[int, np.ndarray]:
+        busy = {uid: np.zeros(self.bins) for uid in self.members}
+        for comp, partial in self.partial.items():
+            ticks = np.frombuffer(partial) + np.cumsum(np.frombuffer(self.whole[comp]))[:-1] * (
+                self.width
+            )
+            for uid in self.groups_of[comp]:
+                busy[uid] += ticks
+        return busy
 
     def write(self, out: _Out, to_ns: TickToNs, stats: ExportStats) -> None:
         pk = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
         te = pk.track_event
         te.type = _COUNTER
-        for uid in sorted(self.busy):
+        busy = self._groups()
+        for uid in sorted(busy):
             te.track_uuid = uid
-            pct = self.busy[uid] * 100.0 / (self.widths * self.members[uid])
+            pct = busy[uid] * 100.0 / (self.widths * self.members[uid])
             last = None
             for b, v in enumerate(pct.tolist()):
                 if v != last:
