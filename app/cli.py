@@ -224,17 +224,30 @@ def _image_argument(q: argparse.ArgumentParser) -> None:
 def _add_plot(sub: _Subparsers) -> None:
     p = sub.add_parser("plot", help="draw a trace or validation case to PNG/SVG")
     psub = p.add_subparsers(dest="plot_command", required=True, metavar="PLOT")
-    q = psub.add_parser("mesh", help="heatmap over pe[x,y] of busy fraction or link utilisation")
-    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer run")
+    q = psub.add_parser("mesh", help="heatmap over pe[x,y] or chip[x,y] of activity or links")
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer or TPU run")
     q.add_argument(
-        "--metric", choices=("busy", "link"), default="busy",
-        help="busy: fraction of the run each PE (with its router and ce) is busy; link: mean "
-        "link and queue occupancy of each PE, as a fraction of capacity where the trace gives "
-        "it (default: busy; link needs a detail-level trace)",
+        "--metric", choices=("busy", "async", "fabric", "link"), default="busy",
+        help="busy: %% of the run each PE or chip (with what is under it) computes; async: "
+        "%% with an asynchronous operation or collective in flight; fabric: %% with wavelets "
+        "or link transfers under way; link: mean link and queue occupancy of each PE, as a "
+        "fraction of capacity where the trace gives it (default: busy; link needs a "
+        "detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
-    q = psub.add_parser("timeline", help="per-component timeline of a small trace")
-    q.add_argument("path", metavar="PATH", help="an Arrow trace (the first 20,000 slices drawn)")
+    q = psub.add_parser(
+        "links", help="link utilisation per direction, %% of bandwidth (wafer mesh, TPU torus)"
+    )
+    q.add_argument(
+        "path", metavar="PATH",
+        help="an Arrow trace: a wafer run at --trace-level detail (wavelets) or a TPU run",
+    )  # fmt: skip
+    _image_argument(q)
+    q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
+    q.add_argument(
+        "path", metavar="PATH",
+        help="an Arrow trace (above 64 components, rows are their ancestors: PEs, PE rows)",
+    )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
@@ -334,11 +347,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"wafersim: interrupted{kept}", file=sys.stderr)
         return 130
     data = out.as_json()
+    exported = None
     if args.perfetto and out.trace_path:
         from traces.perfetto import export_perfetto  # pyarrow, perfetto
 
         with outputs.atomic(args.perfetto, "--perfetto") as tmp:
-            export_perfetto(out.trace_path, tmp)
+            exported = export_perfetto(out.trace_path, tmp)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
@@ -352,6 +366,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  trace {out.trace_path} (level {args.trace_level})")
     if args.perfetto:
         print(f"  perfetto {args.perfetto} (open in https://ui.perfetto.dev)")
+        if exported is not None:
+            print(f"    {exported.describe()}")
     return 0
 
 
@@ -498,6 +514,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
             plots.plot_mesh(args.path, tmp, metric=args.metric)
         elif args.plot_command == "timeline":
             plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "links":
+            plots.plot_links(args.path, tmp)
         elif args.plot_command == "sweep":
             plot_sweep(args.path, tmp, x=args.x, y=args.y, hue=args.hue,
                        logx=args.logx, logy=args.logy)  # fmt: skip

@@ -11,12 +11,14 @@ sweep``) and hands its columns to :func:`traces.plots.plot_series`.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 
 from runner import registry
 from runner.scenario import run_points
 from simcore.errors import WafersimError
 from sweeps import tables
+from sweeps.grid import META_KEY
 from traces.plots import check_output, plot_comparison, plot_series
 
 
@@ -38,6 +40,7 @@ def plot_validate(
         model=[r.model for r in rows],
         reference=[r.reference for r in rows],
         title=f"{case.name} ({', '.join(units)}): {case.summary} (max error {worst:.2f} %)",
+        unit=units[0] if len(units) == 1 else "",
     )
     return rows
 
@@ -72,20 +75,58 @@ def plot_sweep(
             raise WafersimError(
                 f"column '{column}' of '{path}' is not numeric ({bad[0]!r}): plot a number"
             )
+    # One line per value of the swept keys not plotted (--hue first): points of different p
+    # are never joined into one line.
+    swept = [k for keys in _axes(table) for k in keys]
+    group = ([hue] if hue else []) + [
+        k for k in swept
+        if k not in (x, y, hue) and k in names and len({json.dumps(r[k]) for r in done}) > 1
+    ]  # fmt: skip
     series: dict[str, tuple[list[float], list[float]]] = {}
     for r in done:
-        label = f"{hue}={r[hue]}" if hue else ""
+        label = ", ".join(f"{k}={r[k]}" for k in group)
         xs, ys = series.setdefault(label, ([], []))
         xs.append(r[x])
         ys.append(r[y])
-    if hue:
-        series = dict(sorted(series.items(), key=lambda kv: _order(kv[0].partition("=")[2])))
+    if group:
+        series = dict(sorted(series.items(), key=lambda kv: _label_order(kv[0])))
     others = len(rows) - len(done)
     note = f"; {others} point(s) not completed, not drawn" if others else ""
+    by = f" by {', '.join(group)}" if group else ""
     plot_series(
-        out, series, xlabel=x, ylabel=y, logx=logx, logy=logy,
-        title=f"{os.path.basename(path)}: {y} vs {x}{f' by {hue}' if hue else ''}{note}",
+        out, series, xlabel=axis_label(x), ylabel=axis_label(y), logx=logx, logy=logy,
+        title=f"{os.path.basename(path)}: {y} vs {x}{by}{note}",
     )  # fmt: skip
+
+
+def _axes(table) -> list[list[str]]:
+    """The swept keys of a sweep table, by axis (its metadata), or none for another table."""
+    try:
+        return json.loads((table.schema.metadata or {})[META_KEY])["axes"]
+    except (KeyError, ValueError, TypeError):
+        return []
+
+
+#: Name endings (the metrics vocabulary, docs/cli.md) and the unit an axis shows for them.
+_AXIS_UNITS = (
+    ("_per_s", "per s"), ("_s", "s"), ("_bytes", "bytes"), ("_pct", "%"), ("_cycles", "cycles"),
+    ("cycles", "cycles"), ("_flops", "flops"), ("_gflops", "GFLOP/s"), ("_tflops", "TFLOP/s"),
+    ("_fraction", "fraction"), ("_utilisation", "fraction of time"), ("_ratio", "ratio"),
+)  # fmt: skip
+
+
+def axis_label(column: str) -> str:
+    """A column's name with its unit spelled out where its name ends in one (``time_s`` ->
+    ``time_s (s)``); a swept parameter without a unit keeps its bare name."""
+    for ending, unit in _AXIS_UNITS:
+        if column.endswith(ending):
+            return f"{column} ({unit})"
+    return column
+
+
+def _label_order(label: str) -> tuple:
+    """Series labels ``k=v, ...`` in the numeric order of their values."""
+    return tuple(_order(part.partition("=")[2]) for part in label.split(", "))
 
 
 def _order(text: str) -> tuple[int, float, str]:

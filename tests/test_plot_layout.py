@@ -65,3 +65,26 @@ def test_comparison_points_are_not_joined_and_title_fits(n):
     assert ax.lines and all(line.get_linestyle() == "None" for line in ax.lines)
     assert _inside(fig, ax.title.get_window_extent(fig.canvas.get_renderer()))
     plt.close(fig)
+
+
+@pytest.mark.parametrize("n", [4, 12, 40])
+@pytest.mark.parametrize("short", [True, False])
+def test_comparison_labels_leave_the_plot_its_room(n, short):
+    """Long point labels (a gpt-ws-tree case's) go beside the plot, one a line: the plot area
+    keeps at least a third of the figure, no two labels overlap, the axis names its unit."""
+    labels = [f"p={i}" if short else f"tree fan-in {i} x {i + 1} systems, {2**i} B chunks"
+              for i in range(n)]  # fmt: skip
+    values = list(np.linspace(1e-3, 2e-3, n))
+    fig = comparison_figure(labels, values, values[::-1], [None] * n, "gpt-ws-tree: " + LONG,
+                            "s")  # fmt: skip
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    area = ax.get_window_extent(renderer)
+    figure = fig.bbox
+    assert area.width * area.height >= (figure.width * figure.height) / 3, (n, short)
+    ticks = ax.get_xticklabels() if short else ax.get_yticklabels()
+    assert not _overlapping(_boxes(ticks, renderer))
+    assert "value (s)" in (ax.get_xlabel(), ax.get_ylabel())
+    assert _inside(fig, ax.title.get_window_extent(renderer))
+    plt.close(fig)

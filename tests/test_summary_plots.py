@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.text import Text
 
 from app import cli
 from app.plots import plot_validate
 from runner import registry
 from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
-from traces import plots
+from traces import plots, read_trace
 from traces.summary import summarize, union_length
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -128,8 +131,9 @@ def test_plot_errors(tmp_path, wafer, capsys):
     with pytest.raises(TraceError) as err:
         plots.plot_mesh(str(chain), str(tmp_path / "m.png"))
     assert str(err.value) == (
-        f"'{chain}' has no slices on components named like 'pe[x,y]'; mesh plots need a wafer "
-        "trace (try `wafersim plot timeline`)"
+        f"'{chain}' has no components named like 'pe[x,y]' or 'chip[x,y]'; mesh plots need a "
+        "wafer or TPU trace (a gpt-ws or link-chain trace is no mesh: try `wafersim plot "
+        "timeline`)"
     )
     capsys.readouterr()
     assert cli.main(["plot", "validate", "nope", "-o", str(tmp_path / "v.png")]) == 2
@@ -138,3 +142,169 @@ def test_plot_errors(tmp_path, wafer, capsys):
         f"wafersim: error: unknown validation case(s): nope; known cases: {known}\n"
     )
     assert cli.main(["plot", "timeline", str(chain), "-o", str(tmp_path / "t.svg")]) == 0
+
+
+def _text_boxes(fig):
+    """Extents of every visible, non-empty text of ``fig`` once drawn (the renderer's)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip()]  # fmt: skip
+
+
+def test_timeline_draws_a_large_mesh_whole_in_seconds(tmp_path):
+    """96 PEs (288 components): rows become PEs' ancestors, the whole run is drawn, the axis
+    is simulated time with its unit and no offset, and no two texts overlap."""
+    src = tmp_path / "big.arrows"
+    write_wafer_trace(src, w=12, h=8, steps=6)
+    fig = plots.timeline_figure(str(src))
+    ax = fig.axes[0]
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    assert 1 < len(rows) <= plots.MAX_ROWS and "wafer/pe[0,0]" not in rows
+    tick_hz = int(read_trace(src).header["tick_hz"])
+    rows_ = read_trace(src).table.to_pylist()
+    end = max(r["ts_ticks"] + r["dur_ticks"] for r in rows_
+              if r["phase"] != "counter" and r["category"] != "run")  # fmt: skip
+    unit, size = plots.time_unit(end / tick_hz)
+    assert ax.get_xlabel() == f"simulated time ({unit})"
+    assert ax.get_xlim()[1] == pytest.approx(end / tick_hz / size)
+    assert not ax.xaxis.get_major_formatter().get_offset()
+    boxes = _text_boxes(fig)
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), (a, b)
+    plt.close(fig)
+
+
+def test_time_unit_and_category_colours():
+    assert plots.time_unit(457e-6) == ("us", 1e-6)
+    assert plots.time_unit(48.0) == ("s", 1.0)
+    assert plots.time_unit(2.2e-9) == ("ns", 1e-9)
+    assert (
+        plots.category_colour("task")
+        == plots.category_colour("task")
+        != plots.category_colour("stall")
+    )
+    assert plots.category_colour("never-seen") == plots.category_colour("never-seen")
+
+
+def test_sweep_plot_groups_by_the_swept_keys_it_does_not_plot(tmp_path, monkeypatch):
+    """Points of different p are separate lines without --hue; axes name their units."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import app.plots as app_plots
+    from sweeps.grid import META_KEY
+
+    table = pa.table({"p": [2, 2, 4, 4], "mt": [1, 2, 1, 2], "status": ["completed"] * 4,
+                      "time_s": [1.0, 2.0, 3.0, 4.0]})  # fmt: skip
+    table = table.replace_schema_metadata({META_KEY: json.dumps({"axes": [["p"], ["mt"]]})})
+    pq.write_table(table, tmp_path / "s.parquet")
+    seen = {}
+    monkeypatch.setattr(app_plots, "plot_series", lambda out, series, **kw: seen.update(
+        series=series, **kw))  # fmt: skip
+    app_plots.plot_sweep(str(tmp_path / "s.parquet"), str(tmp_path / "s.png"), x="mt", y="time_s")
+    assert seen["series"] == {"p=2": ([1, 2], [1.0, 2.0]), "p=4": ([1, 2], [3.0, 4.0])}
+    assert (seen["xlabel"], seen["ylabel"]) == ("mt", "time_s (s)")
+    assert seen["title"] == "s.parquet: time_s vs mt by p"
+
+
+def test_series_axes_have_no_offset_and_integer_ticks():
+    fig = plots.series_figure({"": ([2, 3, 4], [48.0000, 48.0001, 48.0002])}, xlabel="p",
+                              ylabel="time_s (s)")  # fmt: skip
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    assert ax.yaxis.get_major_formatter().get_offset() == ""
+    assert ax.xaxis.get_major_formatter().get_offset() == ""
+    plt.close(fig)
+
+
+def test_mesh_shows_compute_async_and_fabric_apart_on_wafer_and_tpu(tmp_path, capsys):
+    """wse-bcast: the PEs compute little and stream (async) most of the run, and each class
+    is its own, labelled map; a TPU trace maps its chips (links by the chip they leave)."""
+    bcast = tmp_path / "b.arrows"
+    assert cli.main(["run", "wse-bcast", "--set", "pes=4", "--set", "elements=64", "--quiet",
+                     "--trace", str(bcast), "--trace-level", "detail"]) == 0  # fmt: skip
+    busy, streams, fabric = (plots.mesh_values(str(bcast), m) for m in ("busy", "async", "fabric"))
+    assert busy.shape == (1, 4) and (streams > busy).all() and (streams > 0.5).all()
+    assert (fabric > 0).all() and (busy <= 1).all()
+    tpu = tmp_path / "t.arrows"
+    assert cli.main(["run", "tpu-collective", "--set", "topology=2x2", "--set", "bytes=4096",
+                     "--quiet", "--trace", str(tpu), "--trace-level", "detail"]) == 0  # fmt: skip
+    assert plots.mesh_values(str(tpu), "fabric").shape == (2, 2)
+    out = tmp_path / "m.png"
+    assert cli.main(["plot", "mesh", str(tpu), "--metric", "fabric", "-o", str(out)]) == 0
+    capsys.readouterr()
+    grid = plots.mesh_values(str(bcast), "async") * 100
+    fig = plots.mesh_figure(grid, plots.ACTIVITY_LABELS["async"], "async", vmax=100.0)
+    bar = fig.axes[1]  # below a single row: a horizontal colour bar
+    assert bar.get_xlabel() == "async operations in flight (% of run)"
+    plt.close(fig)
+
+
+#: One small traced run per family: (kind, point); tests/test_metric_names.py's small points.
+FAMILIES = {
+    "wafer": ("wse-bcast", {"pes": 4, "elements": 64}),
+    "tpu": ("tpu-collective", {"topology": "2x2", "bytes": 4096, "op": "allreduce"}),
+    "pim": ("jitq", {"rows": 64, "cols": 64}),
+    "cluster": ("gpt-ws", {"model": "custom", "layers": 1, "hidden": 16, "sequence": 8,
+                           "vocab": 32, "heads": 2, "batch": 1, "steps": 1}),
+}  # fmt: skip
+#: Plot commands that need a mesh or links: which families have them.
+NEEDS = {"mesh": {"wafer", "tpu"}, "links": {"wafer", "tpu"}, "timeline": set(FAMILIES)}
+
+
+@pytest.fixture(scope="module")
+def family_traces(tmp_path_factory):
+    from runner import scenario
+    from simcore import config as cfg
+    from simcore.tracing import TraceLevel
+
+    folder = tmp_path_factory.mktemp("families")
+    out = {}
+    for family, (name, point) in FAMILIES.items():
+        kind = registry.KINDS[name]
+        path = folder / f"{family}.arrows"
+        scenario.run_scenario(scenario.Scenario(name, "<test>", kind, "", {}),
+                              cfg.load(kind.params, point), trace_path=str(path),
+                              trace_level=TraceLevel.DETAIL)  # fmt: skip
+        out[family] = str(path)
+    return out
+
+
+def _figure(command: str, path: str):
+    if command == "timeline":
+        return plots.timeline_figure(path)
+    if command == "links":
+        return plots.links_figure(path)
+    for metric in plots.ACTIVITY_LABELS:  # the first class the run has (a TPU collective: async)
+        try:
+            grid = plots.mesh_values(path, metric) * 100
+        except TraceError as exc:
+            if "on its PEs or chips" in str(exc):
+                continue
+            raise
+        return plots.mesh_figure(grid, plots.ACTIVITY_LABELS[metric], metric, vmax=100.0)
+    raise AssertionError(f"{path}: no activity on its PEs or chips")
+
+
+@pytest.mark.parametrize("command", sorted(NEEDS))
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_plot_on_every_family_has_units_and_no_overlapping_text(
+    family, command, family_traces
+):
+    path = family_traces[family]
+    if family not in NEEDS[command]:
+        with pytest.raises(TraceError) as err:
+            _figure(command, path)
+        assert "timeline" in str(err.value)  # a clear refusal that says what to use
+        return
+    fig = _figure(command, path)
+    labels = [a.get_xlabel() for a in fig.axes] + [a.get_ylabel() for a in fig.axes]
+    assert any(re.search(r"\((s|ms|us|ns|column|.*%.*)\)", lab) for lab in labels), labels
+    boxes = _text_boxes(fig)
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            assert not box_a.overlaps(box_b), (family, command, a, b)
+    plt.close(fig)

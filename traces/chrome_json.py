@@ -15,7 +15,7 @@ import json
 import os
 import time
 
-from traces.layout import Lanes, map_rows, natural_key, open_output, prepass
+from traces.layout import Lanes, map_rows, natural_key, open_output, prepass, start_order
 from traces.perfetto import ExportStats
 from traces.reader import iter_batches, read_header
 
@@ -54,9 +54,9 @@ def export_chrome_json(
                      "value", "flow_out", "flow_in")]  # fmt: skip
             args_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
             args_cols = [a for a in args_cols if a is not None]
-            for r, (ts, dur, comp, cat, name, phase, value, f_out, f_in) in enumerate(
-                zip(*cols, strict=True)
-            ):
+            rows = list(zip(*cols, strict=True))
+            for r in start_order(batch.column("ts_ticks"), batch.column("dur_ticks")):
+                ts, dur, comp, cat, name, phase, value, f_out, f_in = rows[r]
                 groups = [a[r] for a in args_cols]
                 stats.events += 1
                 pid = pid_of[comp.split("/")[0]]
@@ -66,11 +66,12 @@ def export_chrome_json(
                     put({"ph": "C", "pid": pid, "tid": 0, "ts": t_us, "cat": cat,
                          "name": f"{comp} {name}", "args": {name: value}})  # fmt: skip
                     continue
-                lane = lanes.setdefault(comp, Lanes()).place(ts, ts + dur) if dur > 0 else 0
+                comp_lanes = lanes.setdefault(comp, Lanes())
+                lane = comp_lanes.place(ts, ts + dur, cat) if dur > 0 else 0
                 tid = tid_of.get((comp, lane))
                 if tid is None:
                     tid = tid_of[(comp, lane)] = len(tid_of) + 1
-                    label = comp if lane == 0 else f"{comp} lane {lane}"
+                    label = comp if lane == 0 else f"{comp} {comp_lanes.name(lane)}"
                     put({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                          "args": {"name": label}})  # fmt: skip
                     put({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,

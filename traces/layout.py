@@ -4,13 +4,19 @@ Exporters (:mod:`traces.perfetto`, :mod:`traces.chrome_json`) share this layout 
 same picture. Nothing here knows a hardware family: it works on component *paths* only.
 
 * **Track tree.** Every segment of a path such as ``wafer/pe[3,4]/router`` is a node. A segment
-  with two or more indices gets a grouping node over all but its first index (``pe[*,4]`` is row
-  4), so a mesh reads wafer -> rows -> PEs -> children; ``pod/chip[x,y,z]`` becomes
-  pod -> ``chip[*,y,z]`` -> chips. Siblings are ordered naturally (``pe[2,0]`` before ``pe[10,0]``).
-* **Lanes.** Viewers need the slices of one track to nest. Slices of one component that overlap
-  go on separate lanes. A lane remembers only the span it covers (first start, last end), so
-  the assignment streams with constant memory per lane; it is exact when a component's slices
-  arrive in start order (the kernel emits them so) and merely uses more lanes otherwise.
+  with two or more integer indices gets a grouping node over all but its first index
+  (``pe[*,4]`` is row 4), so a mesh reads wafer -> rows -> PEs -> children;
+  ``pod/chip[x,y,z]`` becomes pod -> ``chip[*,y,z]`` -> chips (a TPU link, ``link[0,0>1,0]``,
+  is named by its ends and gets no group). Siblings are ordered naturally (``pe[2,0]`` before
+  ``pe[10,0]``).
+* **Lanes.** Viewers need the slices of one track to nest. Exporters visit a batch's slices in
+  start order (longest first at one start; at one start and length, the one written last first,
+  as an enclosing slice is written when it ends, after what it encloses), and a slice goes on the
+  first lane where it either starts after everything open there or lies inside the innermost
+  open slice: a task's instructions nest under the task, a message's chunks under the message.
+  A lane keeps only its stack of open ends and its last start, so memory is constant per lane;
+  a slice that starts before its lane's last start (out of order across batches) takes another
+  lane rather than break nesting.
 * **Flows.** The schema lets one send (``flow_out``) reach any number of receives (``flow_in``);
   viewer flows are point to point. :class:`FlowPlan` (one streaming pre-pass) gives every
   (send, receive) pair its own viewer id: a send with *k* receives carries ids
@@ -49,7 +55,7 @@ def display_segments(path: str) -> tuple[str, ...]:
         m = _INDEXED.match(seg)
         if m:
             idx = [i.strip() for i in m["idx"].split(",")]
-            if len(idx) >= 2:
+            if len(idx) >= 2 and all(i.isdigit() for i in idx):
                 out.append(f"{m['base']}[*,{','.join(idx[1:])}]")
         out.append(seg)
     return tuple(out)
@@ -64,6 +70,7 @@ class TrackNode:
     parent: int
     rank: int
     has_children: bool
+    key: tuple[str, ...] = ()  # the display segments from the root to this node
 
 
 def build_tree(paths: list[str], first_uid: int = 1) -> tuple[list[TrackNode], dict[str, int]]:
@@ -89,29 +96,49 @@ def build_tree(paths: list[str], first_uid: int = 1) -> tuple[list[TrackNode], d
                 parent=uid_of.get(key[:-1], 0),
                 rank=sibs.index(key),
                 has_children=key in children,
+                key=key,
             )
         )
     return nodes, {p: uid_of[display_segments(p)] for p in paths}
 
 
 class Lanes:
-    """Assigns each slice of one component to the first lane it fits on (see module doc)."""
+    """Assigns each slice of one component to the first lane it nests on (see module doc)."""
 
-    __slots__ = ("spans",)
+    __slots__ = ("categories", "last", "stacks")
 
     def __init__(self) -> None:
-        self.spans: list[list[int]] = []  # per lane [first start, last end]
+        self.stacks: list[list[int]] = []  # per lane: ends of the open slices, innermost last
+        self.last: list[int] = []  # per lane: the last start placed
+        self.categories: list[str] = []  # per lane: the category of its first slice
 
-    def place(self, start: int, end: int) -> int:
-        for i, span in enumerate(self.spans):
-            if start >= span[1]:  # after everything on the lane (touching is fine)
-                span[1] = end
+    def place(self, start: int, end: int, category: str = "") -> int:
+        for i, stack in enumerate(self.stacks):
+            if start < self.last[i]:
+                continue
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                self.last[i] = start
                 return i
-            if end < span[0]:  # strictly before it
-                span[0] = start
-                return i
-        self.spans.append([start, end])
-        return len(self.spans) - 1
+        self.stacks.append([end])
+        self.last.append(start)
+        self.categories.append(category)
+        return len(self.stacks) - 1
+
+    def name(self, lane: int) -> str:
+        """A lane's track name: its number and the category that opened it."""
+        cat = self.categories[lane]
+        return f"lane {lane}: {cat}" if cat else f"lane {lane}"
+
+
+def start_order(ts: pa.Array, dur: pa.Array) -> list[int]:
+    """Row indices of a batch in the order exporters visit them (see the module doc)."""
+    t = ts.to_numpy(zero_copy_only=False)
+    d = dur.to_numpy(zero_copy_only=False)
+    rows = np.arange(len(t))
+    return np.lexsort((-rows, -d, t)).tolist()
 
 
 @dataclasses.dataclass
@@ -168,6 +195,8 @@ class Prepass:
     components: list[str]
     flows: FlowPlan
     events: int
+    end_ticks: int = 0  # the last tick any event reaches
+    sliced: frozenset[str] = frozenset()  # components with at least one slice or instant
     note: str = ""  # what was lost if the trace is cut off, else ""
 
 
@@ -178,6 +207,8 @@ def _valid(arr: pa.Array) -> np.ndarray:
 def prepass(path: str) -> Prepass:
     """Collect component paths and flow ids batch by batch (memory: 8 bytes per flow event)."""
     comps: set[str] = set()
+    sliced: set[str] = set()
+    end = 0
     outs: list[np.ndarray] = []
     ins: list[np.ndarray] = []
     events = 0
@@ -188,6 +219,11 @@ def prepass(path: str) -> Prepass:
         used = pc.unique(col.indices).to_numpy(zero_copy_only=False)
         dictionary = col.dictionary.to_pylist()
         comps.update(dictionary[i] for i in used)
+        not_counter = pc.not_equal(batch.column("phase").cast(pa.string()), "counter")
+        used = pc.unique(pc.filter(col.indices, not_counter)).to_numpy(zero_copy_only=False)
+        sliced.update(dictionary[i] for i in used)
+        last = pc.max(pc.add(batch.column("ts_ticks"), batch.column("dur_ticks"))).as_py()
+        end = max(end, last or 0)
         outs.append(_valid(batch.column("flow_out")))
         ins.append(_valid(batch.column("flow_in")))
     sends = np.unique(np.concatenate(outs)) if outs else np.zeros(0, np.int64)
@@ -199,7 +235,10 @@ def prepass(path: str) -> Prepass:
     plan = FlowPlan(ids, counts, bases, orphan_receives=int(rcounts[~has_send].sum()))
     if stream.truncated and not events:
         raise TraceError(f"{stream.note}: nothing readable to export")
-    return Prepass(sorted(comps, key=natural_key), plan, events, stream.note)
+    return Prepass(
+        sorted(comps, key=natural_key), plan, events, note=stream.note, end_ticks=end,
+        sliced=frozenset(sliced),
+    )  # fmt: skip
 
 
 def map_rows(arr: pa.Array) -> list[list[tuple[str, object]] | None] | None:
@@ -225,3 +264,34 @@ def open_output(path: str, mode: str) -> IO[Any]:
         return open(path, mode, encoding="utf-8" if "b" not in mode else None)
     except OSError as exc:
         raise TraceError(f"cannot write '{path}': {exc.strerror}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterUnit:
+    """How a counter is shown: its track name, the factor applied to its values, and its unit."""
+
+    name: str
+    scale: float
+    unit: str
+
+
+#: Counter-name endings and what they count (the trace schema stores bare numbers).
+_COUNT_UNITS = (
+    ("_triggers", "triggers"),
+    ("_commands", "commands"),
+    ("_bytes", "bytes"),
+)
+
+
+def counter_unit(name: str) -> CounterUnit:
+    """The display of counter ``name``: shares (``*_utilisation``, ``*_fraction``) become
+    percent, queue and buffer depths are in wavelets, ``*_<count noun>`` keeps its noun."""
+    label = name.replace("_", " ")
+    if name.endswith(("_utilisation", "_fraction")):
+        return CounterUnit(f"{label} (%)", 100.0, "%")
+    if name.startswith(("buffer ", "input queue")):
+        return CounterUnit(f"{label} (wavelets)", 1.0, "wavelets")
+    for ending, unit in _COUNT_UNITS:
+        if name.endswith(ending):
+            return CounterUnit(label, 1.0, unit)
+    return CounterUnit(name, 1.0, "")

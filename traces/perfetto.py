@@ -3,11 +3,11 @@
 The output is a stream of ``TracePacket`` messages built with the classes of the official
 ``perfetto`` Python package, on one trusted packet sequence:
 
-* The first packet clears incremental state, sets ``timestamp_clock_id`` as the sequence default
-  and snapshots a sequence-scoped custom clock (id 64) whose ``unit_multiplier_ns`` makes one
-  unit exactly one simulation tick: ``1e9 / tick_hz`` ns when that is a whole number. When it is
-  not (ticks shorter than 1 ns, or not dividing a second), one tick is shown as 1 ns so times stay
-  exact integers; :class:`ExportStats` and the root track's description say so.
+* Timestamps are simulated nanoseconds whatever the tick rate: every tick time ``t`` is written
+  as ``round(t * 1e9 / tick_hz)`` (:class:`TickToNs`, exact integer arithmetic), and a slice's
+  end as the converted end tick, so adjacent slices stay adjacent. Perfetto's own resolution is
+  1 ns; a clock with ``unit_multiplier_ns`` could only express whole-nanosecond ticks, which
+  850 MHz, 1.2 GHz, 17 GHz and 1.503 THz time bases are not (docs/traces.md, "Time").
 * ``TrackDescriptor`` packets build the component tree (:mod:`traces.layout`); a component's own
   track is its lane 0, extra lanes for overlapping slices are its child tracks ``lane N``, and
   each counter name of a component is a child counter track.
@@ -23,18 +23,30 @@ so memory stays flat whatever the trace length.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
+from array import array
 from typing import BinaryIO
 
+import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from traces.layout import Lanes, build_tree, map_rows, open_output, prepass
+from simcore.errors import TraceError
+from traces.layout import (
+    Lanes,
+    TrackNode,
+    build_tree,
+    counter_unit,
+    display_segments,
+    map_rows,
+    open_output,
+    prepass,
+    start_order,
+)
 from traces.reader import iter_batches, read_header
 
-CLOCK_ID = 64  # first sequence-scoped user clock id
 SEQUENCE_ID = 1
-_BOOTTIME = 6
 _CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 _NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 _BEGIN = pb.TrackEvent.TYPE_SLICE_BEGIN
@@ -52,27 +64,24 @@ class ExportStats:
     slices: int = 0  # slice events (a begin/end pair each) plus instants
     instants: int = 0
     counters: int = 0
+    overview_values: int = 0  # counter values of the groups' active % overview tracks
     flows: int = 0  # (send, receive) pairs
     orphan_receives: int = 0  # flow_in events whose id no event sends
     tracks: int = 0  # every track descriptor written
     event_tracks: int = 0  # lane and counter tracks (the ones holding events)
-    unit_multiplier_ns: int = 1
-    exact_time: bool = True
+    tick_hz: int = 1_000_000_000
     wall_s: float = 0.0
     bytes: int = 0
     note: str = ""  # the input was cut off: what was lost (the readable part is exported)
 
     def describe(self) -> str:
         """One line for the command line."""
-        time_note = (
-            f"1 tick = {self.unit_multiplier_ns} ns"
-            if self.exact_time
-            else "ticks shown as ns (tick_hz does not divide 1 s)"
-        )
+        time_note = TickToNs(self.tick_hz).describe()
         orphans = f", {self.orphan_receives:,} receives without a send" * bool(self.orphan_receives)
         return (
             f"{self.events:,} events -> {self.slices:,} slices ({self.instants:,} instants), "
-            f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks"
+            f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks "
+            f"({self.overview_values:,} overview values)"
             f"{orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
         )
 
@@ -93,11 +102,41 @@ _PREFIXED = 1 << 14
 _PREFIX = [b"\x0a" + _varint(n) for n in range(_PREFIXED)]  # tag of field 1 + length
 
 
-def clock_unit(tick_hz: int) -> tuple[int, bool]:
-    """``(unit_multiplier_ns, exact)`` for a trace whose tick is ``1 / tick_hz`` seconds."""
-    if tick_hz > 0 and 1_000_000_000 % tick_hz == 0:
-        return 1_000_000_000 // tick_hz, True
-    return 1, False
+class TickToNs:
+    """Converts ticks of ``1 / tick_hz`` seconds to whole nanoseconds, rounding half up.
+
+    The ratio ``1e9 / tick_hz`` is kept as a reduced fraction ``num / den``, so the conversion
+    is exact integer arithmetic at any trace length (no float drift)."""
+
+    def __init__(self, tick_hz: int) -> None:
+        if tick_hz <= 0:
+            raise TraceError(f"trace header has tick_hz {tick_hz!r}; it must be a positive integer")
+        g = math.gcd(1_000_000_000, tick_hz)
+        self.tick_hz = tick_hz
+        self.num = 1_000_000_000 // g
+        self.den = tick_hz // g
+
+    def __call__(self, ticks: int) -> int:
+        return (2 * ticks * self.num + self.den) // (2 * self.den)
+
+    @property
+    def exact(self) -> bool:
+        """Whether every tick is a whole number of nanoseconds (no rounding happens)."""
+        return self.den == 1
+
+    def describe_span(self, ticks: int) -> str:
+        """``ticks`` as a duration with a readable unit."""
+        ns = ticks * self.num / self.den
+        for unit, size in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+            if ns >= size:
+                return f"{ns / size:.4g} {unit}"
+        return f"{ns:.4g} ns"
+
+    def describe(self) -> str:
+        ns = self.num / self.den
+        if self.exact:
+            return f"1 tick = {self.num} ns"
+        return f"1 tick = {ns:.6g} ns (times rounded to the nearest ns)"
 
 
 class _Out:
@@ -128,15 +167,16 @@ def export_perfetto(
     trace_path, out_path = os.fspath(trace_path), os.fspath(out_path)
     header = read_header(trace_path)
     pre = prepass(trace_path)
-    unit, exact = clock_unit(int(header.get("tick_hz") or 0))
-    stats = ExportStats(unit_multiplier_ns=unit, exact_time=exact)
+    to_ns = TickToNs(int(header.get("tick_hz") or 0))
+    stats = ExportStats(tick_hz=to_ns.tick_hz)
     stats.orphan_receives = pre.flows.orphan_receives
     stats.note = pre.note
     fh = open_output(out_path, "wb")  # closed in the finally below
     try:
         out = _Out(fh)
-        _write_preamble(out, header, unit, exact)
+        _write_preamble(out, header, to_ns)
         nodes, uid_of = build_tree(pre.components, first_uid=2)
+        overview = Overview(nodes, pre)
         for node in nodes:
             td = pb.TrackDescriptor(
                 uuid=node.uid,
@@ -145,9 +185,19 @@ def export_perfetto(
                 sibling_order_rank=node.rank,
                 child_ordering=_EXPLICIT,
             )
+            members = overview.members.get(node.uid)
+            if members:
+                td.counter.unit_name = "%"
+                td.description = (
+                    f"overview: active % = mean share of time its {members} component(s) with "
+                    "slices spend inside a slice (compute, async and fabric; stalls excluded), "
+                    "per bin of "
+                    f"{to_ns.describe_span(overview.width)}"
+                )
             out.add(_wrap(td))
         stats.tracks = len(nodes) + 1
-        _Exporter(out, stats, uid_of, pre, next_uid=2 + len(nodes)).run(trace_path)
+        _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns, overview).run(trace_path)
+        overview.write(out, to_ns, stats)
         out.flush()
         stats.bytes = out.bytes
     finally:
@@ -160,38 +210,172 @@ def _wrap(td: pb.TrackDescriptor) -> pb.TracePacket:
     return pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, track_descriptor=td)
 
 
-def _write_preamble(out: _Out, header: dict, unit: int, exact: bool) -> None:
+def _write_preamble(out: _Out, header: dict, to_ns: TickToNs) -> None:
     first = pb.TracePacket(
         trusted_packet_sequence_id=SEQUENCE_ID,
         sequence_flags=_CLEARED,
         first_packet_on_sequence=True,
-        timestamp=0,
-        timestamp_clock_id=_BOOTTIME,
     )
-    first.trace_packet_defaults.timestamp_clock_id = CLOCK_ID
-    snap = first.clock_snapshot
-    snap.clocks.add(clock_id=CLOCK_ID, timestamp=0, unit_multiplier_ns=unit)
-    snap.clocks.add(clock_id=_BOOTTIME, timestamp=0)
-    out.add(first)
     scenario = header.get("scenario", "trace")
-    time_note = (
-        f"1 tick = {unit} ns"
-        if exact
-        else f"tick_hz {header.get('tick_hz')} does not divide 1 s: times shown in ticks as ns"
+    first.track_descriptor.CopyFrom(
+        pb.TrackDescriptor(
+            uuid=1,
+            name=f"wafersim {scenario} (seed {header.get('seed')})",
+            description=f"wafersim {header.get('wafersim_version')} trace, simulated time in ns; "
+            f"tick_hz {to_ns.tick_hz}: {to_ns.describe()}",
+            child_ordering=_EXPLICIT,
+        )
     )
-    root = pb.TrackDescriptor(
-        uuid=1,
-        name=f"wafersim {scenario} (seed {header.get('seed')})",
-        description=f"wafersim {header.get('wafersim_version')} trace; {time_note}",
-        child_ordering=_EXPLICIT,
-    )
-    out.add(_wrap(root))
+    out.add(first)
+
+
+class Overview:
+    """Active % over time for every group track (a node with children and no events of its own:
+    a PE row, a chip row, a pod, a stack), shown in the group's own row, so it reads while the
+    group is collapsed.
+
+    A component is active while inside any of its slices except stalls (its slices' union,
+    exact while a slice arriving out of start order overlaps only the last :data:`KEEP`
+    covered spans of its component); a group's value per time bin is the mean over its
+    descendant components that have slices. At most :data:`BINS` bins span the run, fewer
+    when there are many groups (:data:`VALUES` values in all at most, 20 bins at least)."""
+
+    BINS = 400
+    VALUES = 200_000
+
+    def __init__(self, nodes: list[TrackNode], pre) -> None:
+        has_events = {display_segments(c) for c in pre.components}
+        uid_of_key = {n.key: n.uid for n in nodes}
+        groups = {n.key for n in nodes if n.has_children and n.key not in has_events}
+        bins = min(self.BINS, max(20, self.VALUES // max(1, len(groups))))
+        self.width = max(1, -(-pre.end_ticks // bins))
+        self.bins = max(1, -(-pre.end_ticks // self.width))
+        self.end = pre.end_ticks
+        widths = np.full(self.bins, float(self.width))
+        widths[-1] = max(1, self.end - (self.bins - 1) * self.width)
+        self.widths = widths
+        self.groups_of: dict[str, list[int]] = {}
+        count: dict[int, int] = {}
+        for comp in sorted(pre.sliced):
+            segs = display_segments(comp)
+            uids = [uid_of_key[segs[:i]] for i in range(1, len(segs)) if segs[:i] in groups]
+            self.groups_of[comp] = uids
+            for uid in uids:
+                count[uid] = count.get(uid, 0) + 1
+        self.members = count
+        # Per component: ticks in its partial first and last bins, and a difference array
+        # counting the whole bins it covers (a few list operations per slice, whatever the
+        # number of groups; summed into the groups once, at the end).
+        self.partial: dict[str, array] = {}
+        self.whole: dict[str, array] = {}
+        self.covered: dict[str, list[list[int]]] = {}
+
+    #: Disjoint covered spans remembered per component: slices arriving out of start order
+    #: (across record batches) are counted exactly while they overlap only these.
+    KEEP = 16
+
+    def add(self, comp: str, start: int, end: int) -> None:
+        spans = self.covered.setdefault(comp, [])
+        if not spans or start >= spans[-1][1]:  # the common case: after everything so far
+            self._bins(comp, start, end)
+            if spans and start == spans[-1][1]:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end])
+        elif start >= spans[-1][0]:  # overlaps only the last span (a nested or later slice)
+            last = spans[-1]
+            if end > last[1]:
+                self._bins(comp, last[1], end)
+                last[1] = end
+        else:
+            cur = start
+            for a, b in spans:  # count only the parts no remembered span covers
+                if b <= cur:
+                    continue
+                if a >= end:
+                    break
+                if a > cur:
+                    self._bins(comp, cur, a)
+                cur = max(cur, b)
+                if cur >= end:
+                    break
+            if cur < end:
+                self._bins(comp, cur, end)
+            spans.append([start, end])
+            spans.sort()
+            merged = [spans[0]]
+            for a, b in spans[1:]:
+                if a <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], b)
+                else:
+                    merged.append([a, b])
+            spans[:] = merged
+        if len(spans) > self.KEEP:
+            del spans[: len(spans) - self.KEEP]
+
+    def _bins(self, comp: str, start: int, end: int) -> None:
+        partial = self.partial.get(comp)
+        if partial is None:
+            if comp not in self.groups_of or not self.groups_of[comp]:
+                return
+            partial = self.partial[comp] = array("d", bytes(8 * self.bins))
+            self.whole[comp] = array("d", bytes(8 * (self.bins + 1)))
+        w = self.width
+        b0, b1 = start // w, (end - 1) // w
+        if b0 == b1:
+            partial[b0] += end - start
+        else:
+            partial[b0] += (b0 + 1) * w - start
+            partial[b1] += end - b1 * w
+            if b1 > b0 + 1:
+                whole = self.whole[comp]
+                whole[b0 + 1] += 1
+                whole[b1] -= 1
+
+    def _groups(self) -> dict[int, np.ndarray]:
+        busy = {uid: np.zeros(self.bins) for uid in self.members}
+        for comp, partial in self.partial.items():
+            ticks = np.frombuffer(partial) + np.cumsum(np.frombuffer(self.whole[comp]))[:-1] * (
+                self.width
+            )
+            for uid in self.groups_of[comp]:
+                busy[uid] += ticks
+        return busy
+
+    def write(self, out: _Out, to_ns: TickToNs, stats: ExportStats) -> None:
+        pk = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+        te = pk.track_event
+        te.type = _COUNTER
+        busy = self._groups()
+        for uid in sorted(busy):
+            te.track_uuid = uid
+            pct = busy[uid] * 100.0 / (self.widths * self.members[uid])
+            last = None
+            for b, v in enumerate(pct.tolist()):
+                if v != last:
+                    pk.timestamp = to_ns(b * self.width)
+                    te.double_counter_value = v
+                    out.add(pk)
+                    stats.overview_values += 1
+                    last = v
+            pk.timestamp = to_ns(self.end)
+            te.double_counter_value = 0.0
+            out.add(pk)
+            stats.overview_values += 1
+            stats.event_tracks += 1
+        out.flush()
 
 
 class _Exporter:
     """Pass two: events to packets, with lanes, counter tracks, interning and flows."""
 
-    def __init__(self, out: _Out, stats: ExportStats, uid_of: dict[str, int], pre, next_uid: int):
+    def __init__(
+        self, out: _Out, stats: ExportStats, uid_of: dict[str, int], pre, next_uid: int,
+        to_ns: TickToNs, overview: Overview,
+    ) -> None:  # fmt: skip
+        self.to_ns = to_ns
+        self.overview = overview
+        self.scale: dict[int, float] = {}
         self.out = out
         self.stats = stats
         self.uid_of = uid_of
@@ -205,12 +389,10 @@ class _Exporter:
         self.arg_names: dict[str, int] = {}
         self.seen: dict[int, int] = {}
 
-    def _new_track(self, parent: int, name: str, rank: int, counter: bool = False) -> int:
+    def _new_track(self, parent: int, name: str, rank: int) -> int:
         uid = self.next_uid
         self.next_uid += 1
         td = pb.TrackDescriptor(uuid=uid, parent_uuid=parent, name=name, sibling_order_rank=rank)
-        if counter:
-            td.counter.SetInParent()
         self.out.add(_wrap(td))
         self.stats.tracks += 1
         self.stats.event_tracks += 1
@@ -224,7 +406,8 @@ class _Exporter:
                 uid = self.uid_of[comp]
                 self.stats.event_tracks += 1
             else:
-                uid = self._new_track(self.uid_of[comp], f"lane {lane}", -1_000_000 + lane)
+                name = self.lanes[comp].name(lane)
+                uid = self._new_track(self.uid_of[comp], name, -1_000_000 + lane)
             self.lane_uid[key] = uid
         return uid
 
@@ -232,7 +415,20 @@ class _Exporter:
         key = (comp, name)
         uid = self.counter_uid.get(key)
         if uid is None:
-            uid = self._new_track(self.uid_of[comp], name, 1_000_000 + len(self.counter_uid), True)
+            shown = counter_unit(name)
+            uid = self.next_uid
+            self.next_uid += 1
+            td = pb.TrackDescriptor(
+                uuid=uid, parent_uuid=self.uid_of[comp], name=shown.name,
+                sibling_order_rank=1_000_000 + len(self.counter_uid),
+            )  # fmt: skip
+            td.counter.SetInParent()
+            if shown.unit:
+                td.counter.unit_name = shown.unit
+            self.out.add(_wrap(td))
+            self.stats.tracks += 1
+            self.stats.event_tracks += 1
+            self.scale[uid] = shown.scale
             self.counter_uid[key] = uid
         return uid
 
@@ -256,6 +452,8 @@ class _Exporter:
         ctr_te = ctr.track_event
         ctr_te.type = _COUNTER
         flows = self.flows
+        overview = self.overview
+        num2, den, den2 = 2 * self.to_ns.num, self.to_ns.den, 2 * self.to_ns.den
         for batch in iter_batches(path):
             n = batch.num_rows
             st.events += n
@@ -270,21 +468,23 @@ class _Exporter:
             fin = batch.column("flow_in").to_pylist()
             arg_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
             arg_cols = [a for a in arg_cols if a is not None]
-            for r in range(n):
+            for r in start_order(batch.column("ts_ticks"), batch.column("dur_ticks")):
                 comp = comp_d[comp_i[r]]
                 t = ts[r]
+                t_ns = (t * num2 + den) // den2
                 if ph_d[ph_i[r]] == "counter":
-                    ctr.timestamp = t
-                    ctr_te.track_uuid = self._counter_track(comp, name_d[name_i[r]])
+                    ctr.timestamp = t_ns
+                    uid = self._counter_track(comp, name_d[name_i[r]])
+                    ctr_te.track_uuid = uid
                     v = value[r]
-                    ctr_te.double_counter_value = 0.0 if v is None else v
+                    ctr_te.double_counter_value = 0.0 if v is None else v * self.scale[uid]
                     st.counters += 1
                     out.add(ctr)
                     continue
                 te.Clear()
                 if pk.HasField("interned_data"):
                     pk.ClearField("interned_data")
-                pk.timestamp = t
+                pk.timestamp = t_ns
                 d = dur[r]
                 te.name_iid = self._iid(self.names, name_d[name_i[r]], pk, "event_names")
                 te.category_iids.append(
@@ -293,7 +493,10 @@ class _Exporter:
                 lanes = self.lanes.get(comp)
                 if lanes is None:
                     lanes = self.lanes[comp] = Lanes()
-                track = self._lane_track(comp, lanes.place(t, t + d) if d > 0 else 0)
+                cat = cat_d[cat_i[r]]
+                if d > 0 and cat != "stall":
+                    overview.add(comp, t, t + d)
+                track = self._lane_track(comp, lanes.place(t, t + d, cat) if d > 0 else 0)
                 te.track_uuid = track
                 for col in arg_cols:
                     group = col[r]
@@ -323,7 +526,7 @@ class _Exporter:
                 if d > 0:
                     te.type = _BEGIN
                     out.add(pk)
-                    end.timestamp = t + d
+                    end.timestamp = ((t + d) * num2 + den) // den2
                     end_te.track_uuid = track
                     out.add(end)
                 else:

@@ -12,7 +12,7 @@ from runner import scenario
 from tests.trace_samples import write_wafer_trace
 from traces import read_trace
 from traces.chrome_json import export_chrome_json
-from traces.perfetto import export_perfetto
+from traces.perfetto import TickToNs, export_perfetto
 
 pytestmark = pytest.mark.browser
 
@@ -22,8 +22,12 @@ BAD_STATS = (
 )
 
 
-def arrow_counts(path: Path) -> dict[str, int]:
-    t = read_trace(path).table
+def arrow_counts(path: Path, overview_values: int = 0) -> dict[str, int]:
+    """What the UI must show: the Arrow trace's events (plus the export's overview values),
+    first slice start and last slice end in simulated nanoseconds."""
+    trace = read_trace(path)
+    t = trace.table
+    to_ns = TickToNs(int(trace.header["tick_hz"]))
     phase = t["phase"].cast("string")
     flows_in = t.filter(pc.invert(pc.is_null(t["flow_in"])))
     senders = t.filter(pc.invert(pc.is_null(t["flow_out"])))
@@ -33,19 +37,24 @@ def arrow_counts(path: Path) -> dict[str, int]:
     received = zip(flows_in["flow_in"].to_pylist(), flows_in["ts_ticks"].to_pylist(), strict=True)
     return {
         "slices": int(pc.sum(pc.not_equal(phase, "counter")).as_py()),
-        "counters": int(pc.sum(pc.equal(phase, "counter")).as_py()),
+        "counters": int(pc.sum(pc.equal(phase, "counter")).as_py()) + overview_values,
         # Perfetto draws a flow only forward in time: a receive posted before its send began (a
         # wafer's async receive waiting for the neighbour's stream) keeps its id in the Arrow
         # trace and the export, but the UI drops that flow (docs/traces.md).
         "flows": sum(1 for f, ts in received if f in sent_at and ts >= sent_at[f]),
-        "min_ts": int(pc.min(t["ts_ticks"]).as_py()),
-    }
+        "min_ts": to_ns(int(pc.min(t["ts_ticks"]).as_py())),
+        # a known slice: the one ending last keeps its simulated end (exact time, every family)
+        "max_end": max(to_ns(int(a) + int(b)) for a, b, p in
+                       zip(t["ts_ticks"].to_pylist(), t["dur_ticks"].to_pylist(),
+                           phase.to_pylist(), strict=True) if p != "counter"),
+    }  # fmt: skip
 
 
 def check_ui_matches(ui, counts: dict[str, int], event_tracks: int) -> dict[str, int]:
     got = ui.query(
         "select (select count(*) from slice) as slices, (select count(*) from counter) as "
         "counters, (select count(*) from flow) as flows, (select min(ts) from slice) as min_ts, "
+        "(select max(ts + dur) from slice) as max_end, "
         "(select count(distinct track_id) from slice) + (select count(distinct track_id) "
         "from counter) as event_tracks"
     )[0]
@@ -68,7 +77,7 @@ def test_synthetic_wafer_trace_in_perfetto_ui(tmp_path, open_in_ui):
     write_wafer_trace(src, w=4, h=3, steps=8)
     stats = export_perfetto(src, tmp_path / "wafer.pftrace")
     ui = open_in_ui(tmp_path / "wafer.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
     # the component tree: wafer -> row -> PE -> router
     chain = ui.query(
         "select r.name as r, pe.name as pe, row.name as row, w.name as w from track r "
@@ -92,7 +101,7 @@ def test_link_chain_run_in_perfetto_ui(tmp_path, open_in_ui):
     scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
     stats = export_perfetto(src, tmp_path / "chain.pftrace")
     ui = open_in_ui(tmp_path / "chain.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
     record("link_chain_2000", load_s=round(ui.load_s, 3), **got)
 
 
@@ -104,7 +113,7 @@ def test_jitq_run_in_perfetto_ui(tmp_path, open_in_ui):
     scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
     stats = export_perfetto(src, tmp_path / "jitq.pftrace")
     ui = open_in_ui(tmp_path / "jitq.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
     names = {r["name"] for r in ui.query("select distinct name from slice")}
     assert {"exponents", "scales", "significands", "ACT", "RD", "WR"} <= names
     record("jitq_strided_32x32_detail", load_s=round(ui.load_s, 3), **got)
@@ -117,6 +126,7 @@ def test_chrome_json_in_perfetto_ui(tmp_path, open_in_ui):
     ui = open_in_ui(tmp_path / "wafer.json")
     counts = arrow_counts(src)
     assert ui.scalar("select count(*) from slice") == counts["slices"]
+    assert ui.scalar("select max(ts + dur) from slice") == counts["max_end"]
     assert ui.scalar("select count(*) from flow") == counts["flows"]
     assert ui.query(BAD_STATS) == []
     record("chrome_json", load_s=round(ui.load_s, 3))
@@ -132,7 +142,7 @@ def test_simulated_wafer_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert {"task", "instr", "async", "wavelet", "queue"} <= categories
     stats = export_perfetto(src, tmp_path / "summa.pftrace")
     ui = open_in_ui(tmp_path / "summa.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
     chain = ui.query(
         "select ce.name as ce, pe.name as pe, row.name as row, w.name as w from track ce "
         "join track pe on ce.parent_id = pe.id join track row on pe.parent_id = row.id "
@@ -154,7 +164,7 @@ def test_tpu_matmul_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert {"mxu", "hbm", "ici", "ici_msg", "collective"} <= categories
     stats = export_perfetto(src, tmp_path / "tpu.pftrace")
     ui = open_in_ui(tmp_path / "tpu.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
     ui.screenshot(OUT / "perfetto-ui-tpu.png")
     record("tpu_matmul_2x2_detail", load_s=round(ui.load_s, 3), **got)
 
@@ -168,7 +178,7 @@ def test_weight_streaming_run_in_perfetto_ui(tmp_path, open_in_ui):
     scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.OPS)
     stats = export_perfetto(src, tmp_path / "ws.pftrace")
     ui = open_in_ui(tmp_path / "ws.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src), stats.event_tracks)
+    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
     names = {r["name"] for r in ui.query("select distinct name from track")}
     assert {"cs2[0]", "cs2[3]", "reader", "updater", "node[1,0]"} <= names
     events = read_trace(src).table.to_pylist()
