@@ -29,12 +29,15 @@ TE = pb.TrackEvent
 
 #: Kinds whose ``time_s`` is not the whole traced run: the ticks by which it differs at the
 #: tested point, and why.
-#: - wafer kinds: ``cycles = max(end) - min(start)`` of the PEs' measured work
-#:   (workloads/wafer/wse.py); the 4 setup cycles before the first instruction are outside it.
-#: - hbm-read: the controller's ``end_cycle`` counts the last read burst's data transfer, which
-#:   the kernel does not simulate as an event of its own (workloads/pim/hbmread.py).
+#: - wafer kinds (a user's ``wafer-program`` too): ``cycles = max(end) - min(start)`` of the PEs'
+#:   measured work (workloads/wafer/wse.py); the 4 setup cycles before the first instruction are
+#:   outside it.
+#: - hbm-read, hbm-trace: the controller's ``end_cycle`` counts the last read burst's data
+#:   transfer, which the kernel does not simulate as an event of its own
+#:   (workloads/pim/hbmread.py).
 MEASURED_WITHIN = {
-    "wse-fmac": 4, "wse-bcast": 4, "summa": 4, "spmv": 4, "ws-matmul": 4, "hbm-read": 19,
+    "wse-fmac": 4, "wse-bcast": 4, "summa": 4, "spmv": 4, "ws-matmul": 4, "wafer-program": 4,
+    "hbm-read": 19, "hbm-trace": 9,
 }  # fmt: skip
 
 registry.load_all()
