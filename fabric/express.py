@@ -13,6 +13,9 @@ The schedule is exact because it is only used when nothing else can interfere:
 - every router of the tree is idle (no wavelet buffered, no credit of the tree's ports away, not
   inside another express window, the colour not in teardown, no wavelet filter on it), and the
   root does not route the stream back to itself;
+- no other colour configured on a router of the tree (in any of its switch positions, or in a
+  configuration write on its way) sends out of a port the stream uses: its traffic could need
+  that port inside the window, where the reference would arbitrate between the two;
 - every receiving CE runs exactly one microthread, the plain fabric -> memory move of this
   stream's length, registered to begin no later than the first wavelet arrives, with nothing
   moved yet and an empty queue;
@@ -37,10 +40,11 @@ Anything else (relays, data tasks, several streams sharing links or CEs) runs wa
 Should something reach a router or CE inside an express window after all, the engine counts a
 ``fast_conflict`` (the only way the two fidelities can differ; runs report the count):
 
-- a wavelet of another colour that needs an output port in a cycle the stream uses it is served
-  at once, as round robin between two colours would serve it, but the stream keeps its schedule
-  (the reference would push the stream back by one cycle); one that needs no such port, or
-  comes in a free cycle, is no conflict at all;
+- a wavelet of another colour that needs an output port in a cycle the stream uses it (possible
+  only if a route written inside the window gives that colour one of the stream's ports) is
+  served at once, as round robin between two colours would serve it, but the stream keeps its
+  schedule (the reference would push the stream back by one cycle); one that needs no such
+  port, or comes in a free cycle, is no conflict at all;
 - an operation that begins on a CE inside its window is stepped wavelet by wavelet and yields
   the issue slots the stream's microthread takes whenever that microthread would win the
   arbitration; when it would lose, the stream keeps its slots anyway (the reference would delay
@@ -151,6 +155,23 @@ def _tree(
     return out
 
 
+def _shares_a_port(r: Router, colour: int, tx: tuple[Dir, ...]) -> bool:
+    """Whether another colour configured on ``r`` (in any of its switch positions, now or once
+    its pending configuration writes land) may send out of one of the ports ``tx`` the stream
+    uses: its wavelets could then need such a port in a cycle the stream holds it, which the
+    schedule does not see, so the stream is not committed (it runs wavelet by wavelet)."""
+    routes = r.routes
+    if len(routes) == 1 and not r.future:
+        return False
+    for c, route in routes.items():
+        if c != colour and any(d in tx for p in route.positions for d in p.tx):
+            return True
+    for c, (_, route) in r.future.items():
+        if c != colour and any(d in tx for p in route.positions for d in p.tx):
+            return True
+    return False
+
+
 def _router_idle(r: Router, now: int) -> bool:
     return r.express_until < now and not r.buffered
 
@@ -186,6 +207,8 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     receivers: list[tuple[Router, int, ExpressReceive]] = []
     for r, depth, route in tree:
         if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
+            return False
+        if _shares_a_port(r, colour, route.current.tx):
             return False
         held_by = r.credits
         for port in route.current.tx:

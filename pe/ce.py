@@ -492,9 +492,15 @@ class ComputeEngine:
         if op.express:
             return  # already carried by an express stream
         now = self.engine.now_cycle()
-        if self.express_until >= now:
-            # An express stream is using this CE's issue slots: the new operation runs beside
-            # it without competing for them (counted, see fabric/express.py).
+        if (
+            self.express_until >= now
+            and self.express_issue is not None
+            and (op.priority, op.microthread) < self.express_issue[2]
+        ):
+            # An express stream is using this CE's issue slots and the new operation outranks
+            # its microthread: the reference would give the operation the slots the stream
+            # takes; the stream keeps them (counted, see fabric/express.py). An operation the
+            # stream outranks only issues in the cycles the stream leaves free, as it would.
             self.engine.fast_conflicts += 1
         op.started = now
         if self.engine.fast and op.out_colour is not None and self._express_send(op, now):

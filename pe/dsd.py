@@ -115,7 +115,8 @@ class MemDsd:
         strides = tuple(int(s) for s in self.strides)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "strides", strides)
-        _check_dtype(self.label, self.dtype)
+        if self.dtype not in DTYPES:  # (the label is made only for the message)
+            _check_dtype(self.label, self.dtype)
         if not 1 <= len(shape) <= 4:
             raise BuildError(f"{self.label}: {len(shape)} dimensions; a DSD has 1 to 4")
         if len(strides) != len(shape):
@@ -253,7 +254,7 @@ class MemDsd:
 
     def with_offset(self, delta_elements: int) -> MemDsd:
         """The same descriptor moved by ``delta_elements`` (CSL ``@increment_dsd_offset``)."""
-        return dataclasses.replace(self, offset=self.offset + int(delta_elements))
+        return self._derived(self.shape, self.offset + int(delta_elements))
 
     def with_length(self, n: int) -> MemDsd:
         """A 1-D descriptor with a new length (CSL ``@set_dsd_length``)."""
@@ -262,7 +263,23 @@ class MemDsd:
                 f"{self.label}: with_length applies to 1-D descriptors; this one has "
                 f"{len(self.shape)} dimensions, build a new one instead"
             )
-        return dataclasses.replace(self, shape=(int(n),))
+        n = int(n)
+        if n < 1:
+            return dataclasses.replace(self, shape=(n,))  # (its checks name the bad length)
+        return self._derived((n,), self.offset)
+
+    def _derived(self, shape: tuple[int, ...], offset: int) -> MemDsd:
+        """This descriptor with a new (valid) shape of as many dimensions, or a new offset.
+        Built without the constructor's checks, which the other fields have passed and these
+        two cannot fail (an offset is not checked; the caller checks the shape): tasks move and
+        resize descriptors in their inner loops, and ``dataclasses.replace`` with
+        ``__post_init__`` was the largest cost of a general program's run (profile of spmv)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(
+            base=self.base, dtype=self.dtype, shape=shape, strides=self.strides, offset=offset,
+            name=self.name, space=self.space,
+        )  # fmt: skip
+        return new
 
 
 def _check_fabric(dsd: _Labelled, colour: int, length: int, queue: int, queues: int,

@@ -231,3 +231,13 @@ def test_fidelities_agree(kw):
     assert ref[1]["cycles"] == fast[1]["cycles"]
     assert ref[1]["iteration_cycles"] == fast[1]["iteration_cycles"]
     np.testing.assert_array_equal(ref[0], fast[0])
+
+
+def test_footprint_counts_at_the_full_array_size():
+    """At 750 x 994 PEs a PE index times a block's rows passes 2**31: the footprint estimate
+    counts in int64 (scipy's indices are int32). A sparse matrix of that shape with one
+    non-zero in the last PE's block is cheap to count."""
+    px, py, rb, cb = 750, 994, 3000, 3000
+    a = sp.csr_matrix(([1.0], ([py * rb - 1], [px * cb - 1])), shape=(py * rb, px * cb))
+    got = sparse.pe_bytes(a, px, py, "auto", 0)
+    assert got == 1 * (sparse.WORD_BYTES + sparse.INDEX_BYTES) + 3 * sparse.INDEX_BYTES

@@ -188,9 +188,11 @@ def pe_bytes(a: sp.csr_matrix, px: int, py: int, layout: str, vector_words: int)
     column (see :func:`workloads.wafer.spmv.vector_words`)."""
     rb, cb = block_shape(a.shape, px, py)
     coo = a.tocoo()
-    pe = (coo.row // rb) * px + coo.col // cb
+    # (int64: scipy's int32 indices overflow in pe * rb at the full array's 745,500 PEs)
+    row, col = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    pe = (row // rb) * px + col // cb
     nnz = np.bincount(pe, minlength=px * py)
-    nonempty_rows = np.bincount(distinct(pe * rb + coo.row % rb) // rb, minlength=px * py)
+    nonempty_rows = np.bincount(distinct(pe * rb + row % rb) // rb, minlength=px * py)
     csr = nnz * (WORD_BYTES + INDEX_BYTES) + (rb + 1) * INDEX_BYTES
     dcsr = nnz * (WORD_BYTES + INDEX_BYTES) + (2 * nonempty_rows + 1) * INDEX_BYTES
     fmt = choose_format(nnz, rb, layout)

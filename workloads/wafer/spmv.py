@@ -48,7 +48,7 @@ from simcore.config import param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from wafer.collectives import Collectives
-from wafer.system import MAX_WIDTH, Wafer, WaferConfig
+from wafer.system import MAX_HEIGHT, MAX_WIDTH, Wafer, WaferConfig
 from workloads.wafer import sparse
 from workloads.wafer.calibration import (
     STREAM_CYCLES_PER_WORD,
@@ -74,7 +74,7 @@ class SpmvParams(registry.ScenarioParams):
     graph: str = param("barabasi_albert", "networkx graph of laplacian", choices=sparse.GRAPHS)
     degree: int = param(2, "edges per new node (barabasi_albert), neighbours (watts_strogatz)")
     px: int = param(4, "PE columns; A's columns and x are split over them", min=1, max=MAX_WIDTH)
-    py: int = param(4, "PE rows; A's rows and y are split over them", min=1, max=MAX_WIDTH)
+    py: int = param(4, "PE rows; A's rows and y are split over them", min=1, max=MAX_HEIGHT)
     iterations: int = param(1, "products y_{k+1} = A·(y_k/||y_k||); 1: y = A·x", min=1)
     layout: str = param(
         "auto", "block format: csr, dcsr (non-empty rows only), auto (dcsr when nnz < rows)",
