@@ -55,7 +55,12 @@ def export_chrome_json(
             args_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
             args_cols = [a for a in args_cols if a is not None]
             rows = list(zip(*cols, strict=True))
-            for r in start_order(batch.column("ts_ticks"), batch.column("dur_ticks")):
+            for r in start_order(
+                batch.column("ts_ticks"),
+                batch.column("dur_ticks"),
+                batch.column("flow_out"),
+                batch.column("flow_in"),
+            ):
                 ts, dur, comp, cat, name, phase, value, f_out, f_in = rows[r]
                 groups = [a[r] for a in args_cols]
                 stats.events += 1

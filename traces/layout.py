@@ -133,12 +133,57 @@ class Lanes:
         return f"lane {lane}: {cat}" if cat else f"lane {lane}"
 
 
-def start_order(ts: pa.Array, dur: pa.Array) -> list[int]:
-    """Row indices of a batch in the order exporters visit them (see the module doc)."""
+def start_order(
+    ts: pa.Array, dur: pa.Array, flow_out: pa.Array | None = None, flow_in: pa.Array | None = None
+) -> list[int]:
+    """Row indices of a batch in the order exporters visit them (see the module doc). Given the
+    flow columns, a send goes before a receive of its flow at the same start (a viewer drops a
+    flow whose receive it meets before the send: the receive slice that started waiting at the
+    instant the item was sent is longer, so the start order alone would put it first)."""
     t = ts.to_numpy(zero_copy_only=False)
     d = dur.to_numpy(zero_copy_only=False)
     rows = np.arange(len(t))
-    return np.lexsort((-rows, -d, t)).tolist()
+    order = np.lexsort((-rows, -d, t)).tolist()
+    if flow_out is None or flow_in is None or flow_in.null_count == len(flow_in):
+        return order
+    sends = flow_out.to_pylist()
+    receives = flow_in.to_pylist()
+    out: list[int] = []
+    i, n = 0, len(order)
+    while i < n:  # one group of rows with the same start at a time
+        j = i
+        while j < n and t[order[j]] == t[order[i]]:
+            j += 1
+        group = order[i:j]
+        sent = {sends[r] for r in group if sends[r] is not None}
+        waiting = {receives[r] for r in group if receives[r] is not None} & sent
+        if waiting:  # a receive waits for its send: start order otherwise (chains included)
+            group = _sends_first(group, sends, receives, waiting)
+        out += group
+        i = j
+    return out
+
+
+def _sends_first(
+    group: list[int], sends: list[int | None], receives: list[int | None], waiting: set[int]
+) -> list[int]:
+    """``group`` in start order, except that a row receiving a flow sent in the group comes
+    after the row that sends it (a stable topological order: the earliest ready row first)."""
+    out: list[int] = []
+    done: set[int] = set()
+    pending = list(group)
+    while pending:
+        for k, r in enumerate(pending):  # noqa: B007 - k is used after the loop
+            f = receives[r]
+            if f is None or f not in waiting or f in done:
+                break
+        else:  # a cycle cannot happen (a send precedes its receive); keep the order if it does
+            k, r = 0, pending[0]
+        out.append(r)
+        del pending[k]
+        if sends[r] is not None:
+            done.add(sends[r])
+    return out
 
 
 @dataclasses.dataclass

@@ -468,7 +468,12 @@ class _Exporter:
             fin = batch.column("flow_in").to_pylist()
             arg_cols = [map_rows(batch.column(c)) for c in ("args_int", "args_float", "args_str")]
             arg_cols = [a for a in arg_cols if a is not None]
-            for r in start_order(batch.column("ts_ticks"), batch.column("dur_ticks")):
+            for r in start_order(
+                batch.column("ts_ticks"),
+                batch.column("dur_ticks"),
+                batch.column("flow_out"),
+                batch.column("flow_in"),
+            ):
                 comp = comp_d[comp_i[r]]
                 t = ts[r]
                 t_ns = (t * num2 + den) // den2
