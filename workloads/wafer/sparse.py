@@ -72,6 +72,17 @@ def read_mtx(path: str) -> sp.spmatrix:
         raise ConfigError("matrix", path, f"the matrix is {a.shape[0]} x {a.shape[1]}")
     if np.iscomplexobj(a.data):
         raise ConfigError("matrix", path, "complex values; spmv is FP32 real")
+    values = a.data if sp.issparse(a) else np.asarray(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isfinite(values) | (np.abs(values) > np.finfo(np.float32).max)
+    if bad.any():
+        first = values[np.flatnonzero(bad)[0]] if values.ndim == 1 else values[bad][0]
+        raise ConfigError(
+            "matrix", path,
+            f"{int(bad.sum()):,} value(s) not finite in FP32 (the first: {float(first)!r})",
+            allowed=f"finite values of magnitude at most {np.finfo(np.float32).max:.4g}",
+            hint="fix the file's values",
+        )  # fmt: skip
     return a
 
 
