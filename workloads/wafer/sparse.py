@@ -28,6 +28,8 @@ from simcore.errors import ConfigError
 GENERATORS = ("random", "banded", "poisson2d", "laplacian")
 GRAPHS = ("barabasi_albert", "erdos_renyi", "watts_strogatz", "grid")
 LAYOUTS = ("auto", "csr", "dcsr")
+#: What the ``matrix`` parameter may be, in its errors.
+MATRIX_ALLOWED = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
 WORD_BYTES = 4
 INDEX_BYTES = 2  # column indices, row pointers and row ids are 16-bit
 
@@ -52,7 +54,7 @@ def load(
 
 
 def read_mtx(path: str) -> sp.spmatrix:
-    allowed = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
+    allowed = MATRIX_ALLOWED
     if not os.path.isfile(path):
         raise ConfigError("matrix", path, "no such file", allowed=allowed)
     import scipy.io  # reading .mtx files only

@@ -68,6 +68,7 @@ class SpmvParams(registry.ScenarioParams):
         "the matrix: a Matrix Market file (path/to/file.mtx) or a generator: "
         + ", ".join(sparse.GENERATORS),
         names=sparse.GENERATORS,
+        allowed=sparse.MATRIX_ALLOWED,
     )
     n: int = param(256, "order of a generated matrix (poisson2d, grid: a perfect square)", min=1)
     density: float = param(0.02, "fraction of non-zeros (random; erdos_renyi edge probability)")
