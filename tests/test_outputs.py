@@ -250,3 +250,43 @@ def test_a_cut_off_trace_exports_what_is_readable(tmp_path, capsys):
     _, err = capsys.readouterr()
     assert code == 2 and err.rstrip().endswith("nothing readable to export")
     assert not (tmp_path / "p.json").exists()
+
+
+GPT_PE = ["--set", "model=custom", "--set", "layers=2", "--set", "hidden=16", "--set",
+          "sequence=8", "--set", "vocab=32", "--set", "heads=2", "--set", "batch=1", "--set",
+          "systems=2", "--set", "steps=1", "--set", "fidelity=pe"]  # fmt: skip
+
+
+def interrupt_pe_level_run(tmp_path, sig: int, after_s: float) -> None:
+    """Signal ``sig`` to a gpt-ws run at fidelity pe (nested PE-level sub-runs) ``after_s``
+    seconds after its trace opened: exit 130, the trace so far kept and readable."""
+    path = tmp_path / "g.arrows"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "run", "gpt-ws", *GPT_PE, "--trace", str(path),
+         "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not any(".partial-" in f for f in os.listdir(tmp_path)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(after_s)
+    assert proc.poll() is None, "the run ended before the signal: wait less"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err == f"wafersim: interrupted; trace so far kept in {path}\n"
+    assert read_trace(path).status == "interrupted"
+    assert os.listdir(tmp_path) == ["g.arrows"]
+
+
+def test_ctrl_c_during_a_pe_level_run(tmp_path):
+    interrupt_pe_level_run(tmp_path, signal.SIGINT, 2.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("after_s", [0.2, 1.0, 5.0])
+def test_signals_during_a_pe_level_run(tmp_path, sig, after_s):
+    interrupt_pe_level_run(tmp_path, sig, after_s)
