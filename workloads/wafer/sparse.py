@@ -28,6 +28,11 @@ from simcore.errors import ConfigError
 GENERATORS = ("random", "banded", "poisson2d", "laplacian")
 GRAPHS = ("barabasi_albert", "erdos_renyi", "watts_strogatz", "grid")
 LAYOUTS = ("auto", "csr", "dcsr")
+#: The largest matrix a .mtx header may declare, checked before reading it (so that a corrupt
+#: or hostile header cannot make the reader allocate gigabytes): a wafer's 850,000 PEs of
+#: 48 kB hold about 10^10 words, but reading 2^26 entries already takes a gigabyte or two.
+MAX_ORDER = 1 << 24
+MAX_ENTRIES = 1 << 26
 #: What the ``matrix`` parameter may be, in its errors.
 MATRIX_ALLOWED = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
 WORD_BYTES = 4
@@ -59,6 +64,21 @@ def read_mtx(path: str) -> sp.spmatrix:
         raise ConfigError("matrix", path, "no such file", allowed=allowed)
     import scipy.io  # reading .mtx files only
 
+    try:
+        rows, cols, entries, layout = scipy.io.mminfo(path)[:4]
+    except Exception as err:  # a header scipy cannot read
+        raise ConfigError(
+            "matrix", path,
+            f"not a readable Matrix Market file ({type(err).__name__}: {err})", allowed=allowed,
+        ) from None  # fmt: skip
+    stored = rows * cols if layout == "array" else entries
+    if max(rows, cols) > MAX_ORDER or stored > MAX_ENTRIES:
+        raise ConfigError(
+            "matrix", path,
+            f"the header declares a {rows:,} x {cols:,} matrix of {stored:,} stored entries",
+            allowed=f"at most {MAX_ORDER:,} rows and columns and {MAX_ENTRIES:,} stored entries "
+            "(more than a wafer's SRAM holds)",
+        )  # fmt: skip
     try:
         a = scipy.io.mmread(path)
     except Exception as err:  # scipy raises ValueError, IndexError... on malformed files
