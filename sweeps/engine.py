@@ -98,9 +98,7 @@ def workers_allowed(point_bytes: int = 0, available: int | None = None) -> tuple
     return min(cores, by_memory), why
 
 
-def check_workers(
-    workers: int | None, point_bytes: int = 0, available: int | None = None
-) -> int:
+def check_workers(workers: int | None, point_bytes: int = 0, available: int | None = None) -> int:
     """The number of local workers to start: ``workers`` if this machine can run them (see
     :func:`workers_allowed`), else a :class:`WafersimError` naming the largest allowed; by
     default the largest allowed."""

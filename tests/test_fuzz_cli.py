@@ -324,9 +324,7 @@ def test_fuzz_trace_inputs_and_outputs_deep(data):
 
 # -- file-valued parameters ----------------------------------------------------------------------
 FILE_KEYS = [
-    (name, key)
-    for name in SCENARIOS
-    for key, _ in cfg.file_fields(scenario.find(name).kind.params)
+    (name, key) for name in SCENARIOS for key, _ in cfg.file_fields(scenario.find(name).kind.params)
 ]
 _MTX_HEAD = "%%MatrixMarket matrix coordinate real general\n"
 _MTX_GOOD = _MTX_HEAD + "3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.0\n"
@@ -349,7 +347,7 @@ def _file_content(data) -> bytes | str:
         vals = data.draw(st.lists(st.sampled_from(
             ["nan", "inf", "-inf", "1e39", "-1e39", "1e308", "3.4e38", "1e-45", "0", "1", "x"]),
             min_size=3, max_size=3), label="values")  # fmt: skip
-        return (_MTX_HEAD + "3 3 3\n" + "".join(f"{i} {i} {v}\n" for i, v in enumerate(vals, 1)))
+        return _MTX_HEAD + "3 3 3\n" + "".join(f"{i} {i} {v}\n" for i, v in enumerate(vals, 1))
     if how == "header":
         dims = data.draw(st.lists(st.sampled_from(
             ["0", "1", "3", "-1", "99999999999", "16777217", "100000", "1e3", ""]),
@@ -447,11 +445,23 @@ def _fuzz_sweep(data) -> None:
             argv += ["--grid", f"{data.draw(st.sampled_from(keys))}={data.draw(_axis_values)}"]
         for s in data.draw(overrides(name), label="overrides"):
             argv += ["--set", s]
-        out = data.draw(st.sampled_from([table, tmp, "/dev/full", os.path.join(tmp, "x.csv"),
-                                         os.path.join(tmp, "new", "o.parquet")]), label="-o")
+        out = data.draw(
+            st.sampled_from(
+                [
+                    table,
+                    tmp,
+                    "/dev/full",
+                    os.path.join(tmp, "x.csv"),
+                    os.path.join(tmp, "new", "o.parquet"),
+                ]
+            ),
+            label="-o",
+        )
         argv += ["-o", out]
-        traces = data.draw(st.sampled_from([None, table, tmp, "/dev/full", out,
-                                            os.path.join(tmp, "tr")]), label="--traces")
+        traces = data.draw(
+            st.sampled_from([None, table, tmp, "/dev/full", out, os.path.join(tmp, "tr")]),
+            label="--traces",
+        )
         if traces:
             argv += ["--traces", traces]
         workers = data.draw(st.sampled_from([None, "0", "1", "2", "1000", "-1", "x"]))

@@ -448,9 +448,8 @@ def test_too_many_workers_are_refused_before_a_cluster_starts(capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.startswith("wafersim: error: --workers 1000 is more than this machine can run")
     assert not os.path.exists(out)
-    with pytest.raises(WafersimError, match="--workers 1000 is more than"):
-        with engine.connect(1000):
-            pass
+    with pytest.raises(WafersimError, match="--workers 1000 is more than"), engine.connect(1000):
+        pass
 
 
 def _sweep(capsys, tmp_path, *args):
@@ -513,8 +512,8 @@ def test_every_output_of_a_sweep_is_checked_before_it_runs(capsys, tmp_path, tra
 def test_a_sweep_never_writes_over_its_inputs(capsys, tmp_path):
     mtx = tmp_path / "m.parquet"  # a matrix under a table's name
     mtx.write_text("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 2.0\n")
-    argv = ["sweep", "spmv", "--quiet", "--set", f"matrix={mtx}", "--set", "iterations=1", "--set", "py=1",
-            "--grid", "px=1,2"]  # fmt: skip
+    argv = ["sweep", "spmv", "--quiet", "--set", f"matrix={mtx}", "--set", "iterations=1",
+            "--set", "py=1", "--grid", "px=1,2"]  # fmt: skip
     assert main([*argv, "--traces", str(mtx), "-o", str(tmp_path / "o.parquet")]) == 2
     assert capsys.readouterr().err == (
         f"wafersim: error: --traces '{mtx}' is also the input of matrix (point 0): give "
