@@ -583,3 +583,44 @@ def test_a_non_decimal_literal_for_a_string_key_keeps_its_text():
     assert cfg.parse_override("topology=0x4") == ("topology", "0x4")
     assert cfg.parse_override("rows=16") == ("rows", 16)
     assert cfg.parse_override("name=0x_") == ("name", "0x_")  # not a literal: TOML's error
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        # each of these ended the process under scipy 1.17's reader (SIGSEGV, SIGFPE)
+        (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.g/",
+         "not a readable Matrix Market file (after line 2: could not convert string '3.g/' to "
+         "float64 at row 2, column 3.)"),
+        (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.\x1cD",
+         "not a Matrix Market file: byte 0x1c at offset 74 is not ASCII text"),
+        (b"%%MatrixMarket matrix array real general\n 0 100000\n1 1 1.0\n",
+         "the header declares a 0 x 100000 matrix"),
+        (b"%%MatrixMarket matrix coordinate real general\n99999999999 4 1\n1 1 1.0\n",
+         "the header declares a 99,999,999,999 x 4 matrix of 1 stored entries"),
+        (b"%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1.0\n",
+         "not a readable Matrix Market file (the size line declares 3 entries but the file has "
+         "1)"),
+        (b"%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n",
+         "not a readable Matrix Market file (entry 1: (3, 1) is not inside 2 x 2)"),
+    ],
+)  # fmt: skip
+def test_a_malformed_mtx_is_a_message_not_a_crash(capsys, tmp_path, content, problem):
+    path = tmp_path / "m.mtx"
+    path.write_bytes(content)
+    code, _, err = run(capsys, "run", "spmv", "--quiet", "--set", f"matrix={path}")
+    assert code == 2 and err.startswith(
+        f"wafersim: error: config key 'matrix' = '{path}': {problem}"
+    )
+
+
+def test_symmetric_and_pattern_mtx_files_are_read(tmp_path):
+    from workloads.wafer import sparse
+
+    path = tmp_path / "s.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n% c\n3 3 2\n1 1 2.0\n3 1 5\n")
+    assert sparse.read_mtx(str(path)).toarray().tolist() == [[2, 0, 5], [0, 0, 0], [5, 0, 0]]
+    path.write_text("%%MatrixMarket matrix coordinate pattern skew-symmetric\n2 2 1\n2 1\n")
+    assert sparse.read_mtx(str(path)).toarray().tolist() == [[0, -1], [1, 0]]
+    path.write_text("%%MatrixMarket matrix array integer general\n2 2\n1\n2\n3\n4\n")
+    assert sparse.read_mtx(str(path)).toarray().tolist() == [[1, 3], [2, 4]]

@@ -266,6 +266,9 @@ def interrupt_pe_level_run(tmp_path, sig: int, after_s: float) -> None:
         [sys.executable, "-m", "app.cli", "run", "gpt-ws", *GPT_PE, "--trace", str(path),
          "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+        # a shell running the tests in the background ignores SIGINT, and its children inherit
+        # that: give the run Ctrl-C back
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not any(".partial-" in f for f in os.listdir(tmp_path)):
