@@ -1,7 +1,7 @@
 """Sparse matrices for ``spmv``: where they come from and how they are split over the PEs.
 
-Sources (the ``matrix`` parameter): a Matrix Market file (``path/to/file.mtx``, read with
-:func:`scipy.io.mmread`), or a generator: ``random`` (seeded, a given ``density``), ``banded``
+Sources (the ``matrix`` parameter): a Matrix Market file (``path/to/file.mtx``, read by
+:func:`read_mtx`), or a generator: ``random`` (seeded, a given ``density``), ``banded``
 (``bandwidth`` diagonals each side of the main one, seeded values), ``poisson2d`` (the 5-point
 stencil of a square grid, n = side²) or ``laplacian`` (the graph Laplacian of a seeded networkx
 graph). Every source gives a SciPy CSR matrix in float32.
