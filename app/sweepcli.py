@@ -9,7 +9,7 @@ import math
 import os
 
 from app import argtypes
-from runner import outputs
+from runner import outputs, scenario
 from simcore.errors import ConfigError, WafersimError
 from simcore.tracing import LEVEL_NAMES
 from sweeps import grid
@@ -104,8 +104,6 @@ def check_outputs(
     folder are not an input (the scenario or sweep file, a file-valued parameter's file), not
     each other, and can be written; a table (or journal) already there is refused unless
     ``--resume`` (the same grid) or ``--overwrite``."""
-    from runner import scenario  # the kinds' modules
-
     if args.resume and args.overwrite:
         raise WafersimError(
             "--resume and --overwrite exclude each other: --resume continues the sweep that "
@@ -129,39 +127,9 @@ def check_outputs(
         for p in points:
             trace = os.path.join(args.traces, grid.trace_name(p))
             outputs.check_paths(inputs, {f"the trace of point {p.index}": trace})
-    _check_previous(args, points, output)
+    from sweeps.engine import check_previous  # distributed, pyarrow
 
-
-def _check_previous(args: argparse.Namespace, points: list[grid.Point], output: str) -> None:
-    """A table or journal already at ``output``: refused without --resume or --overwrite;
-    with --resume, it must be a sweep table of this grid."""
-    from sweeps import journal, tables  # pyarrow
-
-    table_there = os.path.exists(output)
-    journal_there = os.path.exists(journal.Journal(output).path)
-    if args.overwrite or not (table_there or journal_there):
-        return
-    what = f"sweep table '{output}'" if table_there else f"sweep journal '{output}.journal.jsonl'"
-    if not args.resume:
-        raise WafersimError(
-            f"{what} exists (from an earlier sweep): give --resume to continue that sweep (the "
-            "same grid: its results are kept, the rest run), --overwrite to replace it, or "
-            "another -o"
-        )
-    if table_there and not tables.is_table(output):
-        raise WafersimError(
-            f"'{output}' is not a wafersim sweep table, so --resume cannot continue it: give "
-            "--overwrite to replace it, or another -o"
-        )
-    previous = tables.previous_results(output)
-    ours = {p.config_hash for p in points}
-    foreign = [h for h in previous if h not in ours]
-    if foreign:
-        raise WafersimError(
-            f"{what} holds {len(foreign)} result(s) of points not in this sweep (another grid, "
-            "other --set values or another wafersim version); --resume continues the same "
-            "sweep only: give --overwrite to replace it, or another -o"
-        )
+    check_previous(output, points, resume=args.resume, overwrite=args.overwrite)
 
 
 def sweep_command(args: argparse.Namespace) -> int:

@@ -505,6 +505,39 @@ def _crashed(exc: BaseException) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def check_previous(
+    output: str, points: Sequence[grid.Point], *, resume: bool, overwrite: bool
+) -> None:
+    """A table or journal already at ``output`` (``sweep``'s check before a cluster starts):
+    refused without ``resume`` or ``overwrite``; with ``resume``, it must be a sweep table
+    holding points of this sweep only."""
+    table_there = os.path.exists(output)
+    journal_there = os.path.exists(Journal(output).path)
+    if overwrite or not (table_there or journal_there):
+        return
+    what = f"sweep table '{output}'" if table_there else f"sweep journal '{output}.journal.jsonl'"
+    if not resume:
+        raise WafersimError(
+            f"{what} exists (from an earlier sweep): give --resume to continue that sweep (the "
+            "same grid: its results are kept, the rest run), --overwrite to replace it, or "
+            "another -o"
+        )
+    if table_there and not tables.is_table(output):
+        raise WafersimError(
+            f"'{output}' is not a wafersim sweep table, so --resume cannot continue it: give "
+            "--overwrite to replace it, or another -o"
+        )
+    previous = tables.previous_results(output)
+    ours = {p.config_hash for p in points}
+    foreign = [h for h in previous if h not in ours]
+    if foreign:
+        raise WafersimError(
+            f"{what} holds {len(foreign)} result(s) of points not in this sweep (another grid, "
+            "other --set values or another wafersim version); --resume continues the same "
+            "sweep only: give --overwrite to replace it, or another -o"
+        )
+
+
 def run_sweep(
     client: Client,
     sw: grid.Sweep,

@@ -563,8 +563,13 @@ def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, valu
          "config key 'bytes' = 3: does not divide into 4 shards of whole bf16 elements (8 bytes "
          "each step; set by op, axes and dtype); allowed: a multiple of 8, e.g. 8"),
         (["run", "jitq-study", "--set", "calibration_rows=1000"],
-         "config key 'calibration_rows' = 1000: does not tile into 16-element MX blocks (the "
-         "kernel refuses, it does not pad); change calibration_rows"),
+         "config key 'calibration_rows' = 1000: not a multiple of 16; allowed: 256 .. inf, a "
+         "multiple of 16; change calibration_rows"),
+        (["run", "jitq-study", "--set", "calibration_rows=100000000000"],
+         "config key 'calibration_rows' = 100000000000: a 100000000000 x 1024 BF16 tensor needs "
+         "1,562,500,000 rows per bank but a bank has 32,765 data rows (one odd-bank row per "
+         "group of 256 elements: at most 2,147,287,040 elements in the stacks); change "
+         "calibration_rows"),
         (["run", "tpu-train-step", "--set", "batch=100000000"],
          "config key 'batch' = 100000000: the layer needs 4,505,633,554,432 bytes per chip but a "
          "v5e chip has 16,000,000,000 bytes of HBM; allowed: 1 .. 354,368; lower batch"),

@@ -160,7 +160,7 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
         ["plot", "mesh", trace, "-o", str(targets["mesh"])],
         ["plot", "timeline", trace, "-o", str(targets["timeline"])],
         ["plot", "validate", "wse-fmac", "-o", str(targets["validate"])],
-        ["sweep", "link-chain", "--grid", "items=10,20", "--workers", "1", "--quiet",
+        ["sweep", "link-chain", "--grid", "items=10,20", "--workers", "1", "--quiet", "--overwrite",
          "-o", str(targets["sweep"])],
         ["plot", "sweep", str(table), "--x", "items", "--y", "cycles",
          "-o", str(targets["plot sweep"])],

@@ -88,7 +88,10 @@ class StudyParams(registry.ScenarioParams):
     format: str = param("mx6", "MX format", choices=kernel.FORMATS)
     placement: str = param("opt", "PIM data placement", choices=kernel.PLACEMENTS)
     calibration_rows: int = param(
-        1024, "rows of the tensor whose simulated quantization gives the PIM rate", min=256
+        1024,
+        "rows of the tensor whose simulated quantization gives the PIM rate",
+        min=256,
+        multiple_of=16,
     )
     gpu: GpuConfig = section(GpuConfig, "the GPU (AMD MI210)")
 
