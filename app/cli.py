@@ -334,7 +334,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.perfetto and level == TraceLevel.OFF:
         raise WafersimError("--perfetto needs a trace: use --trace-level summary, ops or detail")
     outputs.check_paths(
-        {"the scenario file": sc.path}, {trace_label: args.trace, "--perfetto": args.perfetto}
+        scenario.input_files(sc, params), {trace_label: args.trace, "--perfetto": args.perfetto}
     )
     progress = None if args.quiet else RunProgress(sys.stderr)
     try:

@@ -61,12 +61,14 @@ class RunProgress(RunHooks):
         self._build_last = 0.0
         self._run_t0 = time.perf_counter()
         self._sub_last = 0.0
+        self._outer: Simulation | None = None
         self.sub_runs = 0
 
     # -- build -------------------------------------------------------------------------------------
     def start_build(self, sim: Simulation, kind: registry.WorkloadKind, params: Any) -> None:
         """Follow the build of ``kind`` (components of its footprint) and note the model's
         predicted end of the run (seconds) for its ETA."""
+        self._outer = sim
         if kind.model is not None:
             try:
                 modelled = kind.model(params)
@@ -125,12 +127,25 @@ class RunProgress(RunHooks):
         if now - self._run_t0 < self.after_s or now - self._sub_last < self.every_s:
             return
         self._sub_last = now
-        line = f"[wafersim] {text}"
+        line = f"[wafersim] {text}{self._outer_share(now)}"
         if self._bar is not None:
             self._bar.write(line, file=self.stream)
         else:
             print(line, file=self.stream, flush=True)
         self.printed = True
+
+    def _outer_share(self, now: float) -> str:
+        """Where the run that holds the sub-runs is, of the end its model predicts, with an ETA
+        (the sub-runs are its work: its simulated time advances as they end)."""
+        if self._outer is None or not self.expected_s:
+            return ""
+        domain = self._outer.main_domain
+        total = self.expected_s * domain.freq_hz
+        frac = min(domain.cycle_at(Ticks(self._outer.env.now)) / total, 0.99)
+        if frac <= 0:
+            return f" | run at ~0% of the model's {total:,.0f} {domain.name} cycles"
+        eta = (now - self._run_t0) * (1 - frac) / frac
+        return f" | run at ~{100 * frac:.0f}% of the model's end | ETA ~{eta:.0f} s"
 
     # -- run ---------------------------------------------------------------------------------------
     def update(self, sim: Simulation, wall: float, events: int, limit: int | None) -> None:

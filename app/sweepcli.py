@@ -9,7 +9,7 @@ import math
 import os
 
 from app import argtypes
-from runner import outputs
+from runner import outputs, scenario
 from simcore.errors import ConfigError, WafersimError
 from simcore.tracing import LEVEL_NAMES
 from sweeps import grid
@@ -71,8 +71,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="as for run (default 1,000,000; 0: never)",
     )  # fmt: skip
     p.add_argument(
-        "--no-resume", action="store_true",
-        help="run every point again, ignoring results already in OUT",
+        "--resume", action="store_true",
+        help="continue the sweep that wrote OUT (same grid): keep its results, run the rest",
+    )  # fmt: skip
+    p.add_argument(
+        "--overwrite", "--no-resume", dest="overwrite", action="store_true",
+        help="replace OUT (and its journal): run every point again",
     )  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -93,9 +97,44 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ConfigError("--time-limit", limit, "out of range", allowed="> 0 seconds")
 
 
+def check_outputs(
+    args: argparse.Namespace, sw: grid.Sweep, points: list[grid.Point], output: str
+) -> None:
+    """Every output of the sweep checked before its first point runs: the table and the traces
+    folder are not an input (the scenario or sweep file, a file-valued parameter's file), not
+    each other, and can be written; a table (or journal) already there is refused unless
+    ``--resume`` (the same grid) or ``--overwrite``."""
+    if args.resume and args.overwrite:
+        raise WafersimError(
+            "--resume and --overwrite exclude each other: --resume continues the sweep that "
+            f"wrote '{output}', --overwrite replaces it"
+        )
+    inputs: dict[str, str | None] = {
+        "the sweep file": args.scenario if os.path.isfile(args.scenario) else None,
+    }
+    if sw.scen.path != args.scenario:
+        inputs["the scenario file"] = sw.scen.path if os.path.isfile(sw.scen.path) else None
+    for p in points:
+        if p.params is not None:
+            inputs.update(
+                (f"{what} (point {p.index})", path)
+                for what, path in scenario.input_files(sw.scen, p.params).items()
+                if what != "the scenario file"
+            )
+    outputs.check_paths(inputs, {"the table (-o)": output})
+    if args.traces:
+        outputs.check_folder("--traces", args.traces, {"the table (-o)": output, **inputs})
+        for p in points:
+            trace = os.path.join(args.traces, grid.trace_name(p))
+            outputs.check_paths(inputs, {f"the trace of point {p.index}": trace})
+    from sweeps.engine import check_previous  # distributed, pyarrow
+
+    check_previous(output, points, resume=args.resume, overwrite=args.overwrite)
+
+
 def sweep_command(args: argparse.Namespace) -> int:
     """``wafersim sweep``: see :func:`add_arguments`."""
-    from sweeps.engine import connect, run_sweep  # distributed adds half a second to a start
+    from sweeps.engine import check_workers, connect, run_sweep  # distributed: half a second
 
     check_arguments(args)
     sw = grid.load(
@@ -105,13 +144,20 @@ def sweep_command(args: argparse.Namespace) -> int:
     output = args.output or sw.output or os.path.join("out", f"{sw.scen.name}-sweep.parquet")
     if not output.endswith(".parquet"):
         raise WafersimError(f"sweep output '{output}' must end in .parquet")
-    scen_file = args.scenario if os.path.isfile(args.scenario) else None
-    outputs.check_paths({"the scenario": scen_file}, {"the table (-o)": output})
-    sw.points()  # a key the scenario does not have is reported before a cluster starts
-    with connect(args.workers, args.scheduler) as client:
+    # a key the scenario does not have is reported before a cluster starts
+    points = sw.points()
+    check_outputs(args, sw, points, output)
+    point_bytes = max(
+        (sw.scen.kind.footprint(p.params).bytes for p in points if p.params is not None),
+        default=0,
+    ) if sw.scen.kind.footprint is not None else 0  # fmt: skip
+    workers = None
+    if not args.scheduler:
+        workers = check_workers(args.workers, point_bytes)
+    with connect(workers, args.scheduler, point_bytes=point_bytes) as client:
         outcome = run_sweep(
             client, sw, output, retries=args.retries, time_limit_s=args.time_limit,
-            traces=args.traces, trace_level=args.trace_level, resume=not args.no_resume,
+            traces=args.traces, trace_level=args.trace_level, resume=not args.overwrite,
             quiet=args.quiet,
         )  # fmt: skip
     print(json.dumps(outcome.as_json()) if args.json else outcome.describe())

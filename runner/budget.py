@@ -36,7 +36,8 @@ def available_bytes() -> int | None:
         return None
 
 
-def _gb(n: float) -> str:
+def gb(n: float) -> str:
+    """``n`` bytes, readable: ``1.5 GB``, ``300 MB``."""
     return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.0f} MB"
 
 
@@ -68,7 +69,7 @@ def check_bytes(what: str, needed: int, available: int | None = None) -> None:
     if free is None or needed <= USABLE * free:
         return
     raise BuildError(
-        f"{what} would need about {_gb(needed)} of memory but {_gb(free)} is available: "
+        f"{what} would need about {gb(needed)} of memory but {gb(free)} is available: "
         "lower the sizes of the run, or free memory"
     )
 
@@ -83,8 +84,8 @@ def check_fits(kind: registry.WorkloadKind, params: Any, available: int | None =
         return
     limit = int(USABLE * free)
     msg = (
-        f"{kind.name} would need about {_gb(fp.bytes)} of memory ({fp.components:,} components) "
-        f"but {_gb(free)} is available"
+        f"{kind.name} would need about {gb(fp.bytes)} of memory ({fp.components:,} components) "
+        f"but {gb(free)} is available"
     )
     if fp.size_key:
         best = largest_fitting(kind, params, limit)

@@ -79,6 +79,24 @@ def check_paths(inputs: Mapping[str, str | None], outputs: Mapping[str, str | No
         _check_folder(what, path, parent)
 
 
+def check_folder(what: str, path: str, others: Mapping[str, str | None]) -> None:
+    """A folder the command writes files into (``sweep --traces DIR``): not an existing file
+    or device, not one of ``others`` (the command's other inputs and outputs), and it exists
+    or can be made in a folder that can be written."""
+    for other_what, other in others.items():
+        if other and _same(path, other):
+            raise OutputError(
+                f"{what} '{path}' is also {other_what}: give {what} a folder of its own"
+            )
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OutputError(
+            f"{what} '{path}' exists and is not a directory; give a folder (made if missing)"
+        )
+    _check_folder(what, path, os.path.abspath(path))
+    if os.path.isdir(path) and not os.access(path, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {what} '{path}': no permission to write in it")
+
+
 def _check_folder(what: str, path: str, parent: str) -> None:
     """The folder of ``path`` exists (or can be made) and can be written."""
     probe = parent

@@ -88,7 +88,20 @@ def find(name_or_path: str) -> Scenario:
     """A built-in scenario by name, or a TOML file by path, with its workload kind (whose
     module is imported now, if it was not)."""
     sc = read(name_or_path)
-    return Scenario(sc.name, sc.path, registry.KINDS[sc.kind], sc.description, sc.data)
+    kind = registry.KINDS[sc.kind]
+    # a relative path in the file (matrix = "m.mtx") names the file beside it
+    data = cfg.resolve_files(kind.params, sc.data, os.path.dirname(sc.path))
+    return Scenario(sc.name, sc.path, kind, sc.description, data)
+
+
+def input_files(sc: Scenario, params: Any) -> dict[str, str]:
+    """What a run of ``sc`` with ``params`` reads, named for an error message -> its path: the
+    scenario file and every file-valued parameter's file (checked against the outputs by
+    :func:`runner.outputs.check_paths`)."""
+    found = {"the scenario file": sc.path if os.path.isfile(sc.path) else None}
+    for key, path in cfg.input_files(params).items():
+        found[f"the input of {key}"] = path
+    return found
 
 
 def read(name_or_path: str) -> ScenarioFile:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
+import stat
 import tomllib
 import types
 import typing
@@ -46,6 +48,112 @@ def param(
         metadata={"doc": doc, "min": min, "max": max, "choices": choices, "min_open": min_open,
                   "multiple_of": multiple_of},
     )  # fmt: skip
+
+
+def file_param(
+    default: str, doc: str, *, names: tuple[str, ...] = (), allowed: str | None = None
+) -> Any:
+    """A file-valued config field: a path the run reads (a matrix, a program, a calibration).
+    Any value but one of ``names`` (built-in alternatives such as generator names) is a path:
+    :func:`load` refuses one that does not exist, is a directory or cannot be read, naming the
+    key; :func:`input_files` lists the paths of a loaded config (the command line refuses them
+    as outputs); :func:`resolve_files` makes a scenario file's relative paths relative to its
+    folder. Parsing the file is the kind's reader's job (with the key named too). ``allowed``
+    says what the value may be, in errors and ``wafersim params``."""
+    return dataclasses.field(
+        default=default,
+        metadata={"doc": doc, "file": True, "names": tuple(names), "file_allowed": allowed,
+                  "min": None, "max": None,
+                  "choices": None, "min_open": False, "multiple_of": None},
+    )  # fmt: skip
+
+
+def is_file_field(f: dataclasses.Field) -> bool:
+    """True for a field made with :func:`file_param`."""
+    return bool(f.metadata.get("file"))
+
+
+def file_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field]]:
+    """(dotted key, field) of every file-valued field of config class ``cls``, nested ones too."""
+    out: list[tuple[str, dataclasses.Field]] = []
+    for f, tp in config_fields(cls):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            out.extend(file_fields(tp, f"{prefix}{f.name}."))
+        elif is_file_field(f):
+            out.append((prefix + f.name, f))
+    return out
+
+
+def is_path_value(f: dataclasses.Field, value: Any) -> bool:
+    """True if ``value`` of file-valued field ``f`` names a file (not one of its built-in names)."""
+    return isinstance(value, str) and value not in f.metadata.get("names", ())
+
+
+def input_files(obj: Any) -> dict[str, str]:
+    """Dotted key -> path of every file a loaded config reads (its file-valued fields whose
+    value is a path)."""
+    out: dict[str, str] = {}
+    for key, f in file_fields(type(obj)):
+        value: Any = obj
+        for part in key.split("."):
+            value = getattr(value, part)
+        if is_path_value(f, value):
+            out[key] = value
+    return out
+
+
+def resolve_files(cls: type, data: dict[str, Any], folder: str) -> dict[str, Any]:
+    """``data`` (a scenario file's keys) with every relative path of a file-valued field made
+    relative to ``folder`` (the scenario file's), so a scenario reads the files beside it
+    wherever it is run from. ``data`` itself is not changed."""
+    out = _copy_tree(data)
+    for key, f in file_fields(cls):
+        node: Any = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node:
+            continue
+        value = node[parts[-1]]
+        if is_path_value(f, value) and value and not os.path.isabs(os.path.expanduser(value)):
+            node[parts[-1]] = os.path.join(folder, value)
+    return out
+
+
+def _copy_tree(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: _copy_tree(v) if isinstance(v, dict) else v for k, v in d.items()}
+
+
+def _file_allowed(meta: dict[str, Any]) -> str:
+    names = meta.get("names") or ()
+    return meta.get("file_allowed") or "a path to a readable file" + (
+        f", or one of: {', '.join(names)}" if names else ""
+    )
+
+
+def _check_file(key: str, path: str, meta: dict[str, Any]) -> None:
+    """A file-valued key's path exists, is a regular file and can be read."""
+    allowed = _file_allowed(meta)
+    hint = f"set it with --set {key}=<path>"
+    if not path:
+        raise ConfigError(key, path, "an empty path", allowed=allowed, hint=hint)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(key, path, "no such file", allowed=allowed, hint=hint) from None
+    except OSError as exc:
+        raise ConfigError(
+            key, path, f"cannot be read ({exc.strerror or exc})", allowed=allowed, hint=hint
+        ) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(key, path, "is a directory, not a file", allowed=allowed, hint=hint)
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(
+            key, path, "is not a regular file (a device, FIFO or socket)", allowed=allowed,
+            hint=hint,
+        )  # fmt: skip
+    if not os.access(path, os.R_OK):
+        raise ConfigError(key, path, "no permission to read it", allowed=allowed, hint=hint)
 
 
 def section(cls: type, doc: str) -> Any:
@@ -115,6 +223,13 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
         if value is None or value == "none":
             return None
         return _coerce(key, value, args[0], meta)
+    if tp in (int, float) and isinstance(value, str) and RADIX_INT.fullmatch(value):
+        r = _fmt_range(meta)
+        raise ConfigError(
+            key, value, "a hexadecimal, octal or binary literal",
+            allowed=f"a decimal {'integer' if tp is int else 'number'}" + (f", {r}" if r else ""),
+            hint=f"write it in decimal: --set {key}={int(value, 0)}",
+        )  # fmt: skip
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(key, value, "expected true or false", hint=hint)
@@ -134,6 +249,8 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
             )  # fmt: skip
     elif tp is str and not isinstance(value, str):
         raise ConfigError(key, value, "expected a string", hint=hint)
+    if meta.get("file") and value not in meta.get("names", ()):
+        _check_file(key, value, meta)
     lo, hi = meta.get("min"), meta.get("max")
     below = lo is not None and (value <= lo if meta.get("min_open") else value < lo)
     if below or (hi is not None and value > hi):
@@ -220,11 +337,21 @@ def parse_override(text: str) -> tuple[str, Any]:
             text, MISSING, "an override must look like KEY=VALUE", hint="e.g. --set elements=64"
         )
     raw = raw.strip()
+    if RADIX_INT.fullmatch(raw):
+        return key, raw  # kept as typed: see _coerce
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
     return key, value
+
+
+#: A hexadecimal, octal or binary integer literal (``0x10``, ``0o17``, ``0b101``). ``--set``
+#: keeps it as the text typed: a string key gets that text, and an integer key refuses it with
+#: its decimal value as the hint (``rows=0x10`` silently meaning 16 surprises more than it helps).
+RADIX_INT = re.compile(
+    r"[+-]?0(?:[xX][0-9A-Fa-f](?:_?[0-9A-Fa-f])*|[oO][0-7](?:_?[0-7])*|[bB][01](?:_?[01])*)"
+)
 
 
 def apply_override(data: dict[str, Any], text: str) -> None:
@@ -278,5 +405,7 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
         else:
             default = dataclasses.MISSING
         allowed = _fmt_range(dict(f.metadata)) or _type_name(tp)
+        if is_file_field(f):
+            allowed = _file_allowed(dict(f.metadata))
         rows.append((key, repr(default), allowed, f.metadata.get("doc", "")))
     return rows

@@ -56,7 +56,7 @@ import dask
 from distributed import Client, LocalCluster, as_completed
 from tqdm import tqdm
 
-from runner import registry, scenario
+from runner import budget, registry, scenario
 from simcore.errors import SimulationStalled, WafersimError
 from simcore.sim import Progress, Simulation
 from simcore.tracing import TraceLevel
@@ -74,13 +74,58 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+#: Memory of one idle worker process: an interpreter with wafersim, numpy, SimPy and Dask's
+#: worker loaded (measured: 77 MB for wafersim's kinds and ``distributed`` imported; the rest is
+#: margin for the worker's own buffers). A point's own footprint comes on top.
+WORKER_BASE_BYTES = 200_000_000
+
+
+def workers_allowed(point_bytes: int = 0, available: int | None = None) -> tuple[int, str]:
+    """The most worker processes this machine can run at once, and why: one per core, and no
+    more than fit in the memory available (:func:`runner.budget.available_bytes`, of which
+    :data:`runner.budget.USABLE`) at :data:`WORKER_BASE_BYTES` plus ``point_bytes`` (the largest
+    point's footprint estimate) each."""
+    cores = default_workers()
+    free = budget.available_bytes() if available is None else available
+    each = WORKER_BASE_BYTES + max(0, point_bytes)
+    if free is None:
+        return cores, f"{cores} core" + ("s" if cores != 1 else "")
+    by_memory = max(1, int(budget.USABLE * free) // each)
+    why = (
+        f"{cores} core{'s' if cores != 1 else ''}, {budget.gb(free)} of memory available at "
+        f"about {budget.gb(each)} per worker"
+    )
+    return min(cores, by_memory), why
+
+
+def check_workers(workers: int | None, point_bytes: int = 0, available: int | None = None) -> int:
+    """The number of local workers to start: ``workers`` if this machine can run them (see
+    :func:`workers_allowed`), else a :class:`WafersimError` naming the largest allowed; by
+    default the largest allowed."""
+    limit, why = workers_allowed(point_bytes, available)
+    if workers is None:
+        return limit
+    if workers > limit:
+        raise WafersimError(
+            f"--workers {workers} is more than this machine can run at once ({why}): the "
+            f"largest allowed is {limit}; give --workers {limit} or fewer, or run on a cluster "
+            "with --scheduler"
+        )
+    return workers
+
+
 @contextlib.contextmanager
 def connect(
-    workers: int | None = None, scheduler: str | None = None, *, processes: bool = True
+    workers: int | None = None,
+    scheduler: str | None = None,
+    *,
+    processes: bool = True,
+    point_bytes: int = 0,
 ) -> Iterator[Client]:
     """A Dask client: on the cluster at ``scheduler``, else on a local cluster of ``workers``
     worker processes (default: one per core; threads of this process with ``processes=False``,
-    which starts faster but runs one simulation at a time), closed on exit."""
+    which starts faster but runs one simulation at a time), closed on exit. A local cluster is
+    bounded by :func:`check_workers` (cores, and memory at ``point_bytes`` per point)."""
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
@@ -103,7 +148,7 @@ def connect(
     }
     with dask.config.set(settings), _workers_ignore_ctrl_c():
         cluster = LocalCluster(
-            n_workers=workers or default_workers(),
+            n_workers=check_workers(workers, point_bytes),
             threads_per_worker=1,
             processes=processes,
             dashboard_address=":0",
@@ -460,6 +505,39 @@ def _crashed(exc: BaseException) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def check_previous(
+    output: str, points: Sequence[grid.Point], *, resume: bool, overwrite: bool
+) -> None:
+    """A table or journal already at ``output`` (``sweep``'s check before a cluster starts):
+    refused without ``resume`` or ``overwrite``; with ``resume``, it must be a sweep table
+    holding points of this sweep only."""
+    table_there = os.path.exists(output)
+    journal_there = os.path.exists(Journal(output).path)
+    if overwrite or not (table_there or journal_there):
+        return
+    what = f"sweep table '{output}'" if table_there else f"sweep journal '{output}.journal.jsonl'"
+    if not resume:
+        raise WafersimError(
+            f"{what} exists (from an earlier sweep): give --resume to continue that sweep (the "
+            "same grid: its results are kept, the rest run), --overwrite to replace it, or "
+            "another -o"
+        )
+    if table_there and not tables.is_table(output):
+        raise WafersimError(
+            f"'{output}' is not a wafersim sweep table, so --resume cannot continue it: give "
+            "--overwrite to replace it, or another -o"
+        )
+    previous = tables.previous_results(output)
+    ours = {p.config_hash for p in points}
+    foreign = [h for h in previous if h not in ours]
+    if foreign:
+        raise WafersimError(
+            f"{what} holds {len(foreign)} result(s) of points not in this sweep (another grid, "
+            "other --set values or another wafersim version); --resume continues the same "
+            "sweep only: give --overwrite to replace it, or another -o"
+        )
+
+
 def run_sweep(
     client: Client,
     sw: grid.Sweep,
@@ -568,7 +646,7 @@ def run_sweep(
         bar.close()
         print(
             f"wafersim: sweep interrupted; {len(journal.read())} results kept in "
-            f"{journal.path}: run the same command again to resume",
+            f"{journal.path}: run the same command with --resume to continue",
             file=sys.stderr,
         )
         raise

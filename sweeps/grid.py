@@ -87,10 +87,18 @@ def parse_values(text: str) -> tuple[str, list[Any]]:
         raise ConfigError(
             text, MISSING, "an axis must look like KEY=V1,V2,...", hint="e.g. --grid p=4,8,16"
         )
+    if '"' not in raw and "'" not in raw and re.search(r"^\s*,|,\s*,|,\s*$", raw):
+        raise ConfigError(
+            key, raw, "an empty value in the list (two commas in a row, or one at an end)",
+            hint=f"e.g. --grid {key}=4,8,16",
+        )  # fmt: skip
+    words = raw.split(",")
     try:
+        if any(cfg.RADIX_INT.fullmatch(w.strip()) for w in words):
+            raise tomllib.TOMLDecodeError("kept as typed")  # as --set does: see cfg.RADIX_INT
         values = tomllib.loads(f"v = [{raw}]")["v"]
     except tomllib.TOMLDecodeError:
-        values = [cfg.parse_override(f"v={word}")[1] for word in raw.split(",")]
+        values = [cfg.parse_override(f"v={word}")[1] for word in words]
     return key, values
 
 
@@ -250,7 +258,14 @@ def load(
     if twice:
         raise ScenarioError(f"sweep key(s) {', '.join(twice)} on more than one axis; keep one")
     scen = scenario.find(scen_name)
-    fixed += [cfg.parse_override(text) for text in overrides]
+    for text in overrides:
+        key, value = cfg.parse_override(text)
+        if key in keys:
+            raise ScenarioError(
+                f"--set {text.strip()}: key '{key}' is also swept (an axis of the sweep); keep "
+                "one: the axis sets it at every point"
+            )
+        fixed.append((key, value))
     return Sweep(scen, tuple(fixed), tuple(axes), livelock_cycles, output)
 
 

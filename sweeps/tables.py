@@ -19,6 +19,14 @@ from sweeps.grid import MEASURED, META_KEY, STATUSES, TAIL, Point, Sweep, plain
 from sweeps.journal import Journal, normalise
 
 
+def is_table(path: str) -> bool:
+    """True if ``path`` is a sweep table (a Parquet file with this module's metadata)."""
+    try:
+        return META_KEY in (pq.read_schema(path).metadata or {})
+    except (pa.ArrowInvalid, OSError, ValueError):
+        return False
+
+
 def previous_results(output: str) -> dict[str, dict[str, Any]]:
     """Results of an earlier run to the same output (its table, then its journal), by hash."""
     found: dict[str, dict[str, Any]] = {}

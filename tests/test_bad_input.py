@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 
@@ -451,3 +452,184 @@ def test_a_directory_as_trace_output(capsys, tmp_path):
     code, _, err = run(capsys, "run", "wse-fmac", "--quiet", "--trace", str(tmp_path))
     assert code == 2
     assert err == f"wafersim: error: --trace '{tmp_path}' is a directory; give a file path\n"
+
+
+# -- file-valued parameters (issue 27) -------------------------------------------------------------
+MTX = "%%MatrixMarket matrix coordinate real general\n4 4 4\n1 1 1.0\n2 2 2.0\n3 3 3.0\n4 4 4.0\n"
+
+
+def _file_keys():
+    """(kind, key, field) of every file-valued parameter of every kind."""
+    for kind in KINDS:
+        for key, f in cfg.file_fields(registry.KINDS[kind].params):
+            yield kind, key, f
+
+
+def test_file_valued_parameters_have_their_own_type():
+    found = {(kind, key) for kind, key, _ in _file_keys()}
+    assert ("spmv", "matrix") in found
+    # a string key whose description speaks of a file or a path is a file_param
+    for kind in KINDS:
+        for key, f, tp in leaves(kind):
+            doc = f.metadata.get("doc", "").lower()
+            if tp is str and (".mtx" in doc or "path" in doc or " file" in doc):
+                assert (kind, key) in found, f"{kind}: {key} reads a file: make it a file_param"
+
+
+def _a_good_file(kind: str, key: str, tmp_path) -> str:
+    path = tmp_path / "input.mtx"
+    path.write_text(MTX)
+    return str(path)
+
+
+@pytest.mark.parametrize(("kind", "key", "f"), list(_file_keys()))
+def test_a_file_valued_parameter_is_never_an_output(capsys, tmp_path, kind, key, f):
+    scen = _scenario_of(kind, tmp_path)
+    good = _a_good_file(kind, key, tmp_path)
+    before = Path(good).read_bytes()
+    os.link(good, tmp_path / "hard")
+    os.symlink(good, tmp_path / "soft")
+    for given, out in [(good, good), (good, tmp_path / "hard"), (str(tmp_path / "soft"), good)]:
+        for option in ("--trace", "--perfetto"):
+            code, _, err = run(capsys, "run", scen, "--quiet", "--set", f"{key}={given}",
+                               option, str(out))  # fmt: skip
+            assert code == 2 and err == (
+                f"wafersim: error: {option} '{out}' is the input of {key} '{given}': writing it "
+                f"would destroy the input; give {option} another path\n"
+            )
+    assert Path(good).read_bytes() == before
+
+
+@pytest.mark.parametrize(("kind", "key", "f"), list(_file_keys()))
+def test_a_file_valued_parameter_is_checked(capsys, tmp_path, kind, key, f):
+    scen = _scenario_of(kind, tmp_path)
+    allowed = f.metadata["file_allowed"] or "a path to a readable file"
+    for value, problem in [
+        (str(tmp_path / "none"), "no such file"),
+        (str(tmp_path), "is a directory, not a file"),
+        ("/dev/null", "is not a regular file (a device, FIFO or socket)"),
+    ]:
+        code, _, err = run(capsys, "run", scen, "--quiet", "--set", f"{key}={value}")
+        assert code == 2 and err == (
+            f"wafersim: error: config key '{key}' = '{value}': {problem}; allowed: {allowed}; "
+            f"set it with --set {key}=<path>\n"
+        )
+
+
+def test_a_relative_path_in_a_scenario_file_is_beside_it(capsys, tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "m.mtx").write_text(MTX)
+    (tmp_path / "sub" / "s.toml").write_text('kind = "spmv"\nmatrix = "m.mtx"\npx = 2\npy = 2\n')
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "run", "sub/s.toml", "--quiet", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["correct"] and data["config"]["matrix"] == os.path.join("sub", "m.mtx")
+    # the path on the command line is the user's, from the current folder
+    code, _, err = run(capsys, "run", "sub/s.toml", "--quiet", "--set", "matrix=m.mtx")
+    assert code == 2 and "config key 'matrix' = 'm.mtx': no such file" in err
+
+
+@pytest.mark.parametrize(
+    ("values", "shown"),
+    [("1 1 nan\n2 2 1.0", "nan"), ("1 1 1.0\n2 2 -inf", "-inf"), ("1 1 1e39\n2 2 1e39", "1e+39")],
+)
+def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, values, shown):
+    path = tmp_path / "bad.mtx"
+    path.write_text(f"%%MatrixMarket matrix coordinate real general\n2 2 2\n{values}\n")
+    code, _, err = run(capsys, "run", "spmv", "--quiet", "--set", f"matrix={path}",
+                       "--set", "px=1", "--set", "py=1", "--set", "iterations=1")  # fmt: skip
+    count = 2 if shown == "1e+39" else 1
+    assert code == 2 and err == (
+        f"wafersim: error: config key 'matrix' = '{path}': {count} value(s) not finite in FP32 "
+        f"(the first: {shown}); allowed: finite values of magnitude at most 3.403e+38; fix the "
+        "file's values\n"
+    )
+
+
+# -- literals and the messages of issue 27 ---------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "jitq", "--set", "rows=0x10"],
+         "config key 'rows' = '0x10': a hexadecimal, octal or binary literal; allowed: a decimal "
+         "integer, 16 .. 1048576; write it in decimal: --set rows=16"),
+        (["run", "tpu-collective", "--set", "bytes=0b1000"],
+         "config key 'bytes' = '0b1000': a hexadecimal, octal or binary literal; allowed: a "
+         "decimal integer, 1 .. inf; write it in decimal: --set bytes=8"),
+        (["run", "spmv", "--set", "density=0o7"],
+         "config key 'density' = '0o7': a hexadecimal, octal or binary literal; allowed: a "
+         "decimal number; write it in decimal: --set density=7"),
+        (["run", "tpu-collective", "--set", "topology=0b1"],
+         "config key 'topology' = '0b1': not a slice shape; allowed: X x Y or X x Y x Z, e.g. "
+         "4x4 or 4x4x8; set it with --set topology=4x4"),
+        (["run", "tpu-collective", "--set", "bytes=3"],
+         "config key 'bytes' = 3: does not divide into 4 shards of whole bf16 elements (8 bytes "
+         "each step; set by op, axes and dtype); allowed: a multiple of 8, e.g. 8"),
+        (["run", "jitq-study", "--set", "calibration_rows=1000"],
+         "config key 'calibration_rows' = 1000: not a multiple of 16; allowed: 256 .. inf, a "
+         "multiple of 16; change calibration_rows"),
+        (["run", "jitq-study", "--set", "calibration_rows=100000000000"],
+         "config key 'calibration_rows' = 100000000000: a 100000000000 x 1024 BF16 tensor needs "
+         "1,562,500,000 rows per bank but a bank has 32,765 data rows (one odd-bank row per "
+         "group of 256 elements: at most 2,147,287,040 elements in the stacks); change "
+         "calibration_rows"),
+        (["run", "tpu-train-step", "--set", "batch=100000000"],
+         "config key 'batch' = 100000000: the layer needs 4,505,633,554,432 bytes per chip but a "
+         "v5e chip has 16,000,000,000 bytes of HBM; allowed: 1 .. 354,368; lower batch"),
+        (["run", "gpt-ws", "--set", "cs2.sram_bytes=1"],
+         "config key 'cs2.sram_bytes' = 1: the stored activations of 1 sequence(s) need "
+         "157,286,400 B but a wafer holds 1 B; allowed: at least 157,286,400; raise "
+         "cs2.sram_bytes, or lower layers, sequence or hidden"),
+    ],
+)  # fmt: skip
+def test_issue_27_messages(capsys, argv, message):
+    code, _, err = run(capsys, *argv, "--quiet")
+    assert code == 2 and err == f"wafersim: error: {message}\n"
+
+
+def test_a_non_decimal_literal_for_a_string_key_keeps_its_text():
+    assert cfg.parse_override("topology=0x4") == ("topology", "0x4")
+    assert cfg.parse_override("rows=16") == ("rows", 16)
+    assert cfg.parse_override("name=0x_") == ("name", "0x_")  # not a literal: TOML's error
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        # each of these ended the process under scipy 1.17's reader (SIGSEGV, SIGFPE)
+        (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.g/",
+         "not a readable Matrix Market file (after line 2: could not convert string '3.g/' to "
+         "float64 at row 2, column 3.)"),
+        (b"%%MatrixMarket matrix coordinate real general\n3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.\x1cD",
+         "not a Matrix Market file: byte 0x1c at offset 74 is not ASCII text"),
+        (b"%%MatrixMarket matrix array real general\n 0 100000\n1 1 1.0\n",
+         "the header declares a 0 x 100000 matrix"),
+        (b"%%MatrixMarket matrix coordinate real general\n99999999999 4 1\n1 1 1.0\n",
+         "the header declares a 99,999,999,999 x 4 matrix of 1 stored entries"),
+        (b"%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1.0\n",
+         "not a readable Matrix Market file (the size line declares 3 entries but the file has "
+         "1)"),
+        (b"%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n",
+         "not a readable Matrix Market file (entry 1: (3, 1) is not inside 2 x 2)"),
+    ],
+)  # fmt: skip
+def test_a_malformed_mtx_is_a_message_not_a_crash(capsys, tmp_path, content, problem):
+    path = tmp_path / "m.mtx"
+    path.write_bytes(content)
+    code, _, err = run(capsys, "run", "spmv", "--quiet", "--set", f"matrix={path}")
+    assert code == 2 and err.startswith(
+        f"wafersim: error: config key 'matrix' = '{path}': {problem}"
+    )
+
+
+def test_symmetric_and_pattern_mtx_files_are_read(tmp_path):
+    from workloads.wafer import sparse
+
+    path = tmp_path / "s.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real symmetric\n% c\n3 3 2\n1 1 2.0\n3 1 5\n")
+    assert sparse.read_mtx(str(path)).toarray().tolist() == [[2, 0, 5], [0, 0, 0], [5, 0, 0]]
+    path.write_text("%%MatrixMarket matrix coordinate pattern skew-symmetric\n2 2 1\n2 1\n")
+    assert sparse.read_mtx(str(path)).toarray().tolist() == [[0, -1], [1, 0]]
+    path.write_text("%%MatrixMarket matrix array integer general\n2 2\n1\n2\n3\n4\n")
+    assert sparse.read_mtx(str(path)).toarray().tolist() == [[1, 3], [2, 4]]

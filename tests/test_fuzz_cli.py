@@ -320,3 +320,171 @@ def test_fuzz_trace_inputs_and_outputs(data):
 @given(data=st.data())
 def test_fuzz_trace_inputs_and_outputs_deep(data):
     _fuzz_traces(data, good_trace())
+
+
+# -- file-valued parameters ----------------------------------------------------------------------
+FILE_KEYS = [
+    (name, key) for name in SCENARIOS for key, _ in cfg.file_fields(scenario.find(name).kind.params)
+]
+_MTX_HEAD = "%%MatrixMarket matrix coordinate real general\n"
+_MTX_GOOD = _MTX_HEAD + "3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.0\n"
+
+
+def _file_content(data) -> bytes | str:
+    """A file for a file-valued parameter: good, corrupt, huge, non-finite, random bytes, or a
+    special path (str: a directory, a device, a FIFO, a missing file, a symlink loop)."""
+    how = data.draw(
+        st.sampled_from(["good", "mutate", "values", "header", "bytes", "special"]), label="file"
+    )
+    if how == "good":
+        return _MTX_GOOD.encode()
+    if how == "mutate":
+        base = _MTX_GOOD.encode()
+        pos = data.draw(st.integers(0, len(base)), label="pos")
+        junk = data.draw(st.binary(max_size=6), label="junk")
+        return base[:pos] + junk + base[pos + data.draw(st.integers(0, 6)) :]
+    if how == "values":
+        vals = data.draw(st.lists(st.sampled_from(
+            ["nan", "inf", "-inf", "1e39", "-1e39", "1e308", "3.4e38", "1e-45", "0", "1", "x"]),
+            min_size=3, max_size=3), label="values")  # fmt: skip
+        return _MTX_HEAD + "3 3 3\n" + "".join(f"{i} {i} {v}\n" for i, v in enumerate(vals, 1))
+    if how == "header":
+        dims = data.draw(st.lists(st.sampled_from(
+            ["0", "1", "3", "-1", "99999999999", "16777217", "100000", "1e3", ""]),
+            min_size=3, max_size=3), label="dims")  # fmt: skip
+        layout = data.draw(st.sampled_from(["coordinate", "array"]), label="layout")
+        return f"%%MatrixMarket matrix {layout} real general\n{' '.join(dims)}\n1 1 1.0\n"
+    if how == "bytes":
+        return data.draw(st.binary(max_size=200), label="bytes")
+    return data.draw(st.sampled_from(["dir", "/dev/null", "/dev/zero", "fifo", "missing",
+                                      "loop", "empty"]), label="special")  # fmt: skip
+
+
+def _fuzz_file_params(data) -> None:
+    name, key = data.draw(st.sampled_from(FILE_KEYS), label="parameter")
+    with tempfile.TemporaryDirectory() as tmp:
+        content = _file_content(data)
+        path = os.path.join(tmp, "in.mtx")
+        if isinstance(content, bytes):
+            with open(path, "wb") as fh:
+                fh.write(content)
+        elif content == "dir":
+            os.mkdir(path)
+        elif content == "fifo":
+            os.mkfifo(path)
+        elif content == "loop":
+            os.symlink(path, path)
+        elif content == "empty":
+            open(path, "wb").close()
+        elif content.startswith("/dev/"):
+            path = content
+        before = _read(path) if os.path.isfile(path) else None
+        argv = ["run", name, "--quiet", "--set", f"{key}={path}", "--set", "iterations=1",
+                "--set", "px=1", "--set", "py=1"]  # fmt: skip
+        out = data.draw(st.sampled_from(["none", "input", "link", "other"]), label="output")
+        if out == "input":
+            argv += ["--trace", path]
+        elif out == "link" and os.path.isfile(path):
+            os.link(path, os.path.join(tmp, "hard.arrows"))
+            argv += ["--trace", os.path.join(tmp, "hard.arrows")]
+        elif out == "other":
+            argv += ["--trace", os.path.join(tmp, "t.arrows")]
+        code, _, err = cli(*argv)
+        assert_clean(code, err, tuple(argv))
+        if before is not None:
+            assert _read(path) == before, "an input was changed"
+
+
+@_FAST
+@given(data=st.data())
+def test_fuzz_file_valued_parameters(data):
+    _fuzz_file_params(data)
+
+
+@pytest.mark.slow
+@_DEEP
+@given(data=st.data())
+def test_fuzz_file_valued_parameters_deep(data):
+    _fuzz_file_params(data)
+
+
+# -- sweep options (checked before a cluster starts) ---------------------------------------------
+class _ClusterReached(KeyboardInterrupt):
+    """The harness stops a drawn sweep where its cluster would start: every check is done."""
+
+
+@pytest.fixture
+def _no_cluster(monkeypatch):
+    from sweeps import engine
+
+    @contextlib.contextmanager
+    def stop(*args, **kwargs):
+        _state["hit"] = True
+        raise _ClusterReached
+        yield
+
+    monkeypatch.setattr(engine, "connect", stop)
+
+
+_axis_values = st.one_of(
+    st.lists(_numbers, min_size=1, max_size=3).map(",".join),
+    st.sampled_from(["4,,8", "4,8,", ",", "", "0x10,0b1", "[1,2],[3", '"a",b', "1..3"]),
+)
+
+
+def _fuzz_sweep(data) -> None:
+    name = data.draw(st.sampled_from(SCENARIOS), label="scenario")
+    keys = KEYS[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        table = os.path.join(tmp, "t.parquet")
+        if data.draw(st.booleans(), label="table there"):
+            with open(table, "wb") as fh:
+                fh.write(data.draw(st.binary(max_size=50)))
+        argv = ["sweep", name, "--quiet"]
+        for _ in range(data.draw(st.integers(0, 2), label="axes")):
+            argv += ["--grid", f"{data.draw(st.sampled_from(keys))}={data.draw(_axis_values)}"]
+        for s in data.draw(overrides(name), label="overrides"):
+            argv += ["--set", s]
+        out = data.draw(
+            st.sampled_from(
+                [
+                    table,
+                    tmp,
+                    "/dev/full",
+                    os.path.join(tmp, "x.csv"),
+                    os.path.join(tmp, "new", "o.parquet"),
+                ]
+            ),
+            label="-o",
+        )
+        argv += ["-o", out]
+        traces = data.draw(
+            st.sampled_from([None, table, tmp, "/dev/full", out, os.path.join(tmp, "tr")]),
+            label="--traces",
+        )
+        if traces:
+            argv += ["--traces", traces]
+        workers = data.draw(st.sampled_from([None, "0", "1", "2", "1000", "-1", "x"]))
+        if workers:
+            argv += ["--workers", workers]
+        for flag in ("--resume", "--overwrite"):
+            if data.draw(st.booleans(), label=flag):
+                argv.append(flag)
+        before = _read(table) if os.path.isfile(table) else None
+        code, _, err = cli(*argv)
+        assert_clean(code, err, tuple(argv))
+        if before is not None and code != 0:
+            assert _read(table) == before, "a table was changed by a refused sweep"
+
+
+@_FAST
+@given(data=st.data())
+def test_fuzz_sweep_options(_no_cluster, data):
+    _fuzz_sweep(data)
+
+
+@pytest.mark.slow
+@_DEEP
+@given(data=st.data())
+def test_fuzz_sweep_options_deep(_no_cluster, data):
+    _fuzz_sweep(data)

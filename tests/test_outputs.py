@@ -164,7 +164,7 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
         ["plot", "timeline", trace, "-o", str(targets["timeline"])],
         ["plot", "links", trace, "-o", str(targets["links"])],
         ["plot", "validate", "wse-fmac", "-o", str(targets["validate"])],
-        ["sweep", "link-chain", "--grid", "items=10,20", "--workers", "1", "--quiet",
+        ["sweep", "link-chain", "--grid", "items=10,20", "--workers", "1", "--quiet", "--overwrite",
          "-o", str(targets["sweep"])],
         ["plot", "sweep", str(table), "--x", "items", "--y", "cycles",
          "-o", str(targets["plot sweep"])],
@@ -254,3 +254,46 @@ def test_a_cut_off_trace_exports_what_is_readable(tmp_path, capsys):
     _, err = capsys.readouterr()
     assert code == 2 and err.rstrip().endswith("nothing readable to export")
     assert not (tmp_path / "p.json").exists()
+
+
+GPT_PE = ["--set", "model=custom", "--set", "layers=2", "--set", "hidden=16", "--set",
+          "sequence=8", "--set", "vocab=32", "--set", "heads=2", "--set", "batch=1", "--set",
+          "systems=2", "--set", "steps=1", "--set", "fidelity=pe"]  # fmt: skip
+
+
+def interrupt_pe_level_run(tmp_path, sig: int, after_s: float) -> None:
+    """Signal ``sig`` to a gpt-ws run at fidelity pe (nested PE-level sub-runs) ``after_s``
+    seconds after its trace opened: exit 130, the trace so far kept and readable."""
+    path = tmp_path / "g.arrows"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "run", "gpt-ws", *GPT_PE, "--trace", str(path),
+         "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+        # a shell running the tests in the background ignores SIGINT, and its children inherit
+        # that: give the run Ctrl-C back
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not any(".partial-" in f for f in os.listdir(tmp_path)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(after_s)
+    assert proc.poll() is None, "the run ended before the signal: wait less"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err == f"wafersim: interrupted; trace so far kept in {path}\n"
+    assert read_trace(path).status == "interrupted"
+    assert os.listdir(tmp_path) == ["g.arrows"]
+
+
+def test_ctrl_c_during_a_pe_level_run(tmp_path):
+    interrupt_pe_level_run(tmp_path, signal.SIGINT, 2.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("after_s", [0.2, 1.0, 5.0])
+def test_signals_during_a_pe_level_run(tmp_path, sig, after_s):
+    interrupt_pe_level_run(tmp_path, sig, after_s)

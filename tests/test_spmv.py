@@ -143,7 +143,8 @@ def err_of(capsys, *sets):
 def test_missing_file(capsys):
     assert err_of(capsys, "matrix=nope/none.mtx") == (
         "wafersim: error: config key 'matrix' = 'nope/none.mtx': no such file; allowed: a Matrix "
-        "Market file (.mtx) or a generator: random, banded, poisson2d, laplacian\n"
+        "Market file (.mtx) or a generator: random, banded, poisson2d, laplacian; set it with "
+        "--set matrix=<path>\n"
     )
 
 

@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def client2():
+    if engine.workers_allowed()[0] < 2:  # --workers is bounded by the cores and memory
+        pytest.skip(f"two workers need two cores and memory: {engine.workers_allowed()[1]}")
     with engine.connect(workers=2) as client:
         yield client
 
@@ -421,3 +423,132 @@ def test_the_docs_reading_examples_run(client1, tmp_path, monkeypatch, capsys):
     for i, block in enumerate(blocks):
         exec(compile(block, f"{DOC}:python block {i}", "exec"), {})
         assert capsys.readouterr().out.strip()
+
+
+# -- resource guards and outputs (issue 27) --------------------------------------------------------
+def test_workers_are_bounded_by_cores_and_memory(monkeypatch):
+    monkeypatch.setattr(engine, "default_workers", lambda: 8)
+    gb = 1_000_000_000
+    assert engine.workers_allowed(0, available=100 * gb)[0] == 8  # cores
+    # 0.9 x 2 GB over 200 MB + 400 MB per worker: 3
+    assert engine.workers_allowed(400_000_000, available=2 * gb)[0] == 3
+    assert engine.check_workers(None, 400_000_000, available=2 * gb) == 3
+    assert engine.check_workers(2, 400_000_000, available=2 * gb) == 2
+    with pytest.raises(WafersimError) as err:
+        engine.check_workers(1000, 400_000_000, available=2 * gb)
+    assert str(err.value) == (
+        "--workers 1000 is more than this machine can run at once (8 cores, 2.0 GB of memory "
+        "available at about 0.6 GB per worker): the largest allowed is 3; give --workers 3 or "
+        "fewer, or run on a cluster with --scheduler"
+    )
+    assert engine.workers_allowed(100 * gb, available=2 * gb)[0] == 1  # never below one
+
+
+def test_too_many_workers_are_refused_before_a_cluster_starts(capsys, tmp_path):
+    out = str(tmp_path / "c.parquet")
+    assert main(["sweep", "summa", "--grid", "p=4,8", "--workers", "1000", "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wafersim: error: --workers 1000 is more than this machine can run")
+    assert not os.path.exists(out)
+    with pytest.raises(WafersimError, match="--workers 1000 is more than"), engine.connect(1000):
+        pass
+
+
+def _sweep(capsys, tmp_path, *args):
+    out = str(tmp_path / "c.parquet")
+    argv = ["sweep", "link-chain", "--quiet", "--workers", "1", "-o", out, *args]
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def test_an_existing_table_needs_resume_or_overwrite(capsys, tmp_path):
+    out = tmp_path / "c.parquet"
+    assert _sweep(capsys, tmp_path, "--grid", "items=10,20,40")[0] == 0
+    rows = pq.read_table(out).num_rows
+    code, err = _sweep(capsys, tmp_path, "--grid", "items=10,20")
+    assert code == 2 and err == (
+        f"wafersim: error: sweep table '{out}' exists (from an earlier sweep): give --resume to "
+        "continue that sweep (the same grid: its results are kept, the rest run), --overwrite to "
+        "replace it, or another -o\n"
+    )
+    code, err = _sweep(capsys, tmp_path, "--grid", "items=10,20", "--resume")
+    assert code == 2 and err == (
+        f"wafersim: error: sweep table '{out}' holds 1 result(s) of points not in this sweep "
+        "(another grid, other --set values or another wafersim version); --resume continues the "
+        "same sweep only: give --overwrite to replace it, or another -o\n"
+    )
+    assert pq.read_table(out).num_rows == rows == 3  # nothing lost
+    code, err = _sweep(capsys, tmp_path, "--grid", "items=10,20", "--resume", "--overwrite")
+    assert code == 2 and "--resume and --overwrite exclude each other" in err
+    assert _sweep(capsys, tmp_path, "--grid", "items=10,20,40,80", "--resume")[0] == 0
+    assert pq.read_table(out).num_rows == 4
+    assert _sweep(capsys, tmp_path, "--grid", "items=10", "--overwrite")[0] == 0
+    assert pq.read_table(out).num_rows == 1
+    (tmp_path / "c.parquet").write_text("not a table")
+    code, err = _sweep(capsys, tmp_path, "--grid", "items=10", "--resume")
+    assert code == 2 and err == (
+        f"wafersim: error: '{out}' is not a wafersim sweep table, so --resume cannot continue "
+        "it: give --overwrite to replace it, or another -o\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("traces", "message"),
+    [
+        ("{out}", "--traces '{out}' is also the table (-o): give --traces a folder of its own"),
+        ("/dev/full", "--traces '/dev/full' exists and is not a directory; give a folder (made "
+         "if missing)"),
+        ("{tmp}/file", "--traces '{tmp}/file' exists and is not a directory; give a folder "
+         "(made if missing)"),
+    ],
+)  # fmt: skip
+def test_every_output_of_a_sweep_is_checked_before_it_runs(capsys, tmp_path, traces, message):
+    out = str(tmp_path / "c.parquet")
+    (tmp_path / "file").write_text("keep")
+    fmt = {"out": out, "tmp": str(tmp_path)}
+    code, err = _sweep(capsys, tmp_path, "--grid", "items=10", "--traces", traces.format(**fmt))
+    assert code == 2 and err == f"wafersim: error: {message.format(**fmt)}\n"
+    assert not os.path.exists(out) and (tmp_path / "file").read_text() == "keep"
+
+
+def test_a_sweep_never_writes_over_its_inputs(capsys, tmp_path):
+    mtx = tmp_path / "m.parquet"  # a matrix under a table's name
+    mtx.write_text("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 2.0\n")
+    argv = ["sweep", "spmv", "--quiet", "--set", f"matrix={mtx}", "--set", "iterations=1",
+            "--set", "py=1", "--grid", "px=1,2"]  # fmt: skip
+    assert main([*argv, "--traces", str(mtx), "-o", str(tmp_path / "o.parquet")]) == 2
+    assert capsys.readouterr().err == (
+        f"wafersim: error: --traces '{mtx}' is also the input of matrix (point 0): give "
+        "--traces a folder of its own\n"
+    )
+    os.link(mtx, tmp_path / "hard.parquet")
+    assert main([*argv, "-o", str(tmp_path / "hard.parquet")]) == 2
+    assert capsys.readouterr().err == (
+        f"wafersim: error: the table (-o) '{tmp_path / 'hard.parquet'}' is the input of matrix "
+        f"(point 0) '{mtx}': writing it would destroy the input; give the table (-o) another "
+        "path\n"
+    )
+    assert mtx.read_text().startswith("%%MatrixMarket")
+
+
+@pytest.mark.parametrize("text", ["items=4,,8", "items=4,8,", "items=,4"])
+def test_an_empty_value_in_an_axis_is_refused(text):
+    with pytest.raises(ConfigError) as err:
+        grid.parse_values(text)
+    assert str(err.value) == (
+        f"config key 'items' = '{text[6:]}': an empty value in the list (two commas in a row, or "
+        "one at an end); e.g. --grid items=4,8,16"
+    )
+
+
+def test_set_of_a_swept_key_is_refused():
+    with pytest.raises(ScenarioError) as err:
+        grid.load("link-chain", grid=["items=4,8"], overrides=["items=2"])
+    assert str(err.value) == (
+        "--set items=2: key 'items' is also swept (an axis of the sweep); keep one: the axis "
+        "sets it at every point"
+    )
+
+
+def test_a_non_decimal_literal_in_an_axis_is_kept_as_typed():
+    assert grid.parse_values("items=0x10,32") == ("items", ["0x10", 32])

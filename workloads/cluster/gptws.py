@@ -160,6 +160,15 @@ class GptWsParams(registry.ScenarioParams):
         self.placement()
         seqs = self.seqs()
         need = seqs * s.layers * s.sequence * s.hidden * self.cs2.compute.activation_bytes
+        if need > self.cs2.sram_bytes and self.batch == 0:
+            # batch = 0 asks for the largest that fits: not even one sequence per system does
+            raise ConfigError(
+                "cs2.sram_bytes", self.cs2.sram_bytes,
+                f"the stored activations of {seqs:,} sequence(s) need {need:,} B but a wafer "
+                f"holds {self.cs2.sram_bytes:,} B",
+                allowed=f"at least {need:,}",
+                hint="raise cs2.sram_bytes, or lower layers, sequence or hidden",
+            )  # fmt: skip
         if need > self.cs2.sram_bytes:
             raise ConfigError(
                 "batch",

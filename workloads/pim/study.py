@@ -36,11 +36,13 @@ from typing import Any
 
 from numerics import mx
 from pim import jitq as kernel
-from runner import registry, subrun
+from runner import budget, registry, subrun
 from simcore.component import Component
 from simcore.config import param, section
+from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from simcore.tracing import TraceLevel
+from workloads.pim import jitq as jitq_workload
 from workloads.pim.jitq import JitqParams
 
 
@@ -88,9 +90,40 @@ class StudyParams(registry.ScenarioParams):
     format: str = param("mx6", "MX format", choices=kernel.FORMATS)
     placement: str = param("opt", "PIM data placement", choices=kernel.PLACEMENTS)
     calibration_rows: int = param(
-        1024, "rows of the tensor whose simulated quantization gives the PIM rate", min=256
+        1024,
+        "rows of the tensor whose simulated quantization gives the PIM rate",
+        min=256,
+        multiple_of=16,
     )
     gpu: GpuConfig = section(GpuConfig, "the GPU (AMD MI210)")
+
+    def check(self) -> None:
+        """The calibration runs (``jitq`` sub-runs of ``calibration_rows`` rows) are checked
+        now, their errors naming ``calibration_rows`` rather than the sub-run's ``rows``."""
+        for direction in ("row", "col"):
+            p = calibration_params(self.format, self.placement, direction, self.calibration_rows)
+            try:
+                p.check()
+            except ConfigError as err:
+                if err.key != "rows":
+                    raise
+                raise ConfigError(
+                    "calibration_rows", self.calibration_rows,
+                    err.problem.replace("the tensor", "the calibration tensor"),
+                    allowed=err.allowed, hint="change calibration_rows",
+                ) from None  # fmt: skip
+            fp = jitq_workload.footprint(p)
+            free = budget.available_bytes()
+            if free is not None and fp.bytes > budget.USABLE * free:
+                kind = registry.KINDS["jitq"]
+                best = budget.largest_fitting(kind, p, int(budget.USABLE * free))
+                raise ConfigError(
+                    "calibration_rows", self.calibration_rows,
+                    f"the calibration run would need about {budget.gb(fp.bytes)} of memory but "
+                    f"{budget.gb(free)} is available",
+                    allowed=f"256 .. {best:,}" if best else None,
+                    hint="lower calibration_rows, or free memory",
+                )  # fmt: skip
 
 
 # -- GPU roofline --------------------------------------------------------------------------------
@@ -132,15 +165,20 @@ def layer_time(m: Model, phase: str, fmt: str, gpu: GpuConfig, share: float = 1.
 _RATES: dict[tuple[str, str, str, int], float] = {}
 
 
+def calibration_params(fmt: str, placement: str, direction: str, rows: int) -> JitqParams:
+    """The parameters of the ``jitq`` run that calibrates :func:`pim_rate`."""
+    return JitqParams(
+        format=fmt, placement=placement, direction=direction, rows=rows, cols=1024,
+        batch_groups=16,
+    )  # fmt: skip
+
+
 def pim_rate(sim: Simulation, fmt: str, placement: str, direction: str, rows: int) -> float:
     """Elements per second one HBM-PIM stack quantizes (command-level simulation of one pCH,
     a ``jitq`` run as a sub-run of ``sim`` the first time these arguments are asked for)."""
     key = (fmt, placement, direction, rows)
     if key not in _RATES:
-        p = JitqParams(
-            format=fmt, placement=placement, direction=direction, rows=rows, cols=1024,
-            batch_groups=16,
-        )  # fmt: skip
+        p = calibration_params(fmt, placement, direction, rows)
         m = subrun.run_kind(sim, "jitq", p)
         if not m["correct"]:
             raise RuntimeError(f"jitq calibration {fmt} {placement} {direction}: wrong bits")

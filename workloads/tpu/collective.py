@@ -69,7 +69,8 @@ class CollectiveParams(SliceParams):
                 "bytes", self.bytes,
                 f"does not divide into {what} of whole {self.dtype} elements "
                 f"({unit} bytes each step; set by op, axes and dtype)",
-                allowed=f"a multiple of {unit}, e.g. {lo or unit} or {lo + unit}",
+                allowed=f"a multiple of {unit}, e.g. "
+                + (f"{lo} or {lo + unit}" if lo else f"{unit}"),
             )  # fmt: skip
         per_chip = self.bytes // n if self.op == "alltoall" else self.bytes
         hbm = topo.spec.hbm_bytes

@@ -83,6 +83,15 @@ class TrainStepParams(SliceParams):
             )  # fmt: skip
         b, d, f = self.batch, self.d_model, self.d_ff
         need = BF16 * (2 * d * f + b * d + 2 * b * f) + 4 * (b * f + b * d)
+        fixed, per_row = BF16 * 2 * d * f, BF16 * (d + 2 * f) + 4 * (f + d)
+        if need > topo.spec.hbm_bytes and fixed + per_row <= topo.spec.hbm_bytes:
+            # the weights fit: the batch's activations are what does not
+            raise ConfigError(
+                "batch", b, f"the layer needs {need:,} bytes per chip but a {topo.spec.name} "
+                f"chip has {topo.spec.hbm_bytes:,} bytes of HBM",
+                allowed=f"1 .. {(topo.spec.hbm_bytes - fixed) // per_row:,}",
+                hint="lower batch",
+            )  # fmt: skip
         if need > topo.spec.hbm_bytes:
             raise ConfigError(
                 "d_ff", f, f"the layer needs {need:,} bytes per chip but a {topo.spec.name} chip "

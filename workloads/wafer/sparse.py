@@ -1,7 +1,7 @@
 """Sparse matrices for ``spmv``: where they come from and how they are split over the PEs.
 
-Sources (the ``matrix`` parameter): a Matrix Market file (``path/to/file.mtx``, read with
-:func:`scipy.io.mmread`), or a generator: ``random`` (seeded, a given ``density``), ``banded``
+Sources (the ``matrix`` parameter): a Matrix Market file (``path/to/file.mtx``, read by
+:func:`read_mtx`), or a generator: ``random`` (seeded, a given ``density``), ``banded``
 (``bandwidth`` diagonals each side of the main one, seeded values), ``poisson2d`` (the 5-point
 stencil of a square grid, n = side²) or ``laplacian`` (the graph Laplacian of a seeded networkx
 graph). Every source gives a SciPy CSR matrix in float32.
@@ -19,6 +19,8 @@ import dataclasses
 import functools
 import math
 import os
+import re
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,6 +30,13 @@ from simcore.errors import ConfigError
 GENERATORS = ("random", "banded", "poisson2d", "laplacian")
 GRAPHS = ("barabasi_albert", "erdos_renyi", "watts_strogatz", "grid")
 LAYOUTS = ("auto", "csr", "dcsr")
+#: The largest matrix a .mtx header may declare, checked before reading it (so that a corrupt
+#: or hostile header cannot make the reader allocate gigabytes): a wafer's 850,000 PEs of
+#: 48 kB hold about 10^10 words, but reading 2^26 entries already takes a gigabyte or two.
+MAX_ORDER = 1 << 24
+MAX_ENTRIES = 1 << 26
+#: What the ``matrix`` parameter may be, in its errors.
+MATRIX_ALLOWED = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
 WORD_BYTES = 4
 INDEX_BYTES = 2  # column indices, row pointers and row ids are 16-bit
 
@@ -51,27 +60,127 @@ def load(
     return a
 
 
+#: Bytes a Matrix Market file may hold: printable ASCII, tabs and line ends.
+_TEXT = re.compile(rb"[^\t\n\r\x20-\x7e]")
+
+
+def _check_text(path: str, allowed: str) -> None:
+    """Refuse a file that is not ASCII text before scipy's reader sees it: scipy 1.17's
+    fast_matrix_market crashes the process (a segmentation fault, not an exception) on some
+    binary bytes inside a number (found by the fuzz tier: ``3.\x1cD\x18\xfb\x80}``)."""
+    try:
+        with open(path, "rb") as fh:
+            offset = 0
+            while chunk := fh.read(1 << 20):
+                bad = _TEXT.search(chunk)
+                if bad:
+                    raise ConfigError(
+                        "matrix", path,
+                        f"not a Matrix Market file: byte {chunk[bad.start()]:#04x} at offset "
+                        f"{offset + bad.start():,} is not ASCII text", allowed=allowed,
+                    )  # fmt: skip
+                offset += len(chunk)
+    except OSError as exc:
+        raise ConfigError("matrix", path, f"cannot be read ({exc.strerror or exc})") from None
+
+
 def read_mtx(path: str) -> sp.spmatrix:
-    allowed = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
+    """A Matrix Market file (coordinate: real, integer or pattern; general, symmetric or
+    skew-symmetric; array: real or integer, general) as a sparse matrix. Read here rather than
+    by ``scipy.io.mmread``: scipy 1.17's reader ends the process (a segmentation fault or
+    SIGFPE, not an exception) on some malformed files the fuzz tier found (``3 3 3.g/`` as an
+    entry; a ``0 x N`` array). Every refusal names the ``matrix`` key and the line."""
+    allowed = MATRIX_ALLOWED
     if not os.path.isfile(path):
         raise ConfigError("matrix", path, "no such file", allowed=allowed)
-    import scipy.io  # reading .mtx files only
+    _check_text(path, allowed)
 
-    try:
-        a = scipy.io.mmread(path)
-    except Exception as err:  # scipy raises ValueError, IndexError... on malformed files
-        raise ConfigError(
-            "matrix",
-            path,
-            f"not a readable Matrix Market file ({type(err).__name__}: {err})",
-            allowed=allowed,
-        ) from None
+    def bad(text: str) -> ConfigError:
+        return ConfigError(
+            "matrix", path, f"not a readable Matrix Market file ({text})", allowed=allowed
+        )
+
+    with open(path, encoding="ascii") as fh:
+        banner = fh.readline().split()
+        if len(banner) != 5 or [w.lower() for w in banner[:2]] != ["%%matrixmarket", "matrix"]:
+            raise bad("line 1: not a '%%MatrixMarket matrix LAYOUT FIELD SYMMETRY' banner")
+        layout, field, symmetry = (w.lower() for w in banner[2:])
+        if field == "complex":
+            raise ConfigError("matrix", path, "complex values; spmv is FP32 real")
+        fields = ("real", "integer", "pattern") if layout == "coordinate" else ("real", "integer")
+        symmetries = ("general", "symmetric", "skew-symmetric")
+        if layout not in ("coordinate", "array") or field not in fields:
+            raise bad(f"line 1: '{layout} {field}' is not a layout and field read here")
+        if symmetry not in symmetries or (layout == "array" and symmetry != "general"):
+            raise bad(f"line 1: '{layout} {symmetry}' is not read here; write it as general")
+        line_no, size = 1, None
+        for line in fh:
+            line_no += 1
+            text = line.strip()
+            if text and not text.startswith("%"):
+                size = text.split()
+                break
+        want = 3 if layout == "coordinate" else 2
+        if size is None or len(size) != want or not all(re.fullmatch(r"\d+", w) for w in size):
+            raise bad(f"line {line_no}: the size line must be {want} whole numbers")
+        rows, cols = int(size[0]), int(size[1])
+        stored = int(size[2]) if layout == "coordinate" else rows * cols
+        if rows < 1 or cols < 1:
+            raise ConfigError("matrix", path, f"the header declares a {rows} x {cols} matrix")
+        if max(rows, cols) > MAX_ORDER or stored > MAX_ENTRIES:
+            raise ConfigError(
+                "matrix", path,
+                f"the header declares a {rows:,} x {cols:,} matrix of {stored:,} stored entries",
+                allowed=f"at most {MAX_ORDER:,} rows and columns and {MAX_ENTRIES:,} stored "
+                "entries (more than a wafer's SRAM holds)",
+            )  # fmt: skip
+        columns = {"coordinate": 2 if field == "pattern" else 3, "array": 1}[layout]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "input contained no data": counted below
+                body = np.loadtxt(fh, dtype=np.float64, comments="%", ndmin=2, max_rows=stored + 1)
+        except ValueError as err:
+            raise bad(f"after line {line_no}: {err}") from None
+    if body.size == 0:
+        body = body.reshape(0, columns)
+    if body.shape[1] != columns:
+        raise bad(f"entries have {body.shape[1]} numbers each; {layout} {field} has {columns}")
+    if body.shape[0] != stored:
+        more = "more" if body.shape[0] > stored else f"{body.shape[0]:,}"
+        raise bad(f"the size line declares {stored:,} entries but the file has {more}")
+    if layout == "array":
+        a = sp.csr_matrix(body[:, 0].reshape(cols, rows).T)
+    else:
+        i, j = body[:, 0], body[:, 1]
+        inside = (i >= 1) & (i <= rows) & (j >= 1) & (j <= cols) & (i % 1 == 0) & (j % 1 == 0)
+        if not inside.all():
+            k = int(np.flatnonzero(~inside)[0])
+            raise bad(f"entry {k + 1}: ({i[k]:g}, {j[k]:g}) is not inside {rows} x {cols}")
+        v = np.ones(len(i)) if field == "pattern" else body[:, 2]
+        i, j = i.astype(np.int64) - 1, j.astype(np.int64) - 1
+        if symmetry != "general":
+            off = i != j
+            sign = -1.0 if symmetry == "skew-symmetric" else 1.0
+            i, j, v = (np.concatenate([i, j[off]]), np.concatenate([j, i[off]]),
+                       np.concatenate([v, sign * v[off]]))  # fmt: skip
+        a = sp.coo_matrix((v, (i, j)), shape=(rows, cols))
     if not sp.issparse(a):  # an 'array' (dense) Matrix Market file
         a = sp.csr_matrix(np.asarray(a))
     if a.shape[0] < 1 or a.shape[1] < 1:
         raise ConfigError("matrix", path, f"the matrix is {a.shape[0]} x {a.shape[1]}")
     if np.iscomplexobj(a.data):
         raise ConfigError("matrix", path, "complex values; spmv is FP32 real")
+    values = a.data if sp.issparse(a) else np.asarray(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isfinite(values) | (np.abs(values) > np.finfo(np.float32).max)
+    if bad.any():
+        first = values[np.flatnonzero(bad)[0]] if values.ndim == 1 else values[bad][0]
+        raise ConfigError(
+            "matrix", path,
+            f"{int(bad.sum()):,} value(s) not finite in FP32 (the first: {float(first)!r})",
+            allowed=f"finite values of magnitude at most {np.finfo(np.float32).max:.4g}",
+            hint="fix the file's values",
+        )  # fmt: skip
     return a
 
 

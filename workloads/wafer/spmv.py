@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from pe.dsd import MemDsd
 from pe.program import Layout, PeBuilder
 from runner import registry
-from simcore.config import param, section
+from simcore.config import file_param, param, section
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from wafer.collectives import Collectives
@@ -63,10 +63,12 @@ MAIN, X_DONE, RED_DONE, SUM_DONE, SCALE_DONE, ROW_DONE = 10, 11, 12, 13, 14, 15
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SpmvParams(registry.ScenarioParams):
-    matrix: str = param(
+    matrix: str = file_param(
         "poisson2d",
         "the matrix: a Matrix Market file (path/to/file.mtx) or a generator: "
         + ", ".join(sparse.GENERATORS),
+        names=sparse.GENERATORS,
+        allowed=sparse.MATRIX_ALLOWED,
     )
     n: int = param(256, "order of a generated matrix (poisson2d, grid: a perfect square)", min=1)
     density: float = param(0.02, "fraction of non-zeros (random; erdos_renyi edge probability)")
