@@ -477,8 +477,17 @@ def test_file_valued_parameters_have_their_own_type():
 
 
 def _a_good_file(kind: str, key: str, tmp_path) -> str:
-    path = tmp_path / "input.mtx"
-    path.write_text(MTX)
+    """A file the kind reads without complaint: a matrix, a kernel, a request trace."""
+    root = Path(__file__).resolve().parent.parent
+    if kind == "wafer-program":
+        path = tmp_path / "input.py"
+        path.write_text((root / "workloads/wafer/kernels/axpy.py").read_text())
+    elif kind == "hbm-trace":
+        path = tmp_path / "input.trace"
+        path.write_text("0x0 READ 0\n0x40 WRITE 4\n")
+    else:
+        path = tmp_path / "input.mtx"
+        path.write_text(MTX)
     return str(path)
 
 
@@ -487,9 +496,11 @@ def test_a_file_valued_parameter_is_never_an_output(capsys, tmp_path, kind, key,
     scen = _scenario_of(kind, tmp_path)
     good = _a_good_file(kind, key, tmp_path)
     before = Path(good).read_bytes()
-    os.link(good, tmp_path / "hard")
-    os.symlink(good, tmp_path / "soft")
-    for given, out in [(good, good), (good, tmp_path / "hard"), (str(tmp_path / "soft"), good)]:
+    suffix = Path(good).suffix  # a kernel file must end in .py, through a link too
+    hard, soft = tmp_path / f"hard{suffix}", tmp_path / f"soft{suffix}"
+    os.link(good, hard)
+    os.symlink(good, soft)
+    for given, out in [(good, good), (good, hard), (str(soft), good)]:
         for option in ("--trace", "--perfetto"):
             code, _, err = run(capsys, "run", scen, "--quiet", "--set", f"{key}={given}",
                                option, str(out))  # fmt: skip

@@ -131,8 +131,11 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
     ],
     "hbm-read": [({"requests": 128}, True), ({"requests": 128, "pattern": "random"}, True)],
     "hbm-trace": [
-        ({"trace": "traces/mixed-1536.ramulator.trace", "format": "ramulator"}, False),
-        ({"trace": "traces/mixed-1536.dramsim3.trace", "scope": "stacks"}, False),
+        (
+            {"trace": "workloads/pim/traces/mixed-1536.ramulator.trace", "format": "ramulator"},
+            False,
+        ),
+        ({"trace": "workloads/pim/traces/mixed-1536.dramsim3.trace", "scope": "stacks"}, False),
     ],
     "jitq": [({"rows": 64, "cols": 64}, True)],
     "jitq-study": [({"calibration_rows": 256}, False), ({"model": "all"}, False)],

@@ -174,4 +174,4 @@ def test_a_wafer_error_in_the_build_names_the_line(capsys, tmp_path):
 
 def test_a_missing_file_is_a_config_error(capsys, tmp_path):
     err = fails(capsys, "run", "wafer-program", "--set", f"program={tmp_path}/none.py")
-    assert "config key 'program'" in err and "the kernel file does not exist" in err
+    assert "config key 'program'" in err and "no such file" in err and "Python kernel file" in err

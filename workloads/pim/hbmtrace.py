@@ -37,7 +37,7 @@ from typing import Any
 from pim.controller import Request, latency_cycles
 from pim.stack import HbmConfig, HbmStack
 from runner import registry
-from simcore.config import param, section
+from simcore.config import file_param, param, section
 from simcore.errors import ConfigError, WafersimError
 from simcore.sim import RunResult, Simulation
 
@@ -51,8 +51,12 @@ class TraceFileError(WafersimError):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class HbmTraceParams(registry.ScenarioParams):
-    trace: str = param(
-        "", "request trace file (relative paths: the working directory, then workloads/pim/)"
+    trace: str = file_param(
+        "",
+        "request trace file (relative paths: the working directory, or the scenario file's "
+        "folder in a scenario)",
+        names=("",),
+        allowed="a path to a readable trace file",
     )
     format: str = param("dramsim3", "trace format", choices=("dramsim3", "ramulator"))
     scope: str = param(

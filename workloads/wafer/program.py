@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -49,7 +50,7 @@ import numpy as np
 from pe.program import Layout
 from runner import registry
 from simcore import config as cfg
-from simcore.config import param, section
+from simcore.config import file_param, param, section
 from simcore.errors import ConfigError, WafersimError
 from wafer.system import Wafer, WaferConfig
 from workloads.wafer.footprint import wafer as wafer_footprint
@@ -227,10 +228,12 @@ def _params_class(path: Path, module: ModuleType) -> type[ProgramParams]:
 class ProgramParams(registry.ScenarioParams):
     """The kind's own parameters; a kernel file's class adds its ``PARAMS`` after them."""
 
-    program: str = param(
+    program: str = file_param(
         "",
         "the kernel file, a Python file declaring its parameters, layout and PE code "
         "(docs/workloads-from-outside.md); '' = the bundled demo, workloads/wafer/kernels/axpy.py",
+        names=("",),
+        allowed="a path to a Python kernel file, or '' for the bundled demo",
     )
     wafer: WaferConfig = section(WaferConfig, "the wafer-scale engine")
 
@@ -240,6 +243,8 @@ class ProgramParams(registry.ScenarioParams):
         program = data.get("program", "")
         if not isinstance(program, str):
             raise ConfigError("program", program, "expected a string", hint="--set program=PATH")
+        if program and not os.path.isfile(program):
+            return cls  # the config's file check names what is wrong with the path
         return load(program).params
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
