@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from simcore.tracing import TraceLevel
-from tpu.network import Chunk, Flow, IciNetwork
+from tpu.network import Flow, IciNetwork, Packet
 from tpu.topology import Coord, Slice
 
 OPS = ("allgather", "reducescatter", "allreduce", "alltoall")
@@ -125,7 +125,7 @@ class _Part:
         self.phase = -1
         self.expected = 0
         self.got = 0
-        self.held: dict[int, list[tuple[Flow, Chunk]]] = {}
+        self.held: dict[int, list[tuple[Flow, Packet]]] = {}
         self.acc: np.ndarray | None = None
         self.snap: dict[int, dict[int, np.ndarray] | None] = {}  # phase -> vals at its start
         self.incoming: list[np.ndarray] = []  # keys received in this (AllGather) phase
@@ -362,7 +362,7 @@ class Collective:
         self.flows += 1
         flow.start()
 
-    def _visit(self, flow: Flow, ch: Chunk) -> bool:
+    def _visit(self, flow: Flow, ch: Packet) -> bool:
         msg: _Msg = flow.tag
         c = flow.path[ch.hop]
         st = self.state[c][msg.part]
@@ -371,17 +371,17 @@ class Collective:
             return False
         if msg.gather:
             if ch.data is not None:
-                lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
+                lo = ch.lo
                 buf = msg.bufs[ch.hop]
                 if buf is None:
                     buf = msg.bufs[ch.hop] = np.empty(len(flow.data), flow.data.dtype)
                 buf[lo : lo + len(ch.data)] = ch.data
             msg.counts[ch.hop] += 1
-            if msg.counts[ch.hop] == len(flow.sizes):
+            if msg.counts[ch.hop] == flow.npackets:
                 self._ag_received(c, msg, msg.bufs[ch.hop])
             return True
         # reducescatter: add this chip's part of the block, or land at the destination
-        lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
+        lo = ch.lo
         if ch.hop < flow.hops:
             if ch.data is not None:
                 vals = st.snap[msg.phase]
@@ -391,7 +391,7 @@ class Collective:
         if ch.data is not None:
             st.acc[lo : lo + len(ch.data)] += ch.data  # type: ignore[index]
         msg.counts[ch.hop] += 1
-        if msg.counts[ch.hop] == len(flow.sizes):
+        if msg.counts[ch.hop] == flow.npackets:
             st.got += 1
             if st.got == st.expected:
                 self._phase_done(c, msg.part)
@@ -519,14 +519,14 @@ class Collective:
         for flow in self._a2a_flows:
             flow.start()
 
-    def _a2a_visit(self, flow: Flow, ch: Chunk) -> bool:
+    def _a2a_visit(self, flow: Flow, ch: Packet) -> bool:
         """At the destination, each chunk lands in the block from its source."""
         if ch.data is not None and ch.hop == flow.hops:
             r, j, g = flow.tag
             recv = self._a2a_recv[g.chips[j]]
             if recv[r] is None:
                 recv[r] = np.empty(len(flow.data), flow.data.dtype)
-            lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
+            lo = ch.lo
             recv[r][lo : lo + len(ch.data)] = ch.data  # type: ignore[index]
         return True
 

@@ -206,7 +206,7 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
         "wraparound": "".join(a for a, w in zip(h.topo.axis_names, h.topo.wrap, strict=True) if w)
         or "none",
         "flows": coll.flows,
-        "sent_chunks": sum(lk.chunks for lk in h.net.links.values()),
+        "sent_packets": h.net.sent_packets(),
         "model_time_s": m["time_s"],
         "model_bound": m["bound"],
         "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"] if m["time_s"] else 0.0,
