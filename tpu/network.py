@@ -79,7 +79,9 @@ class IciLink(Component):
         self.latency_cycles = lat * cfg.clock_hz // 1_000_000_000
         self.clock_hz = cfg.clock_hz
         self.buffer_packets = buffer_packets or max(1, cfg.buffer_bytes // cfg.packet_bytes)
-        self.credits = self.buffer_packets
+        self.credits = [self.buffer_packets, self.buffer_packets]  # per virtual channel
+        self.wrap = False  # a wraparound link: the dateline of its ring
+        self.axis = -1
         self.busy_ticks = 0
         self.bytes = 0
         self.packets = 0
@@ -131,7 +133,7 @@ class IciLink(Component):
         flow = pkt.flow
         q = self.ready.get(flow.id)
         if q is None:
-            q = self.ready[flow.id] = deque()
+            q = self.ready[flow.id] = _Queue(flow.port_vc[pkt.port])
             self.rr.append(q)
         q.append(pkt)
         if not self.waking:
@@ -139,20 +141,31 @@ class IciLink(Component):
 
     def _kick(self) -> None:
         """Start the next packet if the link is idle, holds a credit and has one ready."""
-        if not self.credits or not self.rr:
+        rr = self.rr
+        if not rr:
+            return
+        credits = self.credits
+        for _ in range(len(rr)):  # round robin, skipping queues whose channel has no credit
+            q = rr[0]
+            if credits[q.vc]:
+                break
+            rr.rotate(-1)
+        else:
             return
         if not self._period:
             self._freeze()
         env = self._env
         now = env._now
-        q = self.rr.popleft()
+        rr.popleft()
         pkt = q.popleft()
         flow = pkt.flow
         if q:
-            self.rr.append(q)
+            rr.append(q)
         else:
             del self.ready[flow.id]
-        self.credits -= 1
+        vc = q.vc
+        credits[vc] -= 1
+        pkt.vc = vc
         # serialisation in whole cycles, the rounding carried over while the link streams back
         # to back (so a long stream takes its exact time, to within a cycle)
         need = pkt.nbytes * self.clock_hz - (self._carry if now == self._last_end else 0)
@@ -167,10 +180,11 @@ class IciLink(Component):
         self.packets += 1
         up = pkt.upstream
         if up is not None:  # the slot it held here frees as its tail leaves
-            env.timeout(end - now + up._lat).callbacks.append(up._credit)
+            env.timeout(end - now + up._lat, pkt.upvc).callbacks.append(up._credit)
         lat = self._lat
         pkt.tail_at = end + lat
         pkt.upstream = self
+        pkt.upvc = vc
         if pkt.port == flow.last_port:
             env.timeout(end + lat - now, pkt).callbacks.append(flow._landed)
         else:
@@ -184,8 +198,8 @@ class IciLink(Component):
         self.waking = False
         self._kick()
 
-    def _credit(self, _event: Any) -> None:
-        self.credits += 1
+    def _credit(self, event: Any) -> None:
+        self.credits[event.value] += 1
         if not self.waking:
             self._kick()
 
@@ -232,7 +246,9 @@ class IciNetwork(Component):
             if topo.is_dcn(e.axis):
                 self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
             else:
-                self.links[(e.src, e.dst)] = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
+                lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
+                lk.wrap, lk.axis = e.wrap, e.axis
+                self.links[(e.src, e.dst)] = lk
         self.flows_done = 0
         self.flow_ids = 0  # flows made so far: each flow's id (trace flows), per simulation
         self.trace_ids = 1 << 40  # trace flow ids the system layer takes (phase links)
@@ -283,7 +299,9 @@ class Packet:
     data (or None), the chip ``hop`` of the path it has reached and the ``port`` (index into the
     flow's ports) it is at."""
 
-    __slots__ = ("data", "flow", "hop", "index", "lo", "nbytes", "port", "tail_at", "upstream")
+    __slots__ = (
+        "data", "flow", "hop", "index", "lo", "nbytes", "port", "tail_at", "upstream", "upvc", "vc",
+    )  # fmt: skip
 
     def __init__(self, flow: Flow, index: int, nbytes: int, lo: int, data: Any) -> None:
         self.flow = flow
@@ -295,16 +313,27 @@ class Packet:
         self.port = 0
         self.tail_at = 0  # tick its tail is (or will be) at its current chip
         self.upstream: IciLink | None = None  # the port whose buffer slot it holds
+        self.upvc = 0  # and that slot's virtual channel
+        self.vc = 0
+
+
+class _Queue(deque):  # type: ignore[type-arg]
+    """A flow's packets ready at a link, all on one virtual channel ``vc``."""
+
+    def __init__(self, vc: int) -> None:
+        super().__init__()
+        self.vc = vc
 
 
 class _Source:
     """The packets a flow has not yet injected, made one by one as its first link takes them."""
 
-    __slots__ = ("flow", "next")
+    __slots__ = ("flow", "next", "vc")
 
     def __init__(self, flow: Flow) -> None:
         self.flow = flow
         self.next = 0
+        self.vc = flow.port_vc[0]
 
     def __bool__(self) -> bool:
         return self.next < self.flow.npackets
@@ -365,6 +394,7 @@ class Flow:
         "packet_bytes",
         "path",
         "port_hop",
+        "port_vc",
         "ports",
         "tag",
         "visit",
@@ -410,6 +440,14 @@ class Flow:
                 self.ports.append(lk)
                 self.port_hop.append(i + 1)
         self.last_port = len(self.ports) - 1
+        # virtual channel of each port's far buffer: 1 once the path has crossed its axis's
+        # wraparound link (the dateline), else 0; DCN stages use 0
+        self.port_vc: list[int] = []
+        crossed: set[int] = set()
+        for lk in self.ports:
+            if lk.wrap:
+                crossed.add(lk.axis)
+            self.port_vc.append(1 if lk.axis in crossed else 0)
         self.arrived = 0
         self.first_arrival = -1
         self.last_arrival = -1
@@ -470,7 +508,7 @@ class Flow:
         up = pkt.upstream
         if up is not None:
             env = self.net.env
-            env.timeout(pkt.tail_at - env._now + up._lat).callbacks.append(up._credit)
+            env.timeout(pkt.tail_at - env._now + up._lat, pkt.upvc).callbacks.append(up._credit)
             pkt.upstream = None
 
     def _landed(self, event: Any) -> None:
