@@ -223,7 +223,8 @@ def test_dcn_allreduce_and_transfer_match_their_models():
                    payload="size", ici=COARSE)  # fmt: skip
     assert m["model_bound"] == "dcn" and abs(m["model_error_pct"]) < 2
     p = scenario.run_kind("tpu-p2p", cfg.load(P2pParams, dict(
-        slices=2, src="0,0,0", dst="1,3,3", bytes=17_000_000, paths=1, payload="size")))  # fmt: skip
+        slices=2, src="0,0,0", dst="1,3,3", bytes=17_000_000, paths=1,
+        payload="size")))  # fmt: skip
     assert p["route"].startswith("0,0,0>1,0,0>") and abs(p["model_error_pct"]) < 2
 
 
@@ -268,8 +269,9 @@ def test_packet_size_changes_a_collective_only_by_packet_rounding(op):
     one largest packet's serialisation per phase and hop (1 MiB at 45 GB/s = 23.3 us)."""
     times = {}
     for packet in (1024, 16384, 1 << 20):
+        ici = {"packet_bytes": packet, "buffer_bytes": 16 << 20}
         m = collective(chip="v5e", topology="4x4", axes="x", op=op, bytes=1 << 22,
-                       payload="size", ici={"packet_bytes": packet, "buffer_bytes": 16 << 20})  # fmt: skip
+                       payload="size", ici=ici)  # fmt: skip
         times[packet] = m["time_s"]
     phases = 2 if op == "allreduce" else 1
     bound = phases * 3 * (1 << 20) / 4.5e10

@@ -197,7 +197,7 @@ def test_congestion_backs_up_towards_the_source():
         sim, net = make_net(buffer_bytes=buffer)
         seen = []
 
-        def visit(flow, pkt, seen=seen):
+        def visit(flow, pkt, seen=seen, sim=sim):
             if pkt.hop == 1:
                 seen.append(sim.env.now)
             return True

@@ -216,6 +216,7 @@ class Collective:
         self.state: dict[Coord, list[_Part]] = {}
         self.group_of: dict[Coord, Group] = {c: g for g in self.groups for c in g.chips}
         self.chips_left = self.topo.chips * self.parts
+        self.start_ticks = -1  # the first chip joined
         self.end_ticks = -1
         self.flows = 0  # flows started
         self._a2a_flows: list[Flow] = []
@@ -247,6 +248,7 @@ class Collective:
     def start(self) -> None:
         """Every chip joins now with its input from ``inputs``."""
         if self.op == "alltoall":
+            self.start_ticks = self.net.env.now
             self._prepare()
             self._alltoall()
             return
@@ -257,6 +259,7 @@ class Collective:
         """Chip ``c`` joins with its input ``x`` (None for ``payload=size``) and starts its first
         phase; chunks from chips that joined earlier wait for it (not for AllToAll)."""
         if not self.state:
+            self.start_ticks = self.net.env.now
             self._prepare()
         if x is not None:
             self.real = True

@@ -144,10 +144,10 @@ class IciLink(Component):
         rr = self.rr
         if not rr:
             return
-        credits = self.credits
+        free = self.credits
         for _ in range(len(rr)):  # round robin, skipping queues whose channel has no credit
             q = rr[0]
-            if credits[q.vc]:
+            if free[q.vc]:
                 break
             rr.rotate(-1)
         else:
@@ -164,7 +164,7 @@ class IciLink(Component):
         else:
             del self.ready[flow.id]
         vc = q.vc
-        credits[vc] -= 1
+        free[vc] -= 1
         pkt.vc = vc
         # serialisation in whole cycles, the rounding carried over while the link streams back
         # to back (so a long stream takes its exact time, to within a cycle)
