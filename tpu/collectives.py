@@ -1,8 +1,8 @@
-"""The system layer: collectives as phases of chunked sends over the logical axes of a slice.
+"""The system layer: collectives as phases of sends over the logical axes of a slice.
 
 Algorithms see the network only through :class:`tpu.network.Flow` (a message along a path of
-neighbouring chips, chunked, each chip forwarding a chunk once it has it all) and hooks run where
-a chunk lands. They never compute a time: times come from the links the flows cross.
+neighbouring chips, in packets that cut through the chips) and hooks run where a packet
+lands. They never compute a time: times come from the links the flows cross.
 
 Groups. A collective over axes ``A`` (``"x"``, ``"xy"``...) runs in every group of chips that share
 their coordinates on the other axes, all groups at once (they use disjoint links). Within a group,
@@ -21,12 +21,12 @@ One axis, one ring. Along an axis the chips form a ring if the axis wraps, else 
 AllGather sends a chip's bundle along those paths and every chip on the way keeps a copy.
 ReduceScatter is its mirror: the block destined for chip ``b`` starts at the farthest
 contributing chip and travels towards ``b``; each chip on the way adds its own part of that block
-to each chunk (the sums are formed in float32) and ``b`` adds its own and the other side's.
+to each packet (the sums are formed in float32) and ``b`` adds its own and the other side's.
 
 Several axes. The data is cut into ``n_axes`` parts; part ``p`` visits the axes rotated by ``p``
 (x then y for part 0, y then x for part 1), so in every phase the parts use different axes'
 links at once. AllReduce = ReduceScatter over the axes then AllGather over them in reverse.
-A phase starts at a chip once its previous phase is complete there; a chunk of a later phase
+A phase starts at a chip once its previous phase is complete there; a packet of a later phase
 reaching a chip early is held there until the chip starts that phase (the chip's contribution
 does not exist before).
 
@@ -34,7 +34,7 @@ AllToAll: every chip sends block ``j`` of its data straight to rank ``j`` over a
 dimension-order route (a tie between the two ways round goes + from even coordinates, - from
 odd ones).
 
-``payload=size``: flows carry byte counts only (``inputs`` is None); the same flows, chunks, holds
+``payload=size``: flows carry byte counts only (``inputs`` is None); the same flows, packets, holds
 and links run, so the timing is identical (tested).
 """
 
@@ -257,7 +257,7 @@ class Collective:
 
     def join(self, c: Coord, x: np.ndarray | None = None) -> None:
         """Chip ``c`` joins with its input ``x`` (None for ``payload=size``) and starts its first
-        phase; chunks from chips that joined earlier wait for it (not for AllToAll)."""
+        phase; packets from chips that joined earlier wait for it (not for AllToAll)."""
         if not self.state:
             self.start_ticks = self.net.env.now
             self._prepare()
@@ -523,7 +523,7 @@ class Collective:
             flow.start()
 
     def _a2a_visit(self, flow: Flow, ch: Packet) -> bool:
-        """At the destination, each chunk lands in the block from its source."""
+        """At the destination, each packet lands in the block from its source."""
         if ch.data is not None and ch.hop == flow.hops:
             r, j, g = flow.tag
             recv = self._a2a_recv[g.chips[j]]

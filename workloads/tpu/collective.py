@@ -246,7 +246,7 @@ def time_over(
 
 
 def footprint(p: CollectiveParams) -> registry.Footprint:
-    """The network and, with real payloads, every chip's input, output and chunk buffers
+    """The network and, with real payloads, every chip's input, output and packet buffers
     (float32 values: 4 bytes per element)."""
     elems = p.bytes // DTYPES[p.dtype]
     data = 3 * 4 * elems * p.slice().chips if p.payload == "real" else 0
@@ -257,7 +257,7 @@ def register() -> None:
     registry.register_kind(
         registry.WorkloadKind(
             name="tpu-collective",
-            summary="a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
+            summary="a collective over axes of a TPU slice (ICI rings, packets, real shards)",
             params=CollectiveParams,
             build=build,
             metrics=metrics,
