@@ -94,7 +94,7 @@ def test_sharded_matmuls_equal_numpy_and_size_mode_times_match(sharding, chip_na
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open since packets and cut-through (issue 23): blocks=8 no longer beats blocks=1 "
+    reason="open since packets and cut-through: blocks=8 no longer beats blocks=1 "
     "on this case (208 us vs 207 us); not yet explained",
 )
 def test_contracting_sharding_overlaps_the_allreduce_with_compute():

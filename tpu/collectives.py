@@ -23,9 +23,11 @@ ReduceScatter is its mirror: the block destined for chip ``b`` starts at the far
 contributing chip and travels towards ``b``; each chip on the way adds its own part of that block
 to each packet (the sums are formed in float32) and ``b`` adds its own and the other side's.
 
-Several axes. The data is cut into ``n_axes`` parts; part ``p`` visits the axes rotated by ``p``
-(x then y for part 0, y then x for part 1), so in every phase the parts use different axes'
-links at once. AllReduce = ReduceScatter over the axes then AllGather over them in reverse.
+Several axes. ``schedule="rotated"`` (default): the data is cut into ``n_axes`` parts; part ``p``
+visits the axes rotated by ``p`` (x then y for part 0, y then x for part 1), so in every phase
+the parts use different axes' links at once. ``schedule="axis-by-axis"``: all the data visits
+the axes in the order named, one axis at a time (ASTRA-sim's hierarchical collectives).
+AllReduce = ReduceScatter over the axes then AllGather over them in reverse.
 A phase starts at a chip once its previous phase is complete there; a packet of a later phase
 reaching a chip early is held there until the chip starts that phase (the chip's contribution
 does not exist before).
@@ -52,6 +54,7 @@ from tpu.topology import Coord, Slice
 
 OPS = ("allgather", "reducescatter", "allreduce", "alltoall")
 RINGS = ("bidirectional", "unidirectional")
+SCHEDULES = ("rotated", "axis-by-axis")
 
 
 class Group:
@@ -185,6 +188,7 @@ class Collective:
         itemsize: int,
         *,
         ring: str = "bidirectional",
+        schedule: str = "rotated",
         inputs: dict[Coord, np.ndarray] | None = None,
         on_done: Callable[[Collective], None] | None = None,
     ) -> None:
@@ -204,7 +208,9 @@ class Collective:
         # a ReduceScatter, first in an AllGather); the ICI axes share the parts
         self.ici_axes = tuple(a for a in axes if not self.topo.is_dcn(a))
         self.dcn_axes = tuple(a for a in axes if self.topo.is_dcn(a))
-        self.parts = 1 if op == "alltoall" else max(1, len(self.ici_axes))
+        self.schedule = schedule
+        rotated = op != "alltoall" and schedule == "rotated"
+        self.parts = max(1, len(self.ici_axes)) if rotated else 1
         self.elems = nbytes // itemsize
         # shard r = elements [r·shard, (r+1)·shard) of the full array; its part p is
         # [cut[p], cut[p+1]) within it (parts differ by at most one element)

@@ -21,7 +21,7 @@ class IciConfig:
         4096,
         "messages are cut into packets of at most this many bytes, which cut through chips "
         "(an assumption: Google does not publish the ICI packet size; see docs/tpu/hardware.md)",
-        min=64, max=1 << 20,
+        min=64, max=1 << 30,
     )  # fmt: skip
     buffer_bytes: int = param(
         262_144,
