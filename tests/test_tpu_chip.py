@@ -92,17 +92,17 @@ def test_sharded_matmuls_equal_numpy_and_size_mode_times_match(sharding, chip_na
     assert real["time_s"] == size["time_s"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open since packets and cut-through: blocks=8 no longer beats blocks=1 "
-    "on this case (208 us vs 207 us); not yet explained",
-)
 def test_contracting_sharding_overlaps_the_allreduce_with_compute():
-    kw = dict(chip="v5e", topology="16x16", axes="x", sharding="contracting", i=512, j=8192,
-              k=4096, payload="size")  # fmt: skip
+    """Compute (174 us of MXU per chip) about equal to the AllReduce of the 8 MiB of partial
+    sums (about 186 us on a 16-chip ring): in 8 blocks, most of one hides behind the other.
+    (A communication-bound case, 11 us of compute, has little to hide: with store-and-forward
+    chunks, blocks also pipelined the hops, which cut-through packets do anyway.)"""
+    kw = dict(chip="v5e", topology="16x1", axes="x", sharding="contracting", i=512,
+              j=131072, k=4096, payload="size",
+              ici={"packet_bytes": 65536, "buffer_bytes": 1 << 20})  # fmt: skip
     one = scenario.run_kind("tpu-matmul", cfg.load(MatmulParams, {**kw, "blocks": 1}))
     eight = scenario.run_kind("tpu-matmul", cfg.load(MatmulParams, {**kw, "blocks": 8}))
-    assert eight["time_s"] < 0.9 * one["time_s"]
+    assert eight["time_s"] < 0.7 * one["time_s"]
     assert abs(eight["model_error_pct"]) < 10
 
 
