@@ -13,10 +13,12 @@ link of its path (its tail follows; a link never finishes a packet before the pa
 reached it). So an idle path of ``h`` links delivers the first packet after
 ``h x latency + serialise(packet)`` and a long message after ``h x latency + serialise(message)``.
 
-Flow control: the far chip's input buffer holds ``buffer_bytes // packet_bytes`` packets; a credit
-is spent when a packet starts on the link and comes back one hop latency after the packet's tail
-has left that buffer (on to the next link, or into the chip's HBM). A link without credits
-waits, so a congested link backs traffic up towards its sources. The default buffer covers the
+Flow control: the far chip's input buffer holds ``buffer_bytes`` (whole packets' worth) per
+virtual channel, counted in bytes; a packet's bytes of credit are spent when it starts on the link
+and come back one hop latency after the packet's tail has left that buffer (on to the next link,
+or into the chip's HBM). Two virtual channels per link, the second taken after the ring's
+wraparound link (a dateline), keep rings free of credit deadlock. A link whose head packets lack
+credit waits, so a congested link backs traffic up towards its sources. The default buffer covers the
 credit round trip (``2 x latency x bandwidth`` plus a packet) on every generation, so an
 uncontended stream runs at the link's full rate.
 
@@ -79,7 +81,9 @@ class IciLink(Component):
         self.latency_cycles = lat * cfg.clock_hz // 1_000_000_000
         self.clock_hz = cfg.clock_hz
         self.buffer_packets = buffer_packets or max(1, cfg.buffer_bytes // cfg.packet_bytes)
-        self.credits = [self.buffer_packets, self.buffer_packets]  # per virtual channel
+        # free bytes of the far buffer, per virtual channel
+        size = self.buffer_packets * cfg.packet_bytes
+        self.credits = [size, size]
         self.wrap = False  # a wraparound link: the dateline of its ring
         self.axis = -1
         self.busy_ticks = 0
@@ -147,7 +151,7 @@ class IciLink(Component):
         free = self.credits
         for _ in range(len(rr)):  # round robin, skipping queues whose channel has no credit
             q = rr[0]
-            if free[q.vc]:
+            if free[q.vc] >= q.head_bytes():
                 break
             rr.rotate(-1)
         else:
@@ -164,7 +168,7 @@ class IciLink(Component):
         else:
             del self.ready[flow.id]
         vc = q.vc
-        free[vc] -= 1
+        free[vc] -= pkt.nbytes
         pkt.vc = vc
         # serialisation in whole cycles, the rounding carried over while the link streams back
         # to back (so a long stream takes its exact time, to within a cycle)
@@ -180,7 +184,7 @@ class IciLink(Component):
         self.packets += 1
         up = pkt.upstream
         if up is not None:  # the slot it held here frees as its tail leaves
-            env.timeout(end - now + up._lat, pkt.upvc).callbacks.append(up._credit)
+            env.timeout(end - now + up._lat, (pkt.upvc, pkt.nbytes)).callbacks.append(up._credit)
         lat = self._lat
         pkt.tail_at = end + lat
         pkt.upstream = self
@@ -199,7 +203,8 @@ class IciLink(Component):
         self._kick()
 
     def _credit(self, event: Any) -> None:
-        self.credits[event.value] += 1
+        vc, nbytes = event.value
+        self.credits[vc] += nbytes
         if not self.waking:
             self._kick()
 
@@ -324,6 +329,9 @@ class _Queue(deque):  # type: ignore[type-arg]
         super().__init__()
         self.vc = vc
 
+    def head_bytes(self) -> int:
+        return self[0].nbytes  # type: ignore[no-any-return]
+
 
 class _Source:
     """The packets a flow has not yet injected, made one by one as its first link takes them."""
@@ -340,6 +348,10 @@ class _Source:
 
     def __len__(self) -> int:
         return self.flow.npackets - self.next
+
+    def head_bytes(self) -> int:
+        flow = self.flow
+        return min(flow.packet_bytes, flow.nbytes - self.next * flow.packet_bytes)
 
     def popleft(self) -> Packet:
         flow = self.flow
@@ -508,7 +520,8 @@ class Flow:
         up = pkt.upstream
         if up is not None:
             env = self.net.env
-            env.timeout(pkt.tail_at - env._now + up._lat, pkt.upvc).callbacks.append(up._credit)
+            at = pkt.tail_at - env._now + up._lat
+            env.timeout(at, (pkt.upvc, pkt.nbytes)).callbacks.append(up._credit)
             pkt.upstream = None
 
     def _landed(self, event: Any) -> None:
