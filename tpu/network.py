@@ -18,7 +18,8 @@ virtual channel, counted in bytes; a packet's bytes of credit are spent when it 
 and come back one hop latency after the packet's tail has left that buffer (on to the next link,
 or into the chip's HBM). Two virtual channels per link, the second taken after the ring's
 wraparound link (a dateline), keep rings free of credit deadlock. A link whose head packets
-credit waits, so a congested link backs traffic up towards its sources. The default buffer covers the
+lack credit waits, so a congested link backs traffic up towards its sources. The default
+buffer covers the
 credit round trip (``2 x latency x bandwidth`` plus a packet) on every generation, so an
 uncontended stream runs at the link's full rate.
 
