@@ -19,9 +19,8 @@ and come back one hop latency after the packet's tail has left that buffer (on t
 or into the chip's HBM). Two virtual channels per link, the second taken after the ring's
 wraparound link (a dateline), keep rings free of credit deadlock. A link whose head packets
 lack credit waits, so a congested link backs traffic up towards its sources. The default
-buffer covers the
-credit round trip (``2 x latency x bandwidth`` plus a packet) on every generation, so an
-uncontended stream runs at the link's full rate.
+buffer covers the credit round trip (``2 x latency x bandwidth`` plus a packet) on every
+generation, so an uncontended stream runs at the link's full rate.
 
 Sharing: a link serves the flows that have a packet ready at it round-robin, one packet each in
 turn, so flows crossing a link direction share its bandwidth. A chip injects a message's packets
