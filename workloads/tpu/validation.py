@@ -36,7 +36,7 @@ COARSE = {"ici": {"packet_bytes": MIB, "buffer_bytes": 16 * MIB}}
 #: Reasons, printed in the labels of rows where simulation and formula differ by design.
 FIRST_PHASE = "first phases: formula counts the last axis only, +1/|X| per earlier axis"
 LATENCY_ADDS = "hop latency adds to serialisation; formula takes the max"
-LATENCY_AT_CROSSOVER = "at the crossover: latency + serialisation = 2x max()"
+LATENCY_AT_CROSSOVER = "at the crossover: path latency + serialisation vs the max()"
 FILL = "pipeline fill and drain: first tile in, last tile out"
 HBM_ALL = "X and the f32 output also cross HBM; formula counts W only"
 LAST_BLOCK = "each gathered block waits for the previous gather to end everywhere"
