@@ -10,8 +10,9 @@ is the process's CPU time, which other processes sharing the machine do not infl
 - AllReduce of 1 GiB over a v5p 8x8x8 slice (axes xyz);
 - AllReduce of 1 GiB over a v5p 16x16x16 slice: 4,096 chips (axes xyz).
 
-Chunks of ``--chunk-mib`` MiB (the ICI chunk size, a modelling parameter: see docs/tpu/guide.md
-for its effect on time; the bench's default keeps the number of kernel events per chunk low).
+Packets of ``--packet-mib`` MiB (16 by default: coarse, for speed; with cut-through the packet
+size changes times only by packet rounding, see docs/tpu/guide.md#packet-size) and a buffer of
+16 packets per link direction and virtual channel.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ CASES = [
 ]
 
 
-def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
+def one(chip: str, topology: str, axes: str, packet: int, profile: bool) -> dict:
     from runner import registry, scenario
     from simcore import config as cfg
     from workloads.tpu.collective import CollectiveParams
@@ -42,7 +43,7 @@ def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
     p = cfg.load(
         CollectiveParams,
         dict(chip=chip, topology=topology, axes=axes, op="allreduce", bytes=1 << 30,
-             payload="size", ici={"chunk_bytes": chunk}),
+             payload="size", ici={"packet_bytes": packet, "buffer_bytes": 16 * packet}),
     )  # fmt: skip
     prof = cProfile.Profile() if profile else None
     t0, c0 = time.perf_counter(), time.process_time()
@@ -55,13 +56,13 @@ def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
     cpu = time.process_time() - c0
     out = {
         "case": f"allreduce 1 GiB {chip} {topology} {axes}",
-        "chunk_bytes": chunk,
+        "packet_bytes": packet,
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "sim_time_ms": round(m["time_s"] * 1e3, 4),
         "model_time_ms": round(m["model_time_s"] * 1e3, 4),
-        "sent_chunks": m["sent_chunks"],
+        "sent_packets": m["sent_packets"],
         "flows": m["flows"],
     }
     if prof:
@@ -73,17 +74,17 @@ def one(chip: str, topology: str, axes: str, chunk: int, profile: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--chunk-mib", type=float, default=16.0)
+    ap.add_argument("--packet-mib", type=float, default=16.0)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--one", nargs=3, metavar=("CHIP", "TOPOLOGY", "AXES"))
     args = ap.parse_args()
-    chunk = int(args.chunk_mib * (1 << 20))
+    packet = int(args.packet_mib * (1 << 20))
     if args.one:
-        print(json.dumps(one(*args.one, chunk, args.profile)))
+        print(json.dumps(one(*args.one, packet, args.profile)))
         return
     for chip, topology, axes in CASES:
         cmd = [sys.executable, __file__, "--one", chip, topology, axes]
-        cmd += ["--chunk-mib", str(args.chunk_mib)] + (["--profile"] if args.profile else [])
+        cmd += ["--packet-mib", str(args.packet_mib)] + (["--profile"] if args.profile else [])
         res = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
         prof = res.pop("profile", None)
         print(json.dumps(res))

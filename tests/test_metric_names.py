@@ -70,7 +70,7 @@ UNITS = {
 COUNTS = {
     "items", "puts", "events", "runs", "entries", "parameters", "tokens", "weights", "batch",
     "iterations", "elements", "nnz", "rows", "cols", "blocks", "pes", "nodes", "boxes", "hops",
-    "ranks", "groups", "flows", "chunks", "paths", "pchs", "commands", "activations",
+    "ranks", "groups", "flows", "chunks", "packets", "paths", "pchs", "commands", "activations",
     "refreshes", "triggers", "writes", "switches", "turnarounds", "count", "requests", "hits",
     "misses", "conflicts",
 }  # fmt: skip

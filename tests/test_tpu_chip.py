@@ -93,11 +93,16 @@ def test_sharded_matmuls_equal_numpy_and_size_mode_times_match(sharding, chip_na
 
 
 def test_contracting_sharding_overlaps_the_allreduce_with_compute():
-    kw = dict(chip="v5e", topology="16x16", axes="x", sharding="contracting", i=512, j=8192,
-              k=4096, payload="size")  # fmt: skip
+    """Compute (174 us of MXU per chip) about equal to the AllReduce of the 8 MiB of partial
+    sums (about 186 us on a 16-chip ring): in 8 blocks, most of one hides behind the other.
+    (A communication-bound case, 11 us of compute, has little to hide: with store-and-forward
+    chunks, blocks also pipelined the hops, which cut-through packets do anyway.)"""
+    kw = dict(chip="v5e", topology="16x1", axes="x", sharding="contracting", i=512,
+              j=131072, k=4096, payload="size",
+              ici={"packet_bytes": 65536, "buffer_bytes": 1 << 20})  # fmt: skip
     one = scenario.run_kind("tpu-matmul", cfg.load(MatmulParams, {**kw, "blocks": 1}))
     eight = scenario.run_kind("tpu-matmul", cfg.load(MatmulParams, {**kw, "blocks": 8}))
-    assert eight["time_s"] < 0.9 * one["time_s"]
+    assert eight["time_s"] < 0.7 * one["time_s"]
     assert abs(eight["model_error_pct"]) < 10
 
 
@@ -122,3 +127,23 @@ def test_train_step_crosses_from_communication_to_compute_bound():
     assert low["model_critical_batch"] == pytest.approx(4.59e14 / 1.8e11)
     for m in (low, high):
         assert abs(m["model_error_pct"]) < 8
+
+
+@pytest.mark.parametrize(
+    ("topology", "strategy", "batch"),
+    [("1x1", "dp", 512), ("16x1", "dp", 512), ("16x1", "dp", 8192), ("4x1", "fsdp", 64)],
+)
+def test_train_step_bound_follows_its_own_compute_and_communication_times(
+    topology, strategy, batch
+):
+    """``bound`` names the larger of the step's own times: its chips' time in matmuls
+    (``compute_s``) and the time a collective of the step was in flight (``comm_s``); a single
+    chip communicates nothing and is compute-bound."""
+    kw = dict(chip="v5e", topology=topology, strategy=strategy, batch=batch, d_model=1024,
+              d_ff=2048)  # fmt: skip
+    m = scenario.run_kind("tpu-train-step", cfg.load(TrainStepParams, kw))
+    assert 0 < m["compute_s"] <= m["time_s"] and 0 <= m["comm_s"] <= m["time_s"]
+    want = "compute" if m["compute_s"] >= m["comm_s"] else "communication"
+    assert m["bound"] == want
+    if topology == "1x1":
+        assert m["comm_s"] == 0 and m["ici_link_utilisation"] == 0 and m["bound"] == "compute"

@@ -1,10 +1,11 @@
 """tpu: TPU chips and ICI pods, in three layers (the ASTRA-sim shape).
 
 - network (:mod:`tpu.topology`, :mod:`tpu.network`): slices as networkx graphs with each
-  generation's wraparound rule; each ICI link direction an :class:`tpu.network.IciLink`, a FIFO
-  server with bandwidth and per-hop latency; messages cut into chunks that hop chip to chip;
+  generation's wraparound rule; each ICI link direction an :class:`tpu.network.IciLink`, an output
+  port with bandwidth, per-hop latency and credits; messages cut into packets that cut through
+  chips;
 - system (:mod:`tpu.collectives`): AllGather, ReduceScatter, AllReduce and AllToAll as phases of
-  chunked flows over logical axes (bidirectional or unidirectional rings, lines where an axis
+  flows over logical axes (bidirectional or unidirectional rings, lines where an axis
   does not wrap), moving real numpy shards or byte counts only;
 - chips (:mod:`tpu.chips`, :mod:`tpu.chip`): each generation's facts as data; a chip's HBM,
   VMEM and MXUs with the HBM -> VMEM -> MXU pipeline that runs its matmuls;

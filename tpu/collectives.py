@@ -1,8 +1,8 @@
-"""The system layer: collectives as phases of chunked sends over the logical axes of a slice.
+"""The system layer: collectives as phases of sends over the logical axes of a slice.
 
 Algorithms see the network only through :class:`tpu.network.Flow` (a message along a path of
-neighbouring chips, chunked, each chip forwarding a chunk once it has it all) and hooks run where
-a chunk lands. They never compute a time: times come from the links the flows cross.
+neighbouring chips, in packets that cut through the chips) and hooks run where a packet
+lands. They never compute a time: times come from the links the flows cross.
 
 Groups. A collective over axes ``A`` (``"x"``, ``"xy"``...) runs in every group of chips that share
 their coordinates on the other axes, all groups at once (they use disjoint links). Within a group,
@@ -21,12 +21,14 @@ One axis, one ring. Along an axis the chips form a ring if the axis wraps, else 
 AllGather sends a chip's bundle along those paths and every chip on the way keeps a copy.
 ReduceScatter is its mirror: the block destined for chip ``b`` starts at the farthest
 contributing chip and travels towards ``b``; each chip on the way adds its own part of that block
-to each chunk (the sums are formed in float32) and ``b`` adds its own and the other side's.
+to each packet (the sums are formed in float32) and ``b`` adds its own and the other side's.
 
-Several axes. The data is cut into ``n_axes`` parts; part ``p`` visits the axes rotated by ``p``
-(x then y for part 0, y then x for part 1), so in every phase the parts use different axes'
-links at once. AllReduce = ReduceScatter over the axes then AllGather over them in reverse.
-A phase starts at a chip once its previous phase is complete there; a chunk of a later phase
+Several axes. ``schedule="rotated"`` (default): the data is cut into ``n_axes`` parts; part ``p``
+visits the axes rotated by ``p`` (x then y for part 0, y then x for part 1), so in every phase
+the parts use different axes' links at once. ``schedule="axis-by-axis"``: all the data visits
+the axes in the order named, one axis at a time (ASTRA-sim's hierarchical collectives).
+AllReduce = ReduceScatter over the axes then AllGather over them in reverse.
+A phase starts at a chip once its previous phase is complete there; a packet of a later phase
 reaching a chip early is held there until the chip starts that phase (the chip's contribution
 does not exist before).
 
@@ -34,7 +36,7 @@ AllToAll: every chip sends block ``j`` of its data straight to rank ``j`` over a
 dimension-order route (a tie between the two ways round goes + from even coordinates, - from
 odd ones).
 
-``payload=size``: flows carry byte counts only (``inputs`` is None); the same flows, chunks, holds
+``payload=size``: flows carry byte counts only (``inputs`` is None); the same flows, packets, holds
 and links run, so the timing is identical (tested).
 """
 
@@ -47,11 +49,12 @@ from typing import Any
 import numpy as np
 
 from simcore.tracing import TraceLevel
-from tpu.network import Chunk, Flow, IciNetwork
+from tpu.network import Flow, IciNetwork, Packet
 from tpu.topology import Coord, Slice
 
 OPS = ("allgather", "reducescatter", "allreduce", "alltoall")
 RINGS = ("bidirectional", "unidirectional")
+SCHEDULES = ("rotated", "axis-by-axis")
 
 
 class Group:
@@ -125,7 +128,7 @@ class _Part:
         self.phase = -1
         self.expected = 0
         self.got = 0
-        self.held: dict[int, list[tuple[Flow, Chunk]]] = {}
+        self.held: dict[int, list[tuple[Flow, Packet]]] = {}
         self.acc: np.ndarray | None = None
         self.snap: dict[int, dict[int, np.ndarray] | None] = {}  # phase -> vals at its start
         self.incoming: list[np.ndarray] = []  # keys received in this (AllGather) phase
@@ -185,6 +188,7 @@ class Collective:
         itemsize: int,
         *,
         ring: str = "bidirectional",
+        schedule: str = "rotated",
         inputs: dict[Coord, np.ndarray] | None = None,
         on_done: Callable[[Collective], None] | None = None,
     ) -> None:
@@ -204,7 +208,9 @@ class Collective:
         # a ReduceScatter, first in an AllGather); the ICI axes share the parts
         self.ici_axes = tuple(a for a in axes if not self.topo.is_dcn(a))
         self.dcn_axes = tuple(a for a in axes if self.topo.is_dcn(a))
-        self.parts = 1 if op == "alltoall" else max(1, len(self.ici_axes))
+        self.schedule = schedule
+        rotated = op != "alltoall" and schedule == "rotated"
+        self.parts = max(1, len(self.ici_axes)) if rotated else 1
         self.elems = nbytes // itemsize
         # shard r = elements [r·shard, (r+1)·shard) of the full array; its part p is
         # [cut[p], cut[p+1]) within it (parts differ by at most one element)
@@ -216,6 +222,7 @@ class Collective:
         self.state: dict[Coord, list[_Part]] = {}
         self.group_of: dict[Coord, Group] = {c: g for g in self.groups for c in g.chips}
         self.chips_left = self.topo.chips * self.parts
+        self.start_ticks = -1  # the first chip joined
         self.end_ticks = -1
         self.flows = 0  # flows started
         self._a2a_flows: list[Flow] = []
@@ -247,6 +254,7 @@ class Collective:
     def start(self) -> None:
         """Every chip joins now with its input from ``inputs``."""
         if self.op == "alltoall":
+            self.start_ticks = self.net.env.now
             self._prepare()
             self._alltoall()
             return
@@ -255,8 +263,9 @@ class Collective:
 
     def join(self, c: Coord, x: np.ndarray | None = None) -> None:
         """Chip ``c`` joins with its input ``x`` (None for ``payload=size``) and starts its first
-        phase; chunks from chips that joined earlier wait for it (not for AllToAll)."""
+        phase; packets from chips that joined earlier wait for it (not for AllToAll)."""
         if not self.state:
+            self.start_ticks = self.net.env.now
             self._prepare()
         if x is not None:
             self.real = True
@@ -362,7 +371,7 @@ class Collective:
         self.flows += 1
         flow.start()
 
-    def _visit(self, flow: Flow, ch: Chunk) -> bool:
+    def _visit(self, flow: Flow, ch: Packet) -> bool:
         msg: _Msg = flow.tag
         c = flow.path[ch.hop]
         st = self.state[c][msg.part]
@@ -371,17 +380,17 @@ class Collective:
             return False
         if msg.gather:
             if ch.data is not None:
-                lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
+                lo = ch.lo
                 buf = msg.bufs[ch.hop]
                 if buf is None:
                     buf = msg.bufs[ch.hop] = np.empty(len(flow.data), flow.data.dtype)
                 buf[lo : lo + len(ch.data)] = ch.data
             msg.counts[ch.hop] += 1
-            if msg.counts[ch.hop] == len(flow.sizes):
+            if msg.counts[ch.hop] == flow.npackets:
                 self._ag_received(c, msg, msg.bufs[ch.hop])
             return True
         # reducescatter: add this chip's part of the block, or land at the destination
-        lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
+        lo = ch.lo
         if ch.hop < flow.hops:
             if ch.data is not None:
                 vals = st.snap[msg.phase]
@@ -391,7 +400,7 @@ class Collective:
         if ch.data is not None:
             st.acc[lo : lo + len(ch.data)] += ch.data  # type: ignore[index]
         msg.counts[ch.hop] += 1
-        if msg.counts[ch.hop] == len(flow.sizes):
+        if msg.counts[ch.hop] == flow.npackets:
             st.got += 1
             if st.got == st.expected:
                 self._phase_done(c, msg.part)
@@ -519,14 +528,14 @@ class Collective:
         for flow in self._a2a_flows:
             flow.start()
 
-    def _a2a_visit(self, flow: Flow, ch: Chunk) -> bool:
-        """At the destination, each chunk lands in the block from its source."""
+    def _a2a_visit(self, flow: Flow, ch: Packet) -> bool:
+        """At the destination, each packet lands in the block from its source."""
         if ch.data is not None and ch.hop == flow.hops:
             r, j, g = flow.tag
             recv = self._a2a_recv[g.chips[j]]
             if recv[r] is None:
                 recv[r] = np.empty(len(flow.data), flow.data.dtype)
-            lo = ch.index * (self.net.cfg.chunk_bytes // self.itemsize)
+            lo = ch.lo
             recv[r][lo : lo + len(ch.data)] = ch.data  # type: ignore[index]
         return True
 

@@ -17,11 +17,18 @@ class IciConfig:
         1000, "time of one hop whatever the payload (spec: ~1 us), added to serialisation",
         min=0, max=10**7,
     )  # fmt: skip
-    chunk_bytes: int = param(
-        1 << 20,
-        "messages are cut into chunks of at most this many bytes; a chip forwards a chunk once "
-        "it has all of it (smaller: better pipelining over hops, more events)",
-        min=4, max=1 << 34,
+    packet_bytes: int = param(
+        4096,
+        "messages are cut into packets of at most this many bytes, which cut through chips "
+        "(an assumption: Google does not publish the ICI packet size; see docs/tpu/hardware.md)",
+        min=64, max=1 << 30,
+    )  # fmt: skip
+    buffer_bytes: int = param(
+        262_144,
+        "packet buffer at each link's receiving end, returned to the sender as credits (an "
+        "assumption, sized to cover the credit round trip 2 x latency x bandwidth on every "
+        "generation at the default latency)",
+        min=64, max=1 << 34,
     )  # fmt: skip
     link_bytes_per_s: float = param(
         0.0, "one-way bandwidth of each link; 0 = the chip table's value", min=0.0
@@ -42,8 +49,13 @@ class IciConfig:
     )  # fmt: skip
 
     def check(self) -> None:
-        if self.chunk_bytes % 4:
+        if self.packet_bytes % 4:
             raise ConfigError(
-                "ici.chunk_bytes", self.chunk_bytes, "must be a multiple of 4 bytes",
+                "ici.packet_bytes", self.packet_bytes, "must be a multiple of 4 bytes",
                 allowed="a multiple of 4 (a whole number of f32 elements)",
+            )  # fmt: skip
+        if self.buffer_bytes < self.packet_bytes:
+            raise ConfigError(
+                "ici.buffer_bytes", self.buffer_bytes, "holds no whole packet",
+                allowed=f">= ici.packet_bytes ({self.packet_bytes})",
             )  # fmt: skip

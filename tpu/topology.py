@@ -13,8 +13,9 @@ The graph is a ``networkx.DiGraph`` with one edge per link *direction* (a link i
 each edge carrying its axis, its sign (+1 or -1) and whether it is a wraparound edge. Axes of
 size 1 have no links; an axis of size 2 that wraps has one link pair (the two directions), not two
 parallel ones. Routes: dimension order (x, then y, then z; on each axis the shorter way, the
-positive one on a tie) and the set of all minimal dimension-ordered paths, for splitting a
-transfer over several ports.
+positive one on a tie), the set of all minimal dimension-ordered paths, and one minimal path
+through each of a chip's ports that leads towards a destination (:meth:`Slice.port_paths`), for
+splitting a transfer over every useful port.
 
 Multi-slice: :class:`DcnPath` is the chain a byte takes between slices (HBM -> PCIe -> host NIC ->
 network -> host -> PCIe -> HBM) with the spec's bandwidths; the bottleneck sets its rate.
@@ -244,6 +245,19 @@ class Slice:
                 taken.append(path)
                 used |= links
         return taken + [p for p in found if p not in taken]
+
+    def port_paths(self, src: Coord, dst: Coord) -> list[list[Coord]]:
+        """One minimal path through each of ``src``'s ports that leads towards ``dst`` (a port
+        on an axis where the two differ, in a shortest direction): how a chip's DMA engines
+        drive one transfer through every useful port at once. The paths are those of
+        :meth:`minimal_paths` in its order, the first that leaves by each port."""
+        out: list[list[Coord]] = []
+        ports: set[Coord] = set()
+        for path in self.minimal_paths(src, dst):
+            if path[1] not in ports:
+                ports.add(path[1])
+                out.append(path)
+        return out
 
 
 @dataclasses.dataclass(frozen=True)

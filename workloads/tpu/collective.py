@@ -26,7 +26,7 @@ from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
-from tpu.collectives import OPS, RINGS, Collective
+from tpu.collectives import OPS, RINGS, SCHEDULES, Collective
 from tpu.network import IciNetwork
 from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Slice
@@ -49,6 +49,13 @@ class CollectiveParams(SliceParams):
     bytes: int = param(33_554_432, "size V of the full (gathered) array per group", min=1)
     dtype: str = param("bf16", "element type (bytes counted at its size)", choices=tuple(DTYPES))
     ring: str = param("bidirectional", "ring algorithm on wrapped axes", choices=RINGS)
+    schedule: str = param(
+        "rotated",
+        "several axes: rotated (the data in one part per axis, each part visiting the axes in a "
+        "rotated order, so every axis is busy in every phase) or axis-by-axis (all the data "
+        "one axis after the other: ASTRA-sim's hierarchical default)",
+        choices=SCHEDULES,
+    )  # fmt: skip
     payload: str = param(
         "real", "real: numpy arrays move; size: byte counts only, same timing",
         choices=("real", "size"),
@@ -137,7 +144,9 @@ def build(sim: Simulation, p: CollectiveParams) -> Handle:
     top, topo, net = build_slice(sim, p)
     axes = parse_axes(topo, p.axes)
     data = inputs(p, topo) if p.payload == "real" else None
-    coll = Collective(net, p.op, axes, p.bytes, DTYPES[p.dtype], ring=p.ring, inputs=data)
+    coll = Collective(
+        net, p.op, axes, p.bytes, DTYPES[p.dtype], ring=p.ring, schedule=p.schedule, inputs=data
+    )
     return Handle(topo, net, coll, CollectiveRun(top, coll), data)
 
 
@@ -207,7 +216,7 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
         "wraparound": "".join(a for a, w in zip(h.topo.axis_names, h.topo.wrap, strict=True) if w)
         or "none",
         "flows": coll.flows,
-        "sent_chunks": sum(lk.chunks for lk in h.net.links.values()),
+        "sent_packets": h.net.sent_packets(),
         "model_time_s": m["time_s"],
         "model_bound": m["bound"],
         "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"] if m["time_s"] else 0.0,
@@ -217,17 +226,35 @@ def metrics(sim: Simulation, p: CollectiveParams, h: Handle, result: RunResult) 
 def model(p: CollectiveParams) -> dict[str, Any]:
     """The spec's formula over the ICI axes, plus (between slices) the DCN phase's time."""
     topo = p.slice()
-    return time_over(topo, parse_axes(topo, p.axes), p.op, p.bytes, p.ici, ring=p.ring)
+    return time_over(
+        topo, parse_axes(topo, p.axes), p.op, p.bytes, p.ici, ring=p.ring, schedule=p.schedule
+    )
 
 
 def time_over(
     topo: Slice, axes: tuple[int, ...], op: str, nbytes: int, ici_cfg: Any,
-    ring: str = "bidirectional",
+    ring: str = "bidirectional", schedule: str = "rotated",
 ) -> dict[str, Any]:  # fmt: skip
     """The model of ``op`` on ``nbytes`` over ``axes`` of ``topo``: the spec's formula over the
     ICI axes, plus the DCN phase's time when an axis runs between slices (what the matmul and
-    train-step models use for their collectives too)."""
+    train-step models use for their collectives too). ``schedule="axis-by-axis"``: the sum of
+    one-axis formulas, axis by axis, the data shrinking by each axis's size (hierarchical)."""
     ici = tuple(a for a in axes if not topo.is_dcn(a))
+    if schedule == "axis-by-axis" and len(ici) > 1 and op != "alltoall":
+        one = "allgather" if op == "allreduce" else op
+        sums = {"time_s": 0.0, "latency_term_s": 0.0, "bandwidth_term_s": 0.0}
+        size = float(nbytes)
+        for a in ici:
+            t = models.collective_time(
+                one, int(size), (topo.shape[a],), (topo.wrap[a],), topo.spec,
+                hop_latency_s=ici_cfg.hop_latency_ns * 1e-9, ring=ring,
+                link_bytes_per_s=ici_cfg.link_bytes_per_s,
+            )  # fmt: skip
+            for k in sums:
+                sums[k] += float(t[k]) * (2 if op == "allreduce" else 1)
+            size /= topo.shape[a]
+        lat, bw = sums["latency_term_s"], sums["bandwidth_term_s"]
+        return {**sums, "bound": "latency" if lat >= bw else "bandwidth"}
     out = models.collective_time(
         op, nbytes, tuple(topo.shape[a] for a in ici), tuple(topo.wrap[a] for a in ici),
         topo.spec, hop_latency_s=ici_cfg.hop_latency_ns * 1e-9, ring=ring,
@@ -247,7 +274,7 @@ def time_over(
 
 
 def footprint(p: CollectiveParams) -> registry.Footprint:
-    """The network and, with real payloads, every chip's input, output and chunk buffers
+    """The network and, with real payloads, every chip's input, output and packet buffers
     (float32 values: 4 bytes per element)."""
     elems = p.bytes // DTYPES[p.dtype]
     data = 3 * 4 * elems * p.slice().chips if p.payload == "real" else 0
@@ -258,7 +285,7 @@ def register() -> None:
     registry.register_kind(
         registry.WorkloadKind(
             name="tpu-collective",
-            summary="a collective over axes of a TPU slice (ICI rings, chunked, real shards)",
+            summary="a collective over axes of a TPU slice (ICI rings, packets, real shards)",
             params=CollectiveParams,
             build=build,
             metrics=metrics,

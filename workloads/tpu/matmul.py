@@ -238,8 +238,8 @@ def build(sim: Simulation, p: MatmulParams) -> MatmulRun:
 
 def chain(colls: list[Collective], events: list[Any]) -> None:
     """Each collective fires its event when done and starts the next one: blocks sent one after
-    the other, so the first lands early (started together, their chunks would share every link
-    first-come first-served and all land at the end, leaving nothing to overlap)."""
+    the other, so the first lands early (started together, their packets would share every link
+    round-robin and all land at the end, leaving nothing to overlap)."""
     for i, (coll, ev) in enumerate(zip(colls, events, strict=True)):
         nxt = colls[i + 1] if i + 1 < len(colls) else None
 

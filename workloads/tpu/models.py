@@ -75,26 +75,24 @@ def collective_time(
 
 def p2p_time(
     nbytes: int, hops: int, paths: int, spec: ChipSpec, *, hop_latency_s: float = 1e-6,
-    chunk_bytes: int = 1 << 20, link_bytes_per_s: float = 0.0, dcn_hops: int = 0,
+    packet_bytes: int = 4096, link_bytes_per_s: float = 0.0, dcn_hops: int = 0,
     pcie_bytes_per_s: float = 1.5e10, dcn_bytes_per_s: float = 2.5e10,
     dcn_latency_s: float = 1e-5,
 ) -> dict[str, float]:  # fmt: skip
-    """A transfer split evenly over ``paths`` link-disjoint paths of ``hops`` hops, chunked,
-    store-and-forward per chunk: hops·(T_min + chunk/W) for the first chunk, then the rest of
-    the message at W per path. Of those hops, ``dcn_hops`` go between slices: four stages each
-    (PCIe out, NIC out, NIC in, PCIe in) and the network latency, and the slowest stage sets
-    the rate of the rest."""
+    """A transfer split evenly over ``paths`` link-disjoint paths of ``hops`` hops, in packets
+    that cut through every chip: the first packet's tail arrives after the path's latency
+    (hops·T_min) plus one packet's serialisation, the whole message after the path's latency
+    plus its serialisation at W per path. Of those hops, ``dcn_hops`` go between slices: four
+    stages each (PCIe out, NIC out, NIC in, PCIe in) and the network latency instead of T_min,
+    and the slowest stage sets the rate."""
     w_one = link_bytes_per_s or spec.ici_oneway_bytes_per_s
     per_path = nbytes / paths
-    chunk = min(chunk_bytes, per_path)
-    ici = hops - dcn_hops
-    first = ici * (hop_latency_s + chunk / w_one)
+    packet = min(packet_bytes, per_path)
+    latency = (hops - dcn_hops) * hop_latency_s + dcn_hops * dcn_latency_s
     rate = w_one
     if dcn_hops:
-        stage = 2 * chunk / pcie_bytes_per_s + 2 * chunk / dcn_bytes_per_s
-        first += dcn_hops * (dcn_latency_s + stage)
         rate = min(w_one, pcie_bytes_per_s, dcn_bytes_per_s)
-    return {"time_s": first + (per_path - chunk) / rate, "first_byte_s": first}
+    return {"time_s": latency + per_path / rate, "first_byte_s": latency + packet / rate}
 
 
 def padded(size: int, tile: int, unit: int) -> int:

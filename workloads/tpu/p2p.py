@@ -1,12 +1,14 @@
 """``tpu-p2p``: one transfer between two chips of a slice, routed over the torus.
 
-The message (real numpy data, or byte counts with ``payload=size``) takes the dimension-order
-route (x, then y, then z; the shorter way round on a wrapped axis) or, with ``paths = n``, is
-split evenly over up to ``n`` minimal paths, those leaving the source by different ports first,
-so both (or all) of the source's links in the useful directions send at once. Each part is a
-:class:`tpu.network.Flow`: chunks hop chip to chip, store and forward per chunk.
+The message (real numpy data, or byte counts with ``payload=size``) is split evenly, by default
+(``paths = 0``), over one minimal path through each of the source's ports that leads towards the
+destination (a chip's DMA engines drive a transfer through every useful port: see
+docs/tpu/hardware.md); ``paths = 1`` keeps the dimension-order route (x, then y, then z; the
+shorter way round on a wrapped axis); ``paths = n`` splits it over up to ``n`` minimal paths,
+those leaving the source by different ports first. Each part is a :class:`tpu.network.Flow`:
+packets cut through the chips on the way.
 
-Metrics: ``time_s`` when the last byte arrives, ``first_byte_s`` when the first chunk does,
+Metrics: ``time_s`` when the last byte arrives, ``first_byte_s`` when the first packet does,
 ``hops`` of the longest path used, ``paths`` used, ``correct`` (received bytes equal sent).
 """
 
@@ -24,7 +26,7 @@ from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
-from tpu.network import Chunk, Flow, IciNetwork
+from tpu.network import Flow, IciNetwork, Packet
 from tpu.slice import SliceParams, build_slice, link_utilisation
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
@@ -38,8 +40,12 @@ class P2pParams(SliceParams):
     dst: str = param("3,3", "destination chip coordinates")
     bytes: int = param(17_000_000, "message size", min=1)
     paths: int = param(
-        1, "1: dimension-order route; n: split over up to n minimal paths", min=1, max=64
-    )
+        0,
+        "0: split over one minimal path through each of the source's ports that leads towards "
+        "the destination (as DMA engines do); 1: the dimension-order route only; n: split over "
+        "up to n minimal paths",
+        min=0, max=64,
+    )  # fmt: skip
     payload: str = param(
         "real", "real: numpy bytes move; size: byte counts only, same timing",
         choices=("real", "size"),
@@ -63,6 +69,8 @@ class P2pParams(SliceParams):
 
 def chosen_paths(p: P2pParams, topo: Slice) -> list[list[Coord]]:
     src, dst = topo.parse_coord(p.src, "src"), topo.parse_coord(p.dst, "dst")
+    if p.paths == 0:
+        return topo.port_paths(src, dst)
     if p.paths == 1:
         return [topo.route(src, dst)]
     return topo.minimal_paths(src, dst)[: p.paths]
@@ -87,9 +95,9 @@ class Transfer(Component):
             )
             self.flows.append(flow)
 
-    def _land(self, flow: Flow, ch: Chunk) -> bool:
+    def _land(self, flow: Flow, ch: Packet) -> bool:
         if ch.data is not None and ch.hop == flow.hops:
-            lo = flow.tag + ch.index * flow.net.cfg.chunk_bytes
+            lo = flow.tag + ch.lo
             self.received[lo : lo + len(ch.data)] = ch.data
         return True
 
@@ -98,8 +106,8 @@ class Transfer(Component):
             f.start()
 
     def pending(self) -> str | None:
-        left = sum(len(f.sizes) - f.arrived for f in self.flows)
-        return f"{left} chunk(s) not yet at the destination" if left else None
+        left = sum(f.npackets - f.arrived for f in self.flows)
+        return f"{left} packet(s) not yet at the destination" if left else None
 
 
 @dataclasses.dataclass
@@ -144,7 +152,7 @@ def model(p: P2pParams) -> dict[str, Any]:
     dcn = max(sum(a[0] != b[0] for a, b in itertools.pairwise(x)) for x in paths)
     return models.p2p_time(
         p.bytes, max(len(x) - 1 for x in paths), len(paths), topo.spec,
-        hop_latency_s=p.ici.hop_latency_ns * 1e-9, chunk_bytes=p.ici.chunk_bytes,
+        hop_latency_s=p.ici.hop_latency_ns * 1e-9, packet_bytes=p.ici.packet_bytes,
         link_bytes_per_s=p.ici.link_bytes_per_s, dcn_hops=dcn if topo.dcn_axis else 0,
         pcie_bytes_per_s=p.ici.pcie_bytes_per_s, dcn_bytes_per_s=p.ici.dcn_bytes_per_s,
         dcn_latency_s=p.ici.dcn_latency_ns * 1e-9,

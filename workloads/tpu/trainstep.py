@@ -122,6 +122,7 @@ class StepRun:
     gathers: list[list[Collective]] = dataclasses.field(default_factory=list)  # [pass][block]
     gather_done: list[list[Any]] = dataclasses.field(default_factory=list)
     chip_end: dict[Coord, int] = dataclasses.field(default_factory=dict)
+    work: dict[Coord, int] = dataclasses.field(default_factory=dict)  # ticks in matmul jobs
     fsdp_shards: dict[Coord, dict[int, np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
@@ -173,6 +174,7 @@ class StepProgram(Component):
                 w_blk = None if r.w is None else r.w[:, blk * fb : (blk + 1) * fb]
             job = Job(b, d, fb, x, w_blk, name=f"fwd{blk}")
             yield chip.matmul(job)
+            r.work[c] = r.work.get(c, 0) + job.end_ticks - job.start_ticks
             if real:
                 y[:, blk * fb : (blk + 1) * fb] = job.out  # type: ignore[index]
         r.y[c] = y  # type: ignore[assignment]
@@ -187,6 +189,7 @@ class StepProgram(Component):
             dyb = None if dy is None else np.ascontiguousarray(dy[:, cols])
             job = Job(d, b, fb, xt, dyb, name=f"dW{blk}")
             yield chip.matmul(job)
+            r.work[c] = r.work.get(c, 0) + job.end_ticks - job.start_ticks
             grad = None
             if real:
                 grad = job.out
@@ -201,6 +204,7 @@ class StepProgram(Component):
             wt = None if w_blk is None else np.ascontiguousarray(w_blk.T)
             job = Job(b, fb, d, dyb, wt, name=f"dX{blk}")
             yield chip.matmul(job)
+            r.work[c] = r.work.get(c, 0) + job.end_ticks - job.start_ticks
             if real:
                 dx += job.out  # type: ignore[operator]
         r.dx[c] = dx  # type: ignore[assignment]
@@ -291,6 +295,8 @@ def metrics(sim: Simulation, p: TrainStepParams, run: StepRun, result: RunResult
     end = max([*run.chip_end.values(), *(c.end_ticks for c in colls)])
     t = seconds(sim, end)
     compute = max(seconds(sim, ch.mxu.busy_ticks) for ch in run.chips.values())
+    work = seconds(sim, max(run.work.values()))
+    comm = seconds(sim, _in_flight(colls))
     flops = 6 * p.batch * p.d_model * p.d_ff
     m = model(p)
     return {
@@ -301,13 +307,27 @@ def metrics(sim: Simulation, p: TrainStepParams, run: StepRun, result: RunResult
         "flops_utilisation": flops / (t * run.topo.spec.bf16_flops),
         "global_batch": p.batch * run.n,
         "ici_link_utilisation": link_utilisation(run.net, end),
-        "bound": "compute" if compute / t >= 0.8 else "communication",
+        "compute_s": work,
+        "comm_s": comm,
+        "bound": "compute" if work >= comm else "communication",
         "model_time_s": m["time_s"],
         "model_compute_s": m["compute_s"],
         "model_comm_s": m["comm_s"],
         "model_critical_batch": m["critical_batch"],
         "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"],
     }
+
+
+def _in_flight(colls: list[Collective]) -> int:
+    """Ticks during which at least one of ``colls`` was in progress (the union of their
+    intervals from the first chip joining to the last chip finishing)."""
+    spans = sorted((c.start_ticks, c.end_ticks) for c in colls if c.start_ticks >= 0)
+    total, reach = 0, -1
+    for a, b in spans:
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
 
 
 def model(p: TrainStepParams) -> dict[str, Any]:
@@ -321,10 +341,13 @@ def model(p: TrainStepParams) -> dict[str, Any]:
     spec = topo.spec
     v = p.d_model * p.d_ff * BF16
     b, d, f, tk, tn = p.batch, p.d_model, p.d_ff, p.tile_k, p.tile_n
-    # Y = X·W, dW = Xᵀ·dY, dX = dY·Wᵀ: 6·B·D·F FLOPs, as MXU passes of the tiles
-    flops = sum(models.mxu_flops(m, k, n, spec, tk, tn) for m, k, n in
-                ((b, d, f), (d, b, f), (b, f, d)))  # fmt: skip
-    step = flops / spec.bf16_flops
+    # Y = X·W, dW = Xᵀ·dY, dX = dY·Wᵀ: 6·B·D·F FLOPs, as MXU passes of the tiles, each block's
+    # matmul at its roofline (the larger of its MXU time and its HBM traffic's time)
+    fb = f // p.blocks
+    step = p.blocks * sum(
+        float(models.matmul_roofline(m, k, n, spec, tile_k=tk, tile_n=tn)["time_s"])
+        for m, k, n in ((b, d, fb), (d, b, fb), (b, fb, d))
+    )
     ag = float(time_over(topo, axes, "allgather", v, p.ici)["time_s"])
     nb = p.blocks
     if p.strategy == "dp":

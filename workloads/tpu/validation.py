@@ -10,6 +10,11 @@ Where simulation and formula differ for a modelled reason, the point's label say
 brackets; those rows form the second case, ``tpu-explained``, whose tolerance is loose on
 purpose: its job is to show and name the gaps. The ``tpu`` case holds the rows where the
 formula's assumptions hold, and must agree within a few percent.
+
+Packets: the bandwidth-bound cases (16 MiB and more) run with 1 MiB packets (``COARSE``) so the
+sweep takes seconds, not hours: with cut-through a packet's size changes a transfer's time only by
+one packet's serialisation per phase (``tests/test_tpu_network.py`` and
+``tests/test_tpu_collectives.py`` bound it), a fraction of a percent at these sizes.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ from workloads.tpu.p2p import P2pParams
 from workloads.tpu.trainstep import TrainStepParams
 
 MIB = 1 << 20
+#: Packets for the bandwidth-bound cases: coarse, for speed (see the module's docstring).
+COARSE = {"ici": {"packet_bytes": MIB, "buffer_bytes": 16 * MIB}}
 
 #: Reasons, printed in the labels of rows where simulation and formula differ by design.
 FIRST_PHASE = "first phases: formula counts the last axis only, +1/|X| per earlier axis"
 LATENCY_ADDS = "hop latency adds to serialisation; formula takes the max"
-LATENCY_AT_CROSSOVER = "at the crossover: latency + serialisation = 2x max()"
+LATENCY_AT_CROSSOVER = "at the crossover: path latency + serialisation vs the max()"
 FILL = "pipeline fill and drain: first tile in, last tile out"
 HBM_ALL = "X and the f32 output also cross HBM; formula counts W only"
 LAST_BLOCK = "each gathered block waits for the previous gather to end everywhere"
@@ -101,14 +108,21 @@ P2P: list[Row] = [
 Result = tuple[str, float, float, str, str | None]
 
 
+def _coarse(kw: dict[str, Any]) -> dict[str, Any]:
+    return COARSE if kw["bytes"] >= 16 * MIB else {}
+
+
 def _collectives(runner: registry.Runner) -> list[Result]:
-    pts = [cfg.load(CollectiveParams, {**kw, "payload": "size"}) for _, kw, _ in COLLECTIVES]
+    pts = [
+        cfg.load(CollectiveParams, {**kw, "payload": "size", **_coarse(kw)})
+        for _, kw, _ in COLLECTIVES
+    ]
     runs = runner("tpu-collective", pts)
     rows = [
         (label, m["time_s"], m["model_time_s"], "s", why)
         for (label, _, why), m in zip(COLLECTIVES, runs, strict=True)
     ]
-    pts = [cfg.load(P2pParams, {**kw, "payload": "size"}) for _, kw, _ in P2P]
+    pts = [cfg.load(P2pParams, {**kw, "payload": "size", **_coarse(kw)}) for _, kw, _ in P2P]
     runs = runner("tpu-p2p", pts)
     rows += [
         (label, m["time_s"], m["model_time_s"], "s", why)
@@ -126,7 +140,7 @@ def _matmuls(runner: registry.Runner) -> list[Result]:
     probes = [(c, 8192, b) for c in ("v5e", "v5p") for b in (32, 64, 4096)]
     pts = [
         cfg.load(MatmulParams, dict(chip=c, topology="1x1" if c == "v5e" else "1x1x1",
-                                    sharding="none", i=b, j=d, k=d, payload="size"))
+                                    sharding="none", i=b, j=d, k=d, payload="size", **COARSE))
         for c, d, b in shown + probes
     ]  # fmt: skip
     sharded = [
@@ -139,7 +153,7 @@ def _matmuls(runner: registry.Runner) -> list[Result]:
         (dict(chip="v5e", topology="16x1", sharding="both", i=4096, j=4096, k=8192, blocks=4),
          LAST_BLOCK),
     ]  # fmt: skip
-    pts += [cfg.load(MatmulParams, {**kw, "payload": "size"}) for kw, _ in sharded]
+    pts += [cfg.load(MatmulParams, {**kw, "payload": "size", **COARSE}) for kw, _ in sharded]
     runs = runner("tpu-matmul", pts)
     rows: list[Result] = [
         (f"matmul {c} X[{b},{d}]·W[{d},{d}]", m["time_s"], m["model_time_s"], "s", FILL)
@@ -166,7 +180,7 @@ def _train(runner: registry.Runner) -> list[Result]:
     base = dict(chip="v5p", topology="4x4x4", axes="x", d_model=2048, d_ff=4096)
     cases = [(s, b) for s in ("dp", "fsdp") for b in (256, 512, 2048, 8192)]
     runs = runner("tpu-train-step", [
-        cfg.load(TrainStepParams, {**base, "strategy": s, "batch": b}) for s, b in cases
+        cfg.load(TrainStepParams, {**base, "strategy": s, "batch": b, **COARSE}) for s, b in cases
     ])  # fmt: skip
     rows: list[Result] = []
     for (s, b), m in zip(cases, runs, strict=True):
