@@ -41,8 +41,9 @@ MEASURED_WITHIN = {
 }  # fmt: skip
 
 #: Kinds whose run goes on after what ``time_s`` measures, by this many simulated ns: the TPU
-#: kinds' last packets return their credits one hop latency (``ici.hop_latency_ns``, 1,000 ns by default) after
-#: the data arrived (tpu/network.py); the trace ends then, the operation's time does not.
+#: kinds' last packets return their credits one hop latency (``ici.hop_latency_ns``, 1,000 ns by
+#: default) after the data arrived (tpu/network.py); the trace ends then, the operation's time
+#: does not.
 AFTER_NS = {"tpu-collective": 1000, "tpu-matmul": 1000, "tpu-p2p": 1000, "tpu-train-step": 1000}
 
 registry.load_all()
