@@ -78,8 +78,8 @@ class HbmTraceParams(registry.ScenarioParams):
         if not os.path.isfile(path):
             raise ConfigError(
                 "trace", self.trace, "no such file",
-                hint="give a path to a trace file (relative: the working directory, then "
-                "workloads/pim/)",
+                hint="give a path to a trace file (relative: the working directory, or the "
+                "scenario file's folder in a scenario)",
             )  # fmt: skip
         fields = self.address_mapping.split("-")
         if sorted(fields) != sorted(FIELDS):
@@ -92,6 +92,9 @@ class HbmTraceParams(registry.ScenarioParams):
 
 
 def resolve(path: str) -> str:
+    """``path`` as given, or beside this module (``traces/...``: the bundled traces) when it is
+    not found from the working directory; the command line and scenario files have resolved
+    and checked it already (``trace`` is a file-valued parameter)."""
     if os.path.isabs(path) or os.path.exists(path):
         return path
     return os.path.join(HERE, path)
