@@ -1,0 +1,148 @@
+"""The op-graph executor (tpu/graph.py): each class of op runs on the mechanism it names (a
+matmul on the chip's pipeline, a collective on the ICI as tpu.collectives runs it alone),
+dependencies order ops, independent compute and communication overlap, arbitrary groups run
+as rings, and a bad graph is refused naming the op."""
+
+from __future__ import annotations
+
+import pytest
+
+from simcore import Component, Simulation
+from tpu.chip import Job, TensorChip
+from tpu.chips import CHIPS
+from tpu.collectives import Collective
+from tpu.config import IciConfig
+from tpu.graph import Graph, GraphError, GraphRun, Op, device_coord, match_axes
+from tpu.network import IciNetwork
+from tpu.topology import Slice
+
+ALL8 = (tuple(range(8)),)
+
+
+def run(ops, shape=(2, 4), devices=8):
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], shape)
+    net = IciNetwork(top, topo, IciConfig())
+    chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+    g = GraphRun(top, topo, net, chips, Graph.spmd(ops, devices))
+    sim.run()
+    return g.report()
+
+
+def alone_matmul(m, k, n):
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    chip = TensorChip(top, "chip", CHIPS["v5e"])
+    sim.domain("tpu", CHIPS["v5e"].clock_hz)
+    job = Job(m, k, n)
+
+    def go():
+        yield chip.matmul(job)
+
+    top.process(go(), "go")
+    sim.run()
+    return job.end_ticks - job.start_ticks
+
+
+def alone_collective(op, axes, nbytes, item=4):
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], (2, 4))
+    net = IciNetwork(top, topo, IciConfig())
+    for c in topo.coords:  # the same build as run(): chips change no ICI timing
+        TensorChip(top, f"chip[{c}]", topo.spec)
+    sim.check()
+    coll = Collective(net, op, axes, nbytes, item)
+    coll.start()
+    sim.run()
+    return coll.end_ticks
+
+
+def test_a_matmul_op_takes_the_chips_pipeline_time():
+    r = run([Op(name="dot", cls="compute", matmul=(512, 1024, 256))])
+    assert r["end"] == r["compute"] == alone_matmul(512, 1024, 256)
+    assert r["bound"] == "compute" and r["comm"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "groups", "axes"),
+    [("allreduce", ALL8, (0, 1)), ("allgather", ((0, 1, 2, 3), (4, 5, 6, 7)), (1,)),
+     ("reducescatter", ((0, 4), (1, 5), (2, 6), (3, 7)), (0,))],
+)  # fmt: skip
+def test_axis_groups_run_as_the_slice_collective(kind, groups, axes):
+    assert match_axes(Slice(CHIPS["v5e"], (2, 4)), groups) == axes
+    r = run([Op(name="c", cls="collective", kind=kind, bytes=1 << 20, groups=groups)])
+    assert r["end"] == r["comm"] == alone_collective(kind, axes, 1 << 20)
+    assert r["bound"] == "communication"
+
+
+def test_devices_are_row_major_over_the_slice():
+    topo = Slice(CHIPS["v5e"], (2, 4))
+    assert [device_coord(topo, d) for d in (0, 1, 3, 4, 7)] == [
+        (0, 0), (0, 1), (0, 3), (1, 0), (1, 3)]  # fmt: skip
+
+
+def test_dependencies_serialise_and_independent_ops_overlap():
+    dot = Op(name="dot", cls="compute", matmul=(2048, 2048, 2048))
+    ar = Op(name="ar", cls="collective", kind="allreduce", bytes=1 << 22, groups=ALL8)
+    apart = run([dot, ar])
+    chained = run([dot, dataclass_replace(ar, deps=(0,))])
+    assert apart["end"] == max(apart["compute"], apart["comm"])
+    assert chained["end"] == chained["compute"] + chained["comm"]
+    assert apart["overlap"] == min(apart["compute"], apart["comm"])
+    assert chained["overlap"] == 0
+    table = {row[1]: row for row in chained["table"]}
+    assert table["ar"][4] == table["dot"][5]  # the collective starts when the matmul ends
+
+
+def dataclass_replace(op, **kw):
+    import dataclasses
+
+    return dataclasses.replace(op, **kw)
+
+
+def test_an_arbitrary_group_runs_as_a_ring_and_more_bytes_take_longer():
+    groups = ((0, 5), (1, 4), (2, 7), (3, 6))  # no axis of a 2x4 slice groups these
+    assert match_axes(Slice(CHIPS["v5e"], (2, 4)), groups) is None
+    small = run([Op(name="ag", cls="collective", kind="allgather", bytes=1 << 20, groups=groups)])
+    big = run([Op(name="ag", cls="collective", kind="allgather", bytes=1 << 22, groups=groups)])
+    assert 0 < small["end"] < big["end"]
+    ar = run([Op(name="ar", cls="collective", kind="allreduce", bytes=1 << 22, groups=groups)])
+    assert ar["end"] > big["end"]  # all-reduce: twice the ring steps of an all-gather
+
+
+def test_permute_send_recv_and_memory_ops_run():
+    pairs = tuple((i, (i + 1) % 8) for i in range(8))
+    r = run([
+        Op(name="perm", cls="collective", kind="collective-permute", bytes=1 << 20, pairs=pairs),
+        Op(name="mem", cls="memory", bytes=1 << 24),
+        Op(name="flops", cls="compute", flops=10**9, bytes=1 << 20, deps=(1,)),
+    ])  # fmt: skip
+    assert r["comm"] > 0 and r["memory"] > 0 and r["compute"] > 0
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], (2, 4))
+    net = IciNetwork(top, topo, IciConfig())
+    chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+    send = [Op(name="s", cls="send", bytes=1 << 20, peer=7, key="t")]
+    recv = [Op(name="r", cls="recv", bytes=1 << 20, peer=0, key="t")]
+    g = GraphRun(top, topo, net, chips, Graph(8, {0: send, 7: recv}))
+    sim.run()
+    assert g.spans[0][0][1] == g.spans[7][0][1] > 0
+
+
+@pytest.mark.parametrize(
+    ("ops", "message"),
+    [
+        ([Op(name="x", cls="gpu", where="f:3")], "f:3: op x: class 'gpu' is not one of"),
+        ([Op(name="x", cls="memory", deps=(0,))], "op x: dependency 0 is not an earlier op"),
+        ([Op(name="x", cls="collective", kind="allreduce", bytes=4, groups=((0, 9),))],
+         "op x: device 9 is not one of 0..7"),
+    ],
+)  # fmt: skip
+def test_bad_graphs_are_refused_naming_the_op(ops, message):
+    with pytest.raises(GraphError, match=message):
+        Graph.spmd(ops, 8).check(8)
+    with pytest.raises(GraphError, match="runs on 9 devices but the slice has 8 chips"):
+        Graph.spmd([], 9).check(8)
