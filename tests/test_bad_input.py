@@ -96,9 +96,19 @@ def test_non_finite_floats_are_refused(capsys, tmp_path, kind, key, value):
                               "finite number"), err  # fmt: skip
 
 
+#: What a kind without a default input needs in its scenario besides its name.
+NEEDS = {
+    "tpu-chakra": {
+        "et": str(Path(__file__).resolve().parent / "data/chakra/mlp-dp.0.et"),
+        "topology": "2x4",
+    },
+}
+
+
 def _scenario_of(kind: str, tmp_path) -> str:
     path = tmp_path / f"{kind}.toml"
-    path.write_text(f'kind = "{kind}"\n')
+    extra = "".join(f'{k} = "{v}"\n' for k, v in NEEDS.get(kind, {}).items())
+    path.write_text(f'kind = "{kind}"\n{extra}')
     return str(path)
 
 
@@ -486,6 +496,14 @@ def _a_good_file(kind: str, key: str, tmp_path) -> str:
     elif kind == "hbm-trace":
         path = tmp_path / "input.trace"
         path.write_text("0x0 READ 0\n0x40 WRITE 4\n")
+    elif kind == "tpu-chakra":
+        data = root / "tests/data/chakra"
+        if key == "et":
+            path = tmp_path / "input.et"
+            path.write_bytes((data / "mlp-dp.0.et").read_bytes())
+        else:
+            path = tmp_path / "input.json"
+            path.write_text((data / "pipe.groups.json").read_text())
     else:
         path = tmp_path / "input.mtx"
         path.write_text(MTX)

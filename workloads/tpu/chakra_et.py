@@ -174,6 +174,7 @@ def fields(buf: bytes, pos: int, end: int) -> Iterable[Field]:
         number, wire = key >> 3, key & 7
         if number == 0:
             raise WireError(key_at, "field number 0 (not a protobuf message here)")
+        value: Any
         if wire == VARINT:
             value, pos = read_varint(buf, pos, end)
         elif wire == I64:
@@ -195,8 +196,8 @@ def fields(buf: bytes, pos: int, end: int) -> Iterable[Field]:
             value = (pos, pos + n)
             pos += n
         else:
-            raise WireError(key_at, f"field {number}: wire type {wire} "
-                            f"({WIRE_NAMES.get(wire, 'invalid')}) is not used by Chakra")  # fmt: skip
+            name = WIRE_NAMES.get(wire, "invalid")
+            raise WireError(key_at, f"field {number}: wire type {wire} ({name}) is not used here")
         yield Field(number, wire, key_at, value)
 
 
@@ -315,7 +316,8 @@ class Trace:
 
 
 def decode_attr(buf: bytes, a: int, b: int) -> Attr:
-    name, doc, value, kind = "", "", None, ""
+    name, doc, kind = "", "", ""
+    value: Any = None
     for f in fields(buf, a, b):
         n = f.number
         if n == 1:
@@ -409,7 +411,9 @@ def decode_node(buf: bytes, a: int, b: int, offset: int) -> Node:
         elif n == 5:
             data.extend(_uint64s(buf, f, "data_deps"))
         elif n in (8, 9):
-            kw["inputs" if n == 8 else "outputs"] = _ioinfo(buf, f, "inputs" if n == 8 else "outputs")
+            kw["inputs" if n == 8 else "outputs"] = _ioinfo(
+                buf, f, "inputs" if n == 8 else "outputs"
+            )
         elif n == 10:
             _expect(f, LEN, "Node", "attr")
             attrs.append(decode_attr(buf, *f.value))
