@@ -409,3 +409,29 @@ def test_the_kind_reads_its_parameters_like_any_other():
     p = cfg.load(registry.KINDS["tpu-chakra"].params, {"et": DP, "topology": "2x4"})
     assert p.et == DP and p.groups == "" and p.ops_listed == 64
     assert os.path.basename(chakra.load(p.et).traces[3].path) == "mlp-dp.3.et"
+
+
+def test_control_dependencies_order_nodes_only_when_asked(tmp_path):
+    nodes = [comp(1), Node(id=2, name="c2", type=COMP, ctrl_deps=(1,), data_deps=(),
+                           attrs=(Attr("num_ops", 8),)), comp(3, deps=(2,))]  # fmt: skip
+    path = write_set(tmp_path, [nodes])
+    assert [op.deps for op in chakra.load(path).graph.programs[0]] == [(), (), (1,)]
+    both = chakra.load(path, deps="data+ctrl").graph.programs[0]
+    assert [op.deps for op in both] == [(), (0,), (1,)]
+    # a control dependency on a node the trace does not hold (a converter's call hierarchy)
+    # matters only when control dependencies are used
+    orphan = Node(id=1, type=COMP, ctrl_deps=(9,), attrs=(Attr("num_ops", 8),))
+    path = write_set(tmp_path, [[orphan]], "u")
+    assert len(chakra.load(path).graph.programs[0]) == 1
+    with pytest.raises(ChakraError, match="node 1 depends on node 9, which the trace does not"):
+        chakra.load(path, deps="data+ctrl")
+
+
+def test_collectives_the_ici_model_does_not_run_can_be_skipped(capsys, tmp_path):
+    ranks = [[coll(1, "BROADCAST"), coll(2, deps=(1,)), comp(3, deps=(2,))] for _ in range(2)]
+    path = write_set(tmp_path, ranks)
+    m = run_json(capsys, "--set", f"et={path}", "--set", "topology=2x1",
+                 "--set", "other_collectives=skip")  # fmt: skip
+    assert (m["skipped_nodes"], m["collective_count"], m["op_count"]) == (2, 1, 2)
+    ts = chakra.load(path, other="skip")
+    assert [op.deps for op in ts.graph.programs[1]] == [(), (0,)]

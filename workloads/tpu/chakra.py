@@ -16,7 +16,8 @@ Node by node (the mapping; node types and attribute names are the format's):
   ``{"name": [ranks...]}``), or, without that file, the ranks whose traces have collectives on
   ``pg_name``; without ``pg_name``, every rank. The k-th collective of a group on each member is
   one instance (the order collective libraries require); members must agree on its type and
-  size. REDUCE, GATHER, SCATTER, BROADCAST and BARRIER are refused, naming the node;
+  size. REDUCE, GATHER, SCATTER, BROADCAST and BARRIER are refused, naming the node, or skipped
+  with ``other_collectives=skip`` (ASTRA-sim replays a BROADCAST's recorded time instead);
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: a transfer of ``comm_size`` bytes from ``comm_src``
   to ``comm_dst`` routed on the torus; the k-th send from a to b with tag t meets the k-th
   receive on b from a with tag t;
@@ -24,7 +25,9 @@ Node by node (the mapping; node types and attribute names are the format's):
   compute or memory nodes with no work (``num_ops`` and ``tensor_size`` zero or absent) are not
   run; their dependencies pass through them (``skipped_nodes`` counts them).
 
-``ctrl_deps`` and ``data_deps`` both order nodes. A rank's nodes run in a topological order of
+``data_deps`` order nodes, as in ASTRA-sim's feeder (Chakra's PyTorch converter puts the
+execution order there; its ``ctrl_deps`` are the call hierarchy, and may name nodes the trace
+does not hold); ``deps=data+ctrl`` orders by both. A rank's nodes run in a topological order of
 its dependencies, the earliest in the file first among those ready; each chip has a compute and
 a communication stream that take their ops in that order (:mod:`tpu.graph`). The recorded
 ``duration_micros`` are not used: time comes from the chip and ICI models. Payloads are size
@@ -102,6 +105,14 @@ class ChakraParams(SliceParams):
         names=("",),
         allowed="a path to a JSON file of process groups, or '' (groups from the traces)",
     )
+    deps: str = param(
+        "data", "dependencies that order nodes: data_deps (as ASTRA-sim), or both data and ctrl",
+        choices=("data", "data+ctrl"),
+    )  # fmt: skip
+    other_collectives: str = param(
+        "refuse", "REDUCE, GATHER, SCATTER, BROADCAST, BARRIER nodes (the ICI model runs none): "
+        "refuse the trace, or skip them", choices=("refuse", "skip"),
+    )  # fmt: skip
     ops_listed: int = param(
         64, "ops of the rank that finished last listed in op_table (0: none)", min=0,
         max=1_000_000,
@@ -129,13 +140,13 @@ class TraceSet:
     transfers: int
 
 
-def load(et: str, groups: str = "") -> TraceSet:
+def load(et: str, groups: str = "", deps: str = "data", other: str = "refuse") -> TraceSet:
     """Read the trace set ``et`` names (see :func:`.chakra_et.rank_files`) and make its graph;
     cached by the files' names, sizes and modification times."""
     files = rank_files(et)
     stamp = tuple((f, *_stat(f)) for f in files)
     gstamp = (groups, *_stat(groups)) if groups else ()
-    return _load(stamp, gstamp)
+    return _load(stamp, gstamp, deps == "data+ctrl", other == "skip")
 
 
 def _stat(path: str) -> tuple[int, int]:
@@ -147,10 +158,12 @@ def _stat(path: str) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(stamp: tuple[tuple[str, int, int], ...], gstamp: tuple[Any, ...]) -> TraceSet:
+def _load(
+    stamp: tuple[tuple[str, int, int], ...], gstamp: tuple[Any, ...], ctrl: bool, skip: bool
+) -> TraceSet:
     traces = tuple(read_trace(f) for f, _m, _s in stamp)
     groups = read_groups(gstamp[0], len(traces)) if gstamp else None
-    return to_graph(traces, groups)
+    return to_graph(traces, groups, ctrl=ctrl, skip_other=skip)
 
 
 def read_groups(path: str, ranks: int) -> dict[str, tuple[int, ...]]:
@@ -203,9 +216,14 @@ def _int_attr(trace: Trace, node: Node, name: str, default: int | None = 0) -> i
     return value
 
 
-def _order(trace: Trace) -> list[Node]:
-    """The trace's nodes in a topological order of their dependencies (ctrl and data), the
-    earliest in the file first among those ready."""
+def _deps(node: Node, ctrl: bool) -> tuple[int, ...]:
+    """The ids ``node`` waits for: its data dependencies (and control ones with ``ctrl``)."""
+    return tuple(dict.fromkeys((*node.data_deps, *node.ctrl_deps))) if ctrl else node.data_deps
+
+
+def _order(trace: Trace, ctrl: bool) -> list[Node]:
+    """The trace's nodes in a topological order of their dependencies, the earliest in the
+    file first among those ready."""
     pos: dict[int, int] = {}
     for i, n in enumerate(trace.nodes):
         if n.id in pos:
@@ -214,7 +232,7 @@ def _order(trace: Trace) -> list[Node]:
     waiting = [0] * len(trace.nodes)
     users: list[list[int]] = [[] for _ in trace.nodes]
     for i, n in enumerate(trace.nodes):
-        for d in dict.fromkeys((*n.data_deps, *n.ctrl_deps)):
+        for d in dict.fromkeys(_deps(n, ctrl)):
             j = pos.get(d)
             if j is None:
                 raise ChakraError(f"{_where(trace, n)} depends on node {d}, which the trace "
@@ -249,7 +267,9 @@ class _Pending:
     deps: tuple[int, ...]
 
 
-def _classify(trace: Trace, node: Node, rank: int, ranks: int) -> dict[str, Any] | None:
+def _classify(
+    trace: Trace, node: Node, rank: int, ranks: int, skip_other: bool
+) -> dict[str, Any] | None:
     """The op of ``node`` (its fields for :class:`tpu.graph.Op`), or None if it is not run."""
     t = node.type
     if t not in NODE_TYPES or t == 0:
@@ -279,6 +299,8 @@ def _classify(trace: Trace, node: Node, rank: int, ranks: int) -> dict[str, Any]
         ct = _int_attr(trace, node, "comm_type", None)
         cname = COMM_TYPES.get(ct, f"CollectiveCommType {ct}")
         if cname not in COLLECTIVE_KINDS:
+            if skip_other and ct in COMM_TYPES:
+                return None
             raise ChakraError(
                 f"{_where(trace, node)}: comm_type {ct} ({cname}) is not run by the ICI model; "
                 f"allowed: {', '.join(f'{k} ({COMM_TYPES_R[k]})' for k in COLLECTIVE_KINDS)}"
@@ -305,7 +327,13 @@ def _classify(trace: Trace, node: Node, rank: int, ranks: int) -> dict[str, Any]
 COMM_TYPES_R = {v: k for k, v in COMM_TYPES.items()}
 
 
-def to_graph(traces: Sequence[Trace], groups: dict[str, tuple[int, ...]] | None) -> TraceSet:
+def to_graph(
+    traces: Sequence[Trace],
+    groups: dict[str, tuple[int, ...]] | None,
+    *,
+    ctrl: bool = False,
+    skip_other: bool = False,
+) -> TraceSet:
     """The op graph of a trace set (module docstring); errors name the file and the node."""
     ranks = len(traces)
     pending: list[list[_Pending]] = []
@@ -314,10 +342,9 @@ def to_graph(traces: Sequence[Trace], groups: dict[str, tuple[int, ...]] | None)
         ops: list[_Pending] = []
         # node id -> the indices (in ops) it stands for: itself, or its dependencies' if skipped
         stands: dict[int, tuple[int, ...]] = {}
-        for node in _order(trace):
-            deps = tuple(sorted({j for d in dict.fromkeys((*node.data_deps, *node.ctrl_deps))
-                                 for j in stands[d]}))  # fmt: skip
-            op = _classify(trace, node, rank, ranks)
+        for node in _order(trace, ctrl):
+            deps = tuple(sorted({j for d in _deps(node, ctrl) for j in stands[d]}))
+            op = _classify(trace, node, rank, ranks, skip_other)
             if op is None:
                 skipped += 1
                 stands[node.id] = deps
@@ -449,7 +476,7 @@ def _refuse_ranks(p: ChakraParams, topo: Slice, ranks: int) -> None:
 
 
 def build(sim: Simulation, p: ChakraParams) -> ChakraRun:
-    ts = load(p.et, p.groups)
+    ts = load(p.et, p.groups, p.deps, p.other_collectives)
     top, topo, net = build_slice(sim, p)
     _refuse_ranks(p, topo, ts.graph.devices)
     chips = {c: TensorChip(top, f"chip[{','.join(map(str, c))}]", topo.spec) for c in topo.coords}
@@ -491,7 +518,7 @@ def metrics(sim: Simulation, p: ChakraParams, run: ChakraRun, result: RunResult)
 
 def footprint(p: ChakraParams) -> registry.Footprint:
     """The network, six components per chip, one op record per node."""
-    ts = load(p.et, p.groups)
+    ts = load(p.et, p.groups, p.deps, p.other_collectives)
     _refuse_ranks(p, p.slice(), ts.graph.devices)
     return common_footprint(p, 6, 200 * ts.nodes, "et")
 
