@@ -129,6 +129,10 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
         ({"topology": "2x1", "batch": 16, "d_model": 16, "d_ff": 32, "payload": "real"}, True),
         ({"topology": "2x1", "batch": 16, "d_model": 16, "d_ff": 32, "strategy": "fsdp"}, False),
     ],
+    "tpu-hlo": [
+        ({}, False),  # the bundled data-parallel MLP step
+        ({"hlo": "tests/data/hlo/mlp-tp.hlo.txt", "order": "dataflow"}, False),
+    ],
     "hbm-read": [({"requests": 128}, True), ({"requests": 128, "pattern": "random"}, True)],
     "hbm-trace": [
         (

@@ -71,7 +71,9 @@ class HloParams(SliceParams):
         return self.hlo or str(DEMO)
 
     def check(self) -> None:
+        """The slice, then the file: it must read, and its devices must be the slice's chips."""
         super().check()
+        load(self)
 
 
 @functools.lru_cache(maxsize=8)
