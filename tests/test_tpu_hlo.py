@@ -202,3 +202,40 @@ def test_a_compute_bound_matmul_hides_its_async_all_reduce_and_meets_its_rooflin
     assert m["time_s"] == m["compute_s"]
     assert m["flops_utilisation"] > 0.95
     assert abs(m["model_error_pct"]) < 3  # one large matmul: its pipeline fill is small
+
+
+HELPER = """
+import sys
+from pathlib import Path
+from workloads.tpu.jaxhlo import host_devices, hlo_text
+devices = host_devices(4)
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(devices), ("d",))
+def step(w, x):
+    g = jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+    return w - 0.01 * g
+w = jax.ShapeDtypeStruct((256, 256), jnp.float32)
+x = jax.ShapeDtypeStruct((64, 256), jnp.float32)
+rep, rows = NamedSharding(mesh, P()), NamedSharding(mesh, P("d", None))
+Path(sys.argv[1]).write_text(hlo_text(step, w, x, in_shardings=(rep, rows), out_shardings=rep))
+"""
+
+
+def test_the_jax_helper_makes_a_module_tpu_hlo_runs(tmp_path):
+    pytest.importorskip("jax")  # the optional extra: skipped without it
+    import subprocess
+    import sys
+
+    out = tmp_path / "step.hlo.txt"
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-c", HELPER, str(out)], check=True, cwd=root)
+    m = run(out, topology="2x2")
+    assert m["device_count"] == 4 and m["op_count"] > 0
+    assert any(r["class"] == "collective" for r in m["op_table"])  # the gradient's all-reduce
+
+
+def test_validate_tpu_hlo_passes(capsys):
+    assert main(["validate", "tpu-hlo", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "async-dot v5e 2x4" in out and "mlp-tp v5e 2x4" in out

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import registry
+from simcore import config as cfg
 from simcore.config import file_param, param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
@@ -223,7 +224,44 @@ def footprint(p: HloParams) -> registry.Footprint:
     return common_footprint(p, 6, 0, "topology")
 
 
+#: ``wafersim validate tpu-hlo``: the bundled modules, simulated against their scheduled roofline.
+VALIDATION = (
+    ("mlp-dp", {}), ("mlp-fsdp", {}), ("mlp-tp", {}), ("mlp-fsdp", {"order": "dataflow"}),
+    ("async-dot", {}),
+)  # fmt: skip
+#: Why the small MLP's ops take longer than their rooflines: every HBM op pays the access
+#: latency (500 TensorCore cycles, 0.33 us on v5e), a matmul its pipeline's fill and drain, a
+#: collective its hop latencies on top of serialisation; at 1-20 us an op, that is 20-70 %.
+VALIDATION_MAX_ERROR_PCT = 70.0
+
+
+def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
+    points = [load_point(name, extra) for name, extra in VALIDATION]
+    rows = []
+    for (name, extra), m in zip(VALIDATION, runner("tpu-hlo", points), strict=True):
+        label = f"{name} v5e 2x4" + (f" order={extra['order']}" if extra else "")
+        rows.append(registry.ValidationRow("tpu-hlo", label, m["time_s"], m["model_time_s"],
+                                           unit="s"))  # fmt: skip
+    return rows
+
+
+def load_point(name: str, extra: dict[str, Any]) -> HloParams:
+    """The parameters of a bundled module ``name`` (workloads/tpu/hlo/), with ``extra``."""
+    return cfg.load(HloParams, {"hlo": str(DEMO.with_name(f"{name}.hlo.txt")), **extra})
+
+
 def register() -> None:
+    registry.register_case(
+        registry.ValidationCase(
+            name="tpu-hlo",
+            summary="HLO modules from JAX (an MLP under DP, FSDP, TP) and a compute-bound "
+            "matmul vs each op's roofline, scheduled",
+            run=_validate,
+            tolerance=VALIDATION_MAX_ERROR_PCT,
+            criterion="max_pct",
+            origin=__name__,
+        )
+    )
     registry.register_kind(
         registry.WorkloadKind(
             name="tpu-hlo",
