@@ -246,9 +246,12 @@ MODEL_IGNORES = {
     "(its validation points are reads only)",
     ("jitq", "zero_fraction"): "values only: the command stream, and so the time, is the same "
     "whatever the data",
+    ("tpu-hlo", "slices"): "the module's devices must be the slice's chips: a module for one "
+    "slice is refused on several (no other value is valid)",
     ("tpu-p2p", "slices"): "src and dst name the two chips (and their slices): more slices do "
     "not change the path between them",
 }  # fmt: skip
+HLO = Path(__file__).parent / "data" / "hlo"
 #: Base points where each parameter's effect shows (a parameter passes if any base shows it).
 _TINY_GPT = {"model": "custom", "layers": 2, "hidden": 16, "sequence": 8, "vocab": 64, "batch": 1}
 BASES = {
@@ -268,6 +271,8 @@ BASES = {
     "tpu-p2p": [{}, {"slices": 2, "src": "0,0,0", "dst": "1,3,3"},
                 {"chip": "v4p", "topology": "4x4x4", "src": "0,0,0", "dst": "0,0,3"}],
     "tpu-train-step": [{}, {"slices": 2, "axes": "xs"}, {"tile_k": 96, "tile_n": 96}],
+    "tpu-hlo": [{}, {"hlo": str(HLO / "mlp-fsdp.hlo.txt")},
+                {"hlo": str(HLO / "async-dot.hlo.txt"), "tile_k": 160, "tile_n": 160}],
 }  # fmt: skip
 #: Other values to try for free-form text parameters (the first one valid at a base is used).
 OTHER_VALUES = {
@@ -277,6 +282,9 @@ OTHER_VALUES = {
                                                             "tpu-p2p", "tpu-train-step")},
     **{(k, "axes"): ["xy", "x", "xys"] for k in ("tpu-collective", "tpu-matmul",
                                                    "tpu-train-step")},
+    ("tpu-hlo", "chip"): ["v6e"],
+    ("tpu-hlo", "topology"): ["8x1"],  # the modules' 8 devices
+    ("tpu-hlo", "hlo"): [str(HLO / "mlp-tp.hlo.txt")],
     ("tpu-p2p", "src"): ["1,0", "0,0,1"],
     ("tpu-p2p", "dst"): ["2,3", "1,2,3"],
     ("spmv", "matrix"): ["random", "banded"],
@@ -493,6 +501,9 @@ def _a_good_file(kind: str, key: str, tmp_path) -> str:
     if kind == "wafer-program":
         path = tmp_path / "input.py"
         path.write_text((root / "workloads/wafer/kernels/axpy.py").read_text())
+    elif kind == "tpu-hlo":
+        path = tmp_path / "input.hlo.txt"
+        path.write_text((root / "tests/data/hlo/mlp-dp.hlo.txt").read_text())
     elif kind == "hbm-trace":
         path = tmp_path / "input.trace"
         path.write_text("0x0 READ 0\n0x40 WRITE 4\n")

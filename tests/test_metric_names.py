@@ -136,6 +136,10 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
         ({"et": str(CHAKRA / "mlp-dp.0.et"), "topology": "2x4"}, False),
         ({"et": str(CHAKRA / "pipe.0.et"), "topology": "2x4", "groups": str(GROUPS)}, False),
     ],
+    "tpu-hlo": [
+        ({}, False),  # the bundled data-parallel MLP step
+        ({"hlo": "tests/data/hlo/mlp-tp.hlo.txt", "order": "dataflow"}, False),
+    ],
     "hbm-read": [({"requests": 128}, True), ({"requests": 128, "pattern": "random"}, True)],
     "hbm-trace": [
         (
