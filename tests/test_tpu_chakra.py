@@ -50,6 +50,7 @@ from workloads.tpu.chakra_et import (
     zigzag_decode,
     zigzag_encode,
 )
+from workloads.tpu.collective import time_over
 from workloads.tpu.common import seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -435,3 +436,51 @@ def test_collectives_the_ici_model_does_not_run_can_be_skipped(capsys, tmp_path)
     assert (m["skipped_nodes"], m["collective_count"], m["op_count"]) == (2, 1, 2)
     ts = chakra.load(path, other="skip")
     assert [op.deps for op in ts.graph.programs[1]] == [(), (0,)]
+
+
+# -- the model -----------------------------------------------------------------------------------
+def test_the_model_schedules_the_same_graph_with_rooflines(capsys):
+    dp = run_json(capsys, "--set", f"et={DP}", "--set", "topology=2x4", "--set", "ops_listed=0")
+    p = cfg.load(chakra.ChakraParams, {"et": DP, "topology": "2x4"})
+    topo = p.slice()
+    formula = float(time_over(topo, (0, 1), "allreduce", 2 * 512 * 2048, p.ici)["time_s"])
+    assert dp["model_comm_s"] == pytest.approx(2 * formula, rel=1e-12)
+    # the simulated all-reduces are the slice's own (tested above): the model's error is the
+    # collective formula's over two axes of a 2x4 slice (tpu-collective reports the same), plus
+    # each HBM op's access latency
+    alone = _alone("allreduce", (0, 1), 2 * 512 * 2048)
+    assert 100 * (alone - formula) / formula == pytest.approx(23.2, abs=0.1)
+    assert 15 < dp["model_error_pct"] < 25
+    pipe = run_json(capsys, "--set", f"et={PIPE}", "--set", "topology=2x4", "--set", "ops_listed=0")
+    assert abs(pipe["model_error_pct"]) < 10
+
+
+def test_the_model_waits_for_the_last_member_and_for_the_send(tmp_path):
+    ranks = [[comp(1, flops=1 << 30), coll(2, deps=(1,))], [coll(2)]]
+    p = cfg.load(chakra.ChakraParams, {"et": write_set(tmp_path, ranks), "topology": "2x1"})
+    ts = chakra.load(p.et)
+    topo = p.slice()
+    times = {r: [chakra.op_time(op, r, topo, p) for op in ops]
+             for r, ops in ts.graph.programs.items()}  # fmt: skip
+    ends = chakra.schedule(ts.graph, times)
+    assert ends[0][1] == ends[1][0] == times[0][0] + times[0][1]
+    send = Node(id=1, type=SEND, attrs=(Attr("comm_dst", 1), Attr("comm_size", 1 << 20)))
+    recv = Node(id=1, type=RECV, attrs=(Attr("comm_src", 0), Attr("comm_size", 1 << 20)))
+    p = cfg.load(chakra.ChakraParams, {"et": write_set(tmp_path, [[send], [comp(0), recv]], "s"),
+                                       "topology": "2x1"})  # fmt: skip
+    m = chakra.model(p)
+    w = CHIPS["v5e"].ici_oneway_bytes_per_s
+    assert m["time_s"] == pytest.approx((1 << 20) / w + 1e-6, rel=1e-12)
+
+
+def test_a_trace_that_deadlocks_is_refused_by_the_model(tmp_path):
+    def p2p(i, send, src, dst, tag, deps=()):
+        attrs = (Attr("comm_src", src), Attr("comm_dst", dst), Attr("comm_tag", tag),
+                 Attr("comm_size", 64))  # fmt: skip
+        return Node(id=i, type=SEND if send else RECV, data_deps=deps, attrs=attrs)
+
+    ranks = [[p2p(1, False, 1, 0, 1), p2p(2, True, 0, 1, 2, (1,))],
+             [p2p(1, False, 0, 1, 2), p2p(2, True, 1, 0, 1, (1,))]]  # fmt: skip
+    p = cfg.load(chakra.ChakraParams, {"et": write_set(tmp_path, ranks), "topology": "2x1"})
+    with pytest.raises(ChakraError, match=r"t.0.et:node 1: the trace deadlocks: rank 0's comm"):
+        chakra.model(p)

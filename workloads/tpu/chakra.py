@@ -50,10 +50,11 @@ from simcore.config import file_param, param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import TensorChip
-from tpu.graph import Graph, GraphRun, Op
+from tpu.graph import Graph, GraphRun, Op, device_coord
 from tpu.network import IciNetwork
 from tpu.slice import SliceParams, build_slice, link_utilisation
 from tpu.topology import Slice
+from workloads.tpu import hlorun
 from workloads.tpu.chakra_et import (
     COMM_TYPES,
     INT_TYPES,
@@ -125,6 +126,8 @@ class ChakraParams(SliceParams):
                 "et", self.et, "no trace given",
                 hint="set et=PATH (one rank's file of a Chakra trace set, PREFIX.RANK.et)",
             )  # fmt: skip
+        ts = load(self.et, self.groups, self.deps, self.other_collectives)
+        _refuse_ranks(self, self.slice(), ts.graph.devices)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -489,6 +492,7 @@ def metrics(sim: Simulation, p: ChakraParams, run: ChakraRun, result: RunResult)
     t = seconds(sim, r["end"])
     comm = seconds(sim, r["comm"])
     ops = run.traces.graph.programs.get(r["device"], ())
+    m = model(p)
     flops = sum(op.flops for op in ops)
     table = [
         {"name": name, "class": cls, "where": where, "start_s": seconds(sim, s),
@@ -513,6 +517,102 @@ def metrics(sim: Simulation, p: ChakraParams, run: ChakraRun, result: RunResult)
         "flops_utilisation": flops / (t * run.topo.spec.bf16_flops) if t else 0.0,
         "ici_link_utilisation": link_utilisation(run.net, r["end"]),
         "op_table": table,
+        "model_time_s": m["time_s"],
+        "model_compute_s": m["compute_s"],
+        "model_memory_s": m["memory_s"],
+        "model_comm_s": m["comm_s"],
+        "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"] if m["time_s"] else 0.0,
+    }
+
+
+# -- the model -----------------------------------------------------------------------------------
+def op_time(op: Op, rank: int, topo: Slice, p: ChakraParams) -> float:
+    """One op's roofline time: :func:`.hlorun.op_time` (compute: the larger of its MXU passes
+    and its HBM bytes; memory: its HBM bytes; a collective over axes: the spec's formula, over
+    another group: a ring's steps); a send: its bytes at one link's rate plus its route's hop
+    latencies; a receive: nothing of its own (it ends when its send has arrived)."""
+    if op.cls == "recv":
+        return 0.0
+    if op.cls == "send":
+        w = p.ici.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
+        hops = len(topo.route(device_coord(topo, rank), device_coord(topo, op.peer))) - 1
+        return op.bytes / w + p.ici.hop_latency_ns * 1e-9 * hops
+    return hlorun.op_time(op, topo, p)  # type: ignore[arg-type]
+
+
+def schedule(graph: Graph, times: dict[int, list[float]]) -> dict[int, list[float]]:
+    """Each op's end on its rank's two in-order streams with its dependencies (analytical): a
+    collective ends its time after its last member reaches it, a receive when its send has
+    arrived (or when it starts, if later)."""
+    programs = graph.programs
+    end: dict[int, list[float | None]] = {r: [None] * len(ops) for r, ops in programs.items()}
+    order = {(r, s): [i for i, op in enumerate(ops) if op.stream == s]
+             for r, ops in programs.items() for s in ("compute", "comm")}  # fmt: skip
+    at = dict.fromkeys(order, 0)
+    free = dict.fromkeys(order, 0.0)
+    starts: dict[str, dict[int, float]] = {}
+    arrived: dict[str, float] = {}
+    left = sum(len(ops) for ops in programs.values())
+    while left:
+        moved = False
+        for (r, s), idx in order.items():
+            ops, ends = programs[r], end[r]
+            while at[r, s] < len(idx):
+                i = idx[at[r, s]]
+                op = ops[i]
+                deps = [ends[j] for j in op.deps]
+                if any(e is None for e in deps):
+                    break
+                start = max([free[r, s], *(e for e in deps if e is not None)])
+                t = times[r][i]
+                if op.cls == "collective" and op.bytes and len(op.groups[0]) > 1:
+                    joined = starts.setdefault(op.match_key, {})
+                    joined.setdefault(r, start)
+                    if len(joined) < len(op.groups[0]):
+                        break
+                    e = max(joined.values()) + t
+                elif op.cls == "recv":
+                    if op.match_key not in arrived:
+                        break
+                    e = max(start, arrived[op.match_key])
+                else:
+                    e = start + t
+                    if op.cls == "send":
+                        arrived[op.match_key] = e
+                ends[i] = free[r, s] = e
+                at[r, s] += 1
+                left -= 1
+                moved = True
+        if not moved:
+            (r, s), idx = next((k, v) for k, v in order.items() if at[k] < len(v))
+            op = programs[r][idx[at[r, s]]]
+            raise ChakraError(
+                f"{op.where}: the trace deadlocks: rank {r}'s {s} stream waits here for ranks "
+                "that never reach this op's partners"
+            )
+    return {r: [e if e is not None else 0.0 for e in ends] for r, ends in end.items()}
+
+
+def model(p: ChakraParams) -> dict[str, Any]:
+    """Every op at its roofline (:func:`op_time`), scheduled on the ranks' streams like the
+    simulation (:func:`schedule`): ``time_s``, and the last rank's ``compute_s``, ``memory_s``
+    and ``comm_s`` (sums of its ops' times) and ``bound``."""
+    ts = load(p.et, p.groups, p.deps, p.other_collectives)
+    topo = p.slice()
+    _refuse_ranks(p, topo, ts.graph.devices)
+    times = {r: [op_time(op, r, topo, p) for op in ops] for r, ops in ts.graph.programs.items()}
+    ends = schedule(ts.graph, times)
+    last = max(ends, key=lambda r: (max(ends[r], default=0.0), -r))
+    by = {"compute": 0.0, "memory": 0.0, "comm": 0.0}
+    for op, t in zip(ts.graph.programs[last], times[last], strict=True):
+        by[op.cls if op.cls in ("compute", "memory") else "comm"] += t
+    bound = max(by, key=lambda k: by[k])
+    return {
+        "time_s": max((max(e, default=0.0) for e in ends.values()), default=0.0),
+        "compute_s": by["compute"],
+        "memory_s": by["memory"],
+        "comm_s": by["comm"],
+        "bound": "communication" if bound == "comm" else bound,
     }
 
 
@@ -531,6 +631,7 @@ def register() -> None:
             params=ChakraParams,
             build=build,
             metrics=metrics,
+            model=model,
             origin=__name__,
             footprint=footprint,
         )

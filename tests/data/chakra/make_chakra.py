@@ -16,7 +16,11 @@ is_cpu_op bool):
   parallel per stage: ranks 0-3 hold fc1, ranks 4-7 fc2; rank r of stage 0 sends its activations
   to rank r+4 and receives their gradient back (send / receive nodes, tags 1 and 2); each stage
   all-reduces its gradient over its own process group (pg_name ``stage0`` / ``stage1``, listed in
-  the groups file, ASTRA-sim's communicator-group JSON).
+  the groups file, ASTRA-sim's communicator-group JSON);
+- ``ctrl.{rank}.et``: fc1's forward and backward matmuls, and its gradient's all-reduce, which
+  waits for the backward pass through a control dependency only (ctrl_deps), so it runs at once
+  under ``deps=data`` (as ASTRA-sim orders nodes) and after the backward pass under
+  ``deps=data+ctrl``.
 
 The files are committed; the tests read them (tests/test_tpu_chakra.py) and check that this
 script makes them again byte for byte.
@@ -24,6 +28,7 @@ script makes them again byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -117,6 +122,15 @@ def pipe(rank: int) -> list[Node]:
     ]  # fmt: skip
 
 
+def ctrl() -> list[Node]:
+    ar = allreduce(3, "allreduce fc1.dW", BF16 * D * F, ())
+    return [
+        comp(1, "fwd.fc1", *mm(B, D, F), (), 12),
+        comp(2, "bwd.fc1.dW", *mm(D, B, F), (1,), 12),
+        dataclasses.replace(ar, ctrl_deps=(2,)),
+    ]
+
+
 META = (Attr("schema", "wafersim test trace"), Attr("ranks", RANKS, "uint64"))
 
 
@@ -126,6 +140,7 @@ def files() -> dict[str, bytes]:
     for rank in range(RANKS):
         out[f"mlp-dp.{rank}.et"] = encode_trace(mlp_dp(), "0.0.4", META)
         out[f"pipe.{rank}.et"] = encode_trace(pipe(rank), "0.0.4", META)
+        out[f"ctrl.{rank}.et"] = encode_trace(ctrl(), "0.0.4", META)
     groups = {"stage0": list(range(RANKS // 2)), "stage1": list(range(RANKS // 2, RANKS))}
     out["pipe.groups.json"] = (json.dumps(groups, indent=1) + "\n").encode()
     return out
