@@ -12,12 +12,12 @@ Node by node (the mapping; node types and attribute names are the format's):
 - ``COMM_COLL_NODE``: a collective on the ICI, ``comm_type`` ALL_REDUCE, ALL_GATHER,
   REDUCE_SCATTER (and REDUCE_SCATTER_BLOCK) or ALL_TO_ALL of ``comm_size`` bytes (the whole
   buffer per rank: all-gather's result, reduce-scatter's input), over the ranks of its process
-  group: ``pg_name`` looked up in the ``groups`` file (ASTRA-sim's communicator-group JSON,
-  ``{"name": [ranks...]}``), or, without that file, the ranks whose traces have collectives on
-  ``pg_name``; without ``pg_name``, every rank. The k-th collective of a group on each member is
-  one instance (the order collective libraries require); members must agree on its type and
-  size. REDUCE, GATHER, SCATTER, BROADCAST and BARRIER are refused, naming the node, or skipped
-  with ``other_collectives=skip`` (ASTRA-sim replays a BROADCAST's recorded time instead);
+  group: the ranks whose traces have collectives on its ``pg_name`` (without ``pg_name``, every
+  rank); the optional ``groups`` file (ASTRA-sim's communicator-group JSON,
+  ``{"name": [ranks...]}``) is checked against them. The k-th collective of a group on each
+  member is one instance (the order collective libraries require); members must agree on its
+  type and size. REDUCE, GATHER, SCATTER, BROADCAST and BARRIER are refused, naming the node,
+  or skipped with ``other_collectives=skip`` (ASTRA-sim replays a BROADCAST's recorded time);
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: a transfer of ``comm_size`` bytes from ``comm_src``
   to ``comm_dst`` routed on the torus; the k-th send from a to b with tag t meets the k-th
   receive on b from a with tag t;
@@ -101,8 +101,8 @@ class ChakraParams(SliceParams):
     )
     groups: str = file_param(
         "",
-        "communicator groups file, JSON {pg_name: [ranks...]} (ASTRA-sim's); '' = groups "
-        "from the traces",
+        "communicator groups file, JSON {pg_name: [ranks...]} (ASTRA-sim's), checked against "
+        "the traces; '' = groups from the traces alone",
         names=("",),
         allowed="a path to a JSON file of process groups, or '' (groups from the traces)",
     )
