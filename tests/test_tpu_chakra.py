@@ -484,3 +484,11 @@ def test_a_trace_that_deadlocks_is_refused_by_the_model(tmp_path):
     p = cfg.load(chakra.ChakraParams, {"et": write_set(tmp_path, ranks), "topology": "2x1"})
     with pytest.raises(ChakraError, match=r"t.0.et:node 1: the trace deadlocks: rank 0's comm"):
         chakra.model(p)
+
+
+def test_a_send_to_its_own_rank_takes_no_time_in_the_run_and_the_model(capsys, tmp_path):
+    ends = [Attr("comm_src", 0), Attr("comm_dst", 0), Attr("comm_size", 64)]
+    path = write_set(tmp_path, [[Node(id=1, type=SEND, attrs=tuple(ends)),
+                                 Node(id=2, type=RECV, attrs=tuple(ends))]])  # fmt: skip
+    m = run_json(capsys, "--set", f"et={path}", "--set", "topology=1x1")
+    assert (m["time_s"], m["model_time_s"], m["transfer_count"]) == (0.0, 0.0, 1)

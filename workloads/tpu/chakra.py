@@ -530,8 +530,9 @@ def op_time(op: Op, rank: int, topo: Slice, p: ChakraParams) -> float:
     """One op's roofline time: :func:`.hlorun.op_time` (compute: the larger of its MXU passes
     and its HBM bytes; memory: its HBM bytes; a collective over axes: the spec's formula, over
     another group: a ring's steps); a send: its bytes at one link's rate plus its route's hop
-    latencies; a receive: nothing of its own (it ends when its send has arrived)."""
-    if op.cls == "recv":
+    latencies (nothing to itself); a receive: nothing of its own (it ends when its send has
+    arrived)."""
+    if op.cls == "recv" or (op.cls == "send" and op.peer == rank):
         return 0.0
     if op.cls == "send":
         w = p.ici.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
