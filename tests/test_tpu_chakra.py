@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import cli
-from runner import registry
+from runner import registry, scenario
 from simcore import Component, Simulation
 from simcore import config as cfg
 from tpu.chip import TensorChip
@@ -492,3 +492,12 @@ def test_a_send_to_its_own_rank_takes_no_time_in_the_run_and_the_model(capsys, t
                                  Node(id=2, type=RECV, attrs=tuple(ends))]])  # fmt: skip
     m = run_json(capsys, "--set", f"et={path}", "--set", "topology=1x1")
     assert (m["time_s"], m["model_time_s"], m["transfer_count"]) == (0.0, 0.0, 1)
+
+
+def test_the_validation_case_holds_its_stated_bound():
+    registry.load_all()
+    case = registry.CASES["tpu-chakra"]
+    rows = case.run(lambda kind, points: [scenario.run_kind(kind, p) for p in points])
+    errors = {r.point: r.error_pct for r in rows}
+    assert all(abs(e) <= case.tolerance for e in errors.values()), errors
+    assert abs(errors["pipe v5e 2x4"]) < 5  # rings and transfers without contention
