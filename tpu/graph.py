@@ -307,7 +307,8 @@ class _RingCollective(_Instance):
 
 
 class _Pairs(_Instance):
-    """Collective-permute or send/recv: one flow per (source, target) pair."""
+    """A collective-permute: one flow per (source, target) pair, each leaving when its source
+    joins; done when every flow has arrived."""
 
     def __init__(self, run: GraphRun, op: Op, pairs: Sequence[tuple[int, int]]) -> None:
         super().__init__(run, op)
