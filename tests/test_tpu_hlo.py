@@ -278,3 +278,10 @@ def test_async_wrappers_convolutions_permutes_and_explicit_groups(tmp_path):
     m = run(f)
     assert [r["name"] for r in m["op_table"]] == ["as", "c", "cp", "rs"]
     assert m["overlap_pct"] > 0
+
+
+def test_a_module_printed_without_percent_sigils_reads_the_same(tmp_path):
+    f = tmp_path / "bare.hlo"
+    f.write_text(MLP["tp"].read_text().replace("%", ""))
+    bare, usual = run(f), run(MLP["tp"])
+    assert bare["time_s"] == usual["time_s"] and bare["op_count"] == usual["op_count"]

@@ -271,7 +271,11 @@ class _Reader:
         if close < 0:
             raise self.error(line, f"{name}: unclosed operand list")
         args = rest[om.end() : close]
-        operands = re.findall(r"%([\w.\-]+)", args) if opcode != "constant" else []
+        operands: list[str] = []
+        if opcode != "constant" and args.strip():
+            operands = re.findall(r"%([\w.\-]+)", args)
+            if not operands:  # printed without the '%' sigils: "f32[8]{0} p0, f32[8]{0} p1"
+                operands = [a.split()[-1] for a in _split(args) if a.split()]
         attrs = _attrs(rest[close + 1 :])
         return Instr(name, shape, opcode, operands, attrs, line, root)
 
@@ -335,9 +339,8 @@ def _close(text: str, pos: int, open_: str, close: str) -> int:
     return -1
 
 
-def _attrs(text: str) -> dict[str, str]:
-    """``, key=value, key={...}`` -> {key: value}, commas inside brackets and quotes kept."""
-    out: dict[str, str] = {}
+def _split(text: str) -> list[str]:
+    """``text`` cut at its top-level commas (not inside brackets or quotes)."""
     depth, quote, cur = 0, "", []
     parts = []
     i = 0
@@ -364,7 +367,13 @@ def _attrs(text: str) -> dict[str, str]:
         cur.append(c)
         i += 1
     parts.append("".join(cur))
-    for p in parts:
+    return parts
+
+
+def _attrs(text: str) -> dict[str, str]:
+    """``, key=value, key={...}`` -> {key: value}, commas inside brackets and quotes kept."""
+    out: dict[str, str] = {}
+    for p in _split(text):
         if "=" in p:
             k, v = p.split("=", 1)
             out[k.strip()] = v.strip()
