@@ -257,7 +257,7 @@ ENTRY %main (x: f32[8,16], img: f32[1,32,32,16], k: f32[3,3,16,64]) -> f32[1,32,
   %ad = f32[64,16]{1,0} async-done(%as), calls=%agc
   %cp = f32[64,16]{1,0} collective-permute(%ad), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
   %rs = f32[32,16]{1,0} reduce-scatter(%cp), channel_id=4, replica_groups={{0,4},{1,5},{2,6},{3,7}}, dimensions={0}
-  ROOT %t = (f32[1,32,32,64]{3,2,1,0}, f32[32,16]{1,0}) tuple(%c, %rs)
+  ROOT %t = (f32[1,32,32,64]{3,2,1,0}, /*index=1*/f32[32,16]{1,0}) tuple(%c, %rs)
 }
 """  # noqa: E501
 

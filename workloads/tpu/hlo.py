@@ -154,6 +154,7 @@ class Module:
 _HEADER = re.compile(r"^HloModule\s+([^\s,]+)(.*)$")
 _COMP = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\))?\s*(->.*)?\{\s*$")
 _INSTR = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_COMMENT = re.compile(r"/\*.*?\*/")
 _SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 
 
@@ -258,6 +259,7 @@ class _Reader:
         return Module(self.path, name, partitions, replicas, comps, entry, sources)
 
     def instr(self, s: str, line: int) -> Instr:
+        s = _COMMENT.sub("", s)  # XLA marks long tuples' elements: /*index=5*/
         m = _INSTR.match(s)
         if m is None:
             raise self.error(line, f"not an HLO instruction: {s[:60]!r}")
