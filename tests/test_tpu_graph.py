@@ -146,3 +146,25 @@ def test_bad_graphs_are_refused_naming_the_op(ops, message):
         Graph.spmd(ops, 8).check(8)
     with pytest.raises(GraphError, match="runs on 9 devices but the slice has 8 chips"):
         Graph.spmd([], 9).check(8)
+
+
+def test_per_device_programs_meet_at_a_collective_by_key():
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], (2, 2))
+    net = IciNetwork(top, topo, IciConfig())
+    chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+    groups = ((0, 1, 2, 3),)
+    programs = {}
+    for d in range(4):  # device d computes d+1 matmuls, then all-reduces under one key
+        ops = [Op(name=f"mm{i}", cls="compute", matmul=(512, 512, 512)) for i in range(d + 1)]
+        ops.append(Op(name=f"rank{d}-ar", cls="collective", kind="allreduce", bytes=1 << 20,
+                      groups=groups, key="ar0", deps=(d,)))  # fmt: skip
+        programs[d] = ops
+    g = GraphRun(top, topo, net, chips, Graph(4, programs))
+    sim.run()
+    starts = [g.spans[d][d + 1][0] for d in range(4)]
+    ends = {g.spans[d][d + 1][1] for d in range(4)}
+    assert starts == sorted(starts) and starts[0] < starts[3]  # each joins when its work is done
+    assert len(ends) == 1 and ends.pop() > starts[3]  # one instance: it ends once, for all
+    assert len(g.instances) == 1
