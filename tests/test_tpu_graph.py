@@ -168,3 +168,24 @@ def test_per_device_programs_meet_at_a_collective_by_key():
     assert starts == sorted(starts) and starts[0] < starts[3]  # each joins when its work is done
     assert len(ends) == 1 and ends.pop() > starts[3]  # one instance: it ends once, for all
     assert len(g.instances) == 1
+
+
+def test_the_shared_model_schedules_each_device_and_prices_every_class():
+    from workloads.tpu import opgraph
+    from workloads.tpu.collective import time_over
+
+    topo = Slice(CHIPS["v5e"], (2, 4))
+    ici = IciConfig()
+    ar = Op(name="ar", cls="collective", kind="allreduce", bytes=1 << 22, groups=ALL8)
+    assert opgraph.op_time(ar, 0, topo, ici) == time_over(topo, (0, 1), "allreduce", 1 << 22,
+                                                          ici)["time_s"]  # fmt: skip
+    dot = Op(name="dot", cls="compute", matmul=(2048, 2048, 2048))
+    both = opgraph.model(Graph.spmd([dot, ar], 8), topo, ici)
+    chained = opgraph.model(Graph.spmd([dot, dataclass_replace(ar, deps=(0,))], 8), topo, ici)
+    assert both["time_s"] == max(both["compute_s"], both["comm_s"])
+    assert chained["time_s"] == pytest.approx(chained["compute_s"] + chained["comm_s"])
+    send = Op(name="s", cls="send", bytes=1 << 20, peer=7, key="t")
+    recv = Op(name="r", cls="recv", bytes=1 << 20, peer=0, key="t")
+    m = opgraph.model(Graph(8, {0: [send], 7: [recv]}), topo, ici)
+    hops = 4  # (0,0) -> (1,3): one hop on x, three on y
+    assert m["time_s"] == pytest.approx((1 << 20) / 4.5e10 + hops * 1e-6)
