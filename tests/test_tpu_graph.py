@@ -189,3 +189,18 @@ def test_the_shared_model_schedules_each_device_and_prices_every_class():
     m = opgraph.model(Graph(8, {0: [send], 7: [recv]}), topo, ici)
     hops = 4  # (0,0) -> (1,3): one hop on x, three on y
     assert m["time_s"] == pytest.approx((1 << 20) / 4.5e10 + hops * 1e-6)
+
+
+def test_a_collective_one_device_never_reaches_stalls_and_says_which():
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], (2, 2))
+    net = IciNetwork(top, topo, IciConfig())
+    chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+    ar = Op(name="ar", cls="collective", kind="allreduce", bytes=4096, groups=((0, 1, 2, 3),))
+    g = GraphRun(top, topo, net, chips, Graph(4, {0: [ar], 1: [ar], 2: [ar], 3: []}))
+    result = sim.run()
+    assert result.status != "completed"
+    assert g.pending() == (
+        "3 device stream(s) unfinished; waiting: collective:ar (3 device(s) joined)"
+    )
