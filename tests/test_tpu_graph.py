@@ -146,3 +146,61 @@ def test_bad_graphs_are_refused_naming_the_op(ops, message):
         Graph.spmd(ops, 8).check(8)
     with pytest.raises(GraphError, match="runs on 9 devices but the slice has 8 chips"):
         Graph.spmd([], 9).check(8)
+
+
+def test_per_device_programs_meet_at_a_collective_by_key():
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], (2, 2))
+    net = IciNetwork(top, topo, IciConfig())
+    chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+    groups = ((0, 1, 2, 3),)
+    programs = {}
+    for d in range(4):  # device d computes d+1 matmuls, then all-reduces under one key
+        ops = [Op(name=f"mm{i}", cls="compute", matmul=(512, 512, 512)) for i in range(d + 1)]
+        ops.append(Op(name=f"rank{d}-ar", cls="collective", kind="allreduce", bytes=1 << 20,
+                      groups=groups, key="ar0", deps=(d,)))  # fmt: skip
+        programs[d] = ops
+    g = GraphRun(top, topo, net, chips, Graph(4, programs))
+    sim.run()
+    starts = [g.spans[d][d + 1][0] for d in range(4)]
+    ends = {g.spans[d][d + 1][1] for d in range(4)}
+    assert starts == sorted(starts) and starts[0] < starts[3]  # each joins when its work is done
+    assert len(ends) == 1 and ends.pop() > starts[3]  # one instance: it ends once, for all
+    assert len(g.instances) == 1
+
+
+def test_the_shared_model_schedules_each_device_and_prices_every_class():
+    from workloads.tpu import opgraph
+    from workloads.tpu.collective import time_over
+
+    topo = Slice(CHIPS["v5e"], (2, 4))
+    ici = IciConfig()
+    ar = Op(name="ar", cls="collective", kind="allreduce", bytes=1 << 22, groups=ALL8)
+    assert opgraph.op_time(ar, 0, topo, ici) == time_over(topo, (0, 1), "allreduce", 1 << 22,
+                                                          ici)["time_s"]  # fmt: skip
+    dot = Op(name="dot", cls="compute", matmul=(2048, 2048, 2048))
+    both = opgraph.model(Graph.spmd([dot, ar], 8), topo, ici)
+    chained = opgraph.model(Graph.spmd([dot, dataclass_replace(ar, deps=(0,))], 8), topo, ici)
+    assert both["time_s"] == max(both["compute_s"], both["comm_s"])
+    assert chained["time_s"] == pytest.approx(chained["compute_s"] + chained["comm_s"])
+    send = Op(name="s", cls="send", bytes=1 << 20, peer=7, key="t")
+    recv = Op(name="r", cls="recv", bytes=1 << 20, peer=0, key="t")
+    m = opgraph.model(Graph(8, {0: [send], 7: [recv]}), topo, ici)
+    hops = 4  # (0,0) -> (1,3): one hop on x, three on y
+    assert m["time_s"] == pytest.approx((1 << 20) / 4.5e10 + hops * 1e-6)
+
+
+def test_a_collective_one_device_never_reaches_stalls_and_says_which():
+    sim = Simulation()
+    top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+    topo = Slice(CHIPS["v5e"], (2, 2))
+    net = IciNetwork(top, topo, IciConfig())
+    chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+    ar = Op(name="ar", cls="collective", kind="allreduce", bytes=4096, groups=((0, 1, 2, 3),))
+    g = GraphRun(top, topo, net, chips, Graph(4, {0: [ar], 1: [ar], 2: [ar], 3: []}))
+    result = sim.run()
+    assert result.status != "completed"
+    assert g.pending() == (
+        "3 device stream(s) unfinished; waiting: collective:ar (3 device(s) joined)"
+    )

@@ -239,3 +239,49 @@ def test_validate_tpu_hlo_passes(capsys):
     assert main(["validate", "tpu-hlo", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "async-dot v5e 2x4" in out and "mlp-tp v5e 2x4" in out
+
+
+FORMS = """HloModule forms, num_partitions=8
+
+%agc (p: f32[8,16]) -> f32[64,16] {
+  %p = f32[8,16]{1,0} parameter(0)
+  ROOT %ag = f32[64,16]{1,0} all-gather(%p), channel_id=2, replica_groups=[1,8]<=[8], dimensions={0}
+}
+
+ENTRY %main (x: f32[8,16], img: f32[1,32,32,16], k: f32[3,3,16,64]) -> f32[1,32,32,64] {
+  %x = f32[8,16]{1,0} parameter(0)
+  %img = f32[1,32,32,16]{3,2,1,0} parameter(1)
+  %k = f32[3,3,16,64]{3,2,1,0} parameter(2)
+  %as = ((f32[8,16]{1,0}), f32[64,16]{1,0}, u32[]) async-start(%x), calls=%agc
+  %c = f32[1,32,32,64]{3,2,1,0} convolution(%img, %k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  %ad = f32[64,16]{1,0} async-done(%as), calls=%agc
+  %cp = f32[64,16]{1,0} collective-permute(%ad), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  %rs = f32[32,16]{1,0} reduce-scatter(%cp), channel_id=4, replica_groups={{0,4},{1,5},{2,6},{3,7}}, dimensions={0}
+  ROOT %t = (f32[1,32,32,64]{3,2,1,0}, /*index=1*/f32[32,16]{1,0}) tuple(%c, %rs)
+}
+"""  # noqa: E501
+
+
+def test_async_wrappers_convolutions_permutes_and_explicit_groups(tmp_path):
+    f = tmp_path / "forms.hlo"
+    f.write_text(FORMS)
+    ops = {op.name: op for op in hlo.to_graph(hlo.read(f)).programs[0]}
+    assert set(ops) == {"as", "c", "cp", "rs"}
+    ag = ops["as"]
+    assert (ag.kind, ag.bytes, ag.groups, ag.channel) == ("allgather", 8 * 8 * 16 * 4,
+                                                          (tuple(range(8)),), 2)  # fmt: skip
+    # implicit GEMM: 32x32 output positions, 16 features x a 3x3 window, 64 output features
+    assert ops["c"].matmul == (1024, 144, 64)
+    assert ops["c"].deps == ()  # runs while the async all-gather does
+    assert ops["cp"].deps == (0, 1) and ops["cp"].pairs == ((0, 1), (1, 2), (2, 3), (3, 0))
+    assert ops["rs"].groups == ((0, 4), (1, 5), (2, 6), (3, 7))  # axis x of a 2x4 slice
+    m = run(f)
+    assert [r["name"] for r in m["op_table"]] == ["as", "c", "cp", "rs"]
+    assert m["overlap_pct"] > 0
+
+
+def test_a_module_printed_without_percent_sigils_reads_the_same(tmp_path):
+    f = tmp_path / "bare.hlo"
+    f.write_text(MLP["tp"].read_text().replace("%", ""))
+    bare, usual = run(f), run(MLP["tp"])
+    assert bare["time_s"] == usual["time_s"] and bare["op_count"] == usual["op_count"]

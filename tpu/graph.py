@@ -192,10 +192,12 @@ class _Instance:
         self.done = run.env.event()
         self.start_ticks = -1
         self.end_ticks = -1
+        self.joined_devices = 0
 
     def join(self, device: int) -> None:
         if self.start_ticks < 0:
             self.start_ticks = self.run.env.now
+        self.joined_devices += 1
         self._join(device)
 
     def _join(self, device: int) -> None:
@@ -307,7 +309,8 @@ class _RingCollective(_Instance):
 
 
 class _Pairs(_Instance):
-    """Collective-permute or send/recv: one flow per (source, target) pair."""
+    """A collective-permute: one flow per (source, target) pair, each leaving when its source
+    joins; done when every flow has arrived."""
 
     def __init__(self, run: GraphRun, op: Op, pairs: Sequence[tuple[int, int]]) -> None:
         super().__init__(run, op)
@@ -374,7 +377,14 @@ class GraphRun(Component):
                     self.process(self._stream(d, mine), f"dev{d}/{stream}")
 
     def pending(self) -> str | None:
-        return f"{self.left} device stream(s) unfinished" if self.left else None
+        """What a stalled run waits for: the unfinished streams and the open collectives (a
+        collective some device never reaches, e.g. a key spelled differently on one rank)."""
+        if not self.left:
+            return None
+        open_ = [f"{k} ({i.joined_devices} device(s) joined)"
+                 for k, i in self.instances.items() if not i.done.triggered]  # fmt: skip
+        waits = f"; waiting: {', '.join(open_[:4])}" if open_ else ""
+        return f"{self.left} device stream(s) unfinished{waits}"
 
     # -- the streams ---------------------------------------------------------------------------
     def _stream(self, d: int, order: list[int]) -> Any:
@@ -496,6 +506,7 @@ class _SendRecv(_Instance):
     def join_op(self, device: int, op: Op) -> None:
         if self.start_ticks < 0:
             self.start_ticks = self.run.env.now
+        self.joined_devices += 1
         if op.cls == "send":
             run = self.run
             path = run.topo.route(run.coord[device], run.coord[op.peer])

@@ -9,7 +9,8 @@
 - ``tpu-train-step`` (:mod:`.trainstep`): one layer's data-parallel or FSDP training step, to see
   the compute-bound / communication-bound crossover as the per-chip batch varies;
 - ``tpu-hlo`` (:mod:`.hlorun`, reader :mod:`.hlo`): an SPMD HLO module as JAX prints it, run as
-  an op graph (:mod:`tpu.graph`) on the slice;
+  an op graph (:mod:`tpu.graph`) on the slice; the metrics and the model every op-graph kind
+  shares are in :mod:`.opgraph`;
 - ``tpu-chakra`` (:mod:`.chakra`): a Chakra execution trace set (one file per rank, read by our
   own reader, :mod:`.chakra_et`) run as an op graph (:mod:`tpu.graph`);
 

@@ -154,6 +154,7 @@ class Module:
 _HEADER = re.compile(r"^HloModule\s+([^\s,]+)(.*)$")
 _COMP = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\))?\s*(->.*)?\{\s*$")
 _INSTR = re.compile(r"^(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_COMMENT = re.compile(r"/\*.*?\*/")
 _SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 
 
@@ -258,6 +259,7 @@ class _Reader:
         return Module(self.path, name, partitions, replicas, comps, entry, sources)
 
     def instr(self, s: str, line: int) -> Instr:
+        s = _COMMENT.sub("", s)  # XLA marks long tuples' elements: /*index=5*/
         m = _INSTR.match(s)
         if m is None:
             raise self.error(line, f"not an HLO instruction: {s[:60]!r}")
@@ -271,7 +273,11 @@ class _Reader:
         if close < 0:
             raise self.error(line, f"{name}: unclosed operand list")
         args = rest[om.end() : close]
-        operands = re.findall(r"%([\w.\-]+)", args) if opcode != "constant" else []
+        operands: list[str] = []
+        if opcode != "constant" and args.strip():
+            operands = re.findall(r"%([\w.\-]+)", args)
+            if not operands:  # printed without the '%' sigils: "f32[8]{0} p0, f32[8]{0} p1"
+                operands = [a.split()[-1] for a in _split(args) if a.split()]
         attrs = _attrs(rest[close + 1 :])
         return Instr(name, shape, opcode, operands, attrs, line, root)
 
@@ -335,9 +341,8 @@ def _close(text: str, pos: int, open_: str, close: str) -> int:
     return -1
 
 
-def _attrs(text: str) -> dict[str, str]:
-    """``, key=value, key={...}`` -> {key: value}, commas inside brackets and quotes kept."""
-    out: dict[str, str] = {}
+def _split(text: str) -> list[str]:
+    """``text`` cut at its top-level commas (not inside brackets or quotes)."""
     depth, quote, cur = 0, "", []
     parts = []
     i = 0
@@ -364,7 +369,13 @@ def _attrs(text: str) -> dict[str, str]:
         cur.append(c)
         i += 1
     parts.append("".join(cur))
-    for p in parts:
+    return parts
+
+
+def _attrs(text: str) -> dict[str, str]:
+    """``, key=value, key={...}`` -> {key: value}, commas inside brackets and quotes kept."""
+    out: dict[str, str] = {}
+    for p in _split(text):
         if "=" in p:
             k, v = p.split("=", 1)
             out[k.strip()] = v.strip()
