@@ -345,7 +345,7 @@ def _alone_op(op):
 
 def test_the_data_parallel_step_runs_each_node_on_its_mechanism(capsys):
     m = run_json(capsys, "--set", f"et={DP}", "--set", "topology=2x4")
-    assert (m["ranks"], m["nodes"], m["skipped_nodes"], m["op_count"]) == (8, 104, 16, 11)
+    assert (m["device_count"], m["nodes"], m["skipped_nodes"], m["op_count"]) == (8, 104, 16, 11)
     assert (m["collective_count"], m["transfer_count"]) == (2, 0)
     table = {r["name"]: r for r in m["op_table"]}
     assert set(table) == {"load batch", "fwd.fc1", "fwd.fc2", "loss", "bwd.fc2.dW",

@@ -51,11 +51,11 @@ from simcore.config import file_param, param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import TensorChip
-from tpu.graph import Graph, GraphRun, Op, device_coord
+from tpu.graph import Graph, GraphRun, Op
 from tpu.network import IciNetwork
-from tpu.slice import SliceParams, build_slice, link_utilisation
+from tpu.slice import SliceParams, build_slice
 from tpu.topology import Slice
-from workloads.tpu import hlorun
+from workloads.tpu import opgraph
 from workloads.tpu.chakra_et import (
     COMM_TYPES,
     INT_TYPES,
@@ -68,7 +68,6 @@ from workloads.tpu.chakra_et import (
     read_trace,
 )
 from workloads.tpu.common import footprint as common_footprint
-from workloads.tpu.common import seconds
 
 #: Chakra's collective types the ICI model runs, as :mod:`tpu.graph` names them.
 COLLECTIVE_KINDS = {
@@ -489,57 +488,29 @@ def build(sim: Simulation, p: ChakraParams) -> ChakraRun:
 
 
 def metrics(sim: Simulation, p: ChakraParams, run: ChakraRun, result: RunResult) -> dict:
-    r = run.program.report()
-    t = seconds(sim, r["end"])
-    comm = seconds(sim, r["comm"])
-    ops = run.traces.graph.programs.get(r["device"], ())
-    m = model(p)
-    flops = sum(op.flops for op in ops)
-    table = [
-        {"name": name, "class": cls, "where": where, "start_s": seconds(sim, s),
-         "end_s": seconds(sim, e)}
-        for _i, name, cls, where, s, e in r["table"][: p.ops_listed]
-    ]  # fmt: skip
-    return {
-        "time_s": t,
-        "correct": None,
-        "compute_s": seconds(sim, r["compute"]),
-        "memory_s": seconds(sim, r["memory"]),
-        "comm_s": comm,
-        "overlap_pct": 100.0 * seconds(sim, r["overlap"]) / comm if comm else 0.0,
-        "bound": r["bound"],
-        "ranks": run.traces.graph.devices,
+    """The op-graph kinds' metrics (:func:`.opgraph.metrics`, ``op_table`` cut to
+    ``ops_listed`` records), the trace set's counts and the model's."""
+    out = opgraph.metrics(sim, run.program, run.net)
+    out["op_table"] = out["op_table"][: p.ops_listed]
+    out.update({
         "nodes": run.traces.nodes,
         "skipped_nodes": run.traces.skipped,
-        "op_count": len(ops),
         "collective_count": run.traces.collectives,
         "transfer_count": run.traces.transfers,
-        "flops": flops,
-        "flops_utilisation": flops / (t * run.topo.spec.bf16_flops) if t else 0.0,
-        "ici_link_utilisation": link_utilisation(run.net, r["end"]),
-        "op_table": table,
-        "model_time_s": m["time_s"],
-        "model_compute_s": m["compute_s"],
-        "model_memory_s": m["memory_s"],
-        "model_comm_s": m["comm_s"],
-        "model_error_pct": 100.0 * (t - m["time_s"]) / m["time_s"] if m["time_s"] else 0.0,
-    }
+    })  # fmt: skip
+    return opgraph.with_model(out, model(p))
 
 
 # -- the model -----------------------------------------------------------------------------------
 def op_time(op: Op, rank: int, topo: Slice, p: ChakraParams) -> float:
-    """One op's roofline time: :func:`.hlorun.op_time` (compute: the larger of its MXU passes
-    and its HBM bytes; memory: its HBM bytes; a collective over axes: the spec's formula, over
-    another group: a ring's steps); a send: its bytes at one link's rate plus its route's hop
-    latencies (nothing to itself); a receive: nothing of its own (it ends when its send has
-    arrived)."""
-    if op.cls == "recv" or (op.cls == "send" and op.peer == rank):
+    """One op's roofline time on ``rank``: :func:`.opgraph.op_time` (compute: the larger of its
+    MXU passes and its HBM bytes; memory: its HBM bytes; a collective over axes: the spec's
+    formula, over another group: a ring's steps; a send: its bytes at one link's rate plus its
+    route's hop latencies; a receive: nothing of its own, it ends when its send has arrived),
+    and nothing for a send to its own rank (the run moves nothing)."""
+    if op.cls == "send" and op.peer == rank:
         return 0.0
-    if op.cls == "send":
-        w = p.ici.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
-        hops = len(topo.route(device_coord(topo, rank), device_coord(topo, op.peer))) - 1
-        return op.bytes / w + p.ici.hop_latency_ns * 1e-9 * hops
-    return hlorun.op_time(op, topo, p)  # type: ignore[arg-type]
+    return opgraph.op_time(op, rank, topo, p.ici)
 
 
 def schedule(graph: Graph, times: dict[int, list[float]]) -> dict[int, list[float]]:
