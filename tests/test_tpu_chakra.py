@@ -399,11 +399,12 @@ def test_a_trace_listed_out_of_order_runs_in_its_dependency_order(tmp_path):
 
 def test_runs_are_deterministic_and_traced(capsys, tmp_path):
     a = run_json(capsys, "--set", f"et={PIPE}", "--set", "topology=2x4")
-    out = tmp_path / "t.arrows"
-    b = run_json(capsys, "--set", f"et={PIPE}", "--set", "topology=2x4", "--trace", str(out))
+    out, pf = tmp_path / "t.arrows", tmp_path / "t.pftrace"
+    b = run_json(capsys, "--set", f"et={PIPE}", "--set", "topology=2x4", "--trace", str(out),
+                 "--perfetto", str(pf))  # fmt: skip
     for m in (a, b):
-        m.pop("wall_s"), m.pop("config"), m.pop("trace")
-    assert a == b and out.stat().st_size > 0
+        m.pop("wall_s"), m.pop("config"), m.pop("trace"), m.pop("perfetto", None)
+    assert a == b and out.stat().st_size > 0 and pf.stat().st_size > 0
 
 
 def test_the_kind_reads_its_parameters_like_any_other():
