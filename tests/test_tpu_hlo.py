@@ -285,3 +285,21 @@ def test_a_module_printed_without_percent_sigils_reads_the_same(tmp_path):
     f.write_text(MLP["tp"].read_text().replace("%", ""))
     bare, usual = run(f), run(MLP["tp"])
     assert bare["time_s"] == usual["time_s"] and bare["op_count"] == usual["op_count"]
+
+
+def test_a_2d_mesh_module_runs_its_groups_on_the_slices_axes():
+    """mlp-2d (make_hlo_2d.py): data parallel over mesh rows, tensor parallel over columns, 16
+    devices; JAX prints its groups in the explicit syntax. On a 4x4 slice the TP all-reduce runs
+    along y and the gradients' along x, each as tpu-collective runs it."""
+    m = run(DATA / "mlp-2d.hlo.txt", topology="4x4")
+    assert m["device_count"] == 16 and m["bound"] == "communication"
+    rows = {r["name"]: r for r in m["op_table"] if r["class"] == "collective"}
+    for name, axes, nbytes in (("all-reduce.3", "y", 128 << 10), ("all-reduce.6", "x", 1 << 20)):
+        alone = scenario.run_kind(
+            "tpu-collective",
+            cfg.load(CollectiveParams, {"chip": "v5e", "topology": "4x4", "op": "allreduce",
+                                        "axes": axes, "bytes": nbytes, "dtype": "f32",
+                                        "payload": "size"}),
+        )  # fmt: skip
+        r = rows[name]
+        assert r["end_s"] - r["start_s"] == pytest.approx(alone["time_s"], rel=1e-9), name
