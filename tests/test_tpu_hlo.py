@@ -303,3 +303,25 @@ def test_a_2d_mesh_module_runs_its_groups_on_the_slices_axes():
         )  # fmt: skip
         r = rows[name]
         assert r["end_s"] - r["start_s"] == pytest.approx(alone["time_s"], rel=1e-9), name
+
+
+def test_a_scan_unrolls_its_loop_and_slices_in_place(tmp_path):
+    """mlp-scan (make_hlo_scan.py): jax.lax.scan over four stacked layers is a while loop with
+    a known trip count; each iteration's ops run, named by loop and iteration, and the stacked
+    weights are sliced and the stacked gradients updated in place, not copied whole."""
+    path = DATA / "mlp-scan.hlo.txt"
+    ops = {op.name: op for op in hlo.to_graph(hlo.read(path)).programs[0]}
+    layer = 512 * 512 * 4  # one f32 layer of the [4, 512, 512] stack
+    ars = [n for n, op in ops.items() if op.kind == "allreduce"]
+    assert ars == [f"while.27/{i}/all-reduce.4" for i in range(4)]  # a gradient per layer
+    assert all(ops[n].bytes == layer for n in ars)
+    # the slice of one layer read and written (and the s32 index), not the 4 MiB stack
+    assert ops["while.22/2/dynamic-slice_bitcast_fusion"].bytes == 2 * layer + 4
+    assert ops["while.27/0/bitcast_dynamic-update-slice_fusion.2"].bytes == 2 * layer + 4
+    module, dataflow = run(path), run(path, order="dataflow")
+    assert module["op_count"] == 76 and dataflow["time_s"] <= module["time_s"]
+    unknown = tmp_path / "loop.hlo"
+    unknown.write_text(path.read_text().replace('"known_trip_count":{"n":"4"}', '"x":{}'))
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "while(" in s)
+    with pytest.raises(hlo.HloError, match=rf":{line}: while while.22: a loop without a known"):
+        hlo.to_graph(hlo.read(unknown))
