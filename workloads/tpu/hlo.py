@@ -28,7 +28,12 @@ How each ENTRY instruction is costed (size only: shapes, no values):
   ``{{0,1},{2,3}}``, the iota ``[2,4]<=[4,2]T(1,0)`` and the ``mesh['a'=2,'b'=4] {'b'}`` syntax
   (empty groups: every device), ``source_target_pairs`` and ``channel_id``; bytes as
   :class:`tpu.graph.Op` defines them, from the operands' shapes;
-- anything else (control flow ``while``/``conditional``/``call``, ``custom-call``, ``fft``,
+- ``dynamic-slice`` and ``dynamic-update-slice``, alone or in a fusion: the slice read and
+  written, the update in place (the buffer neither read nor copied);
+- ``while`` with a ``known_trip_count`` (``jax.lax.scan``) and ``call``: their computation's
+  ops, once per iteration (named ``while.22/0/op``...), tuple elements followed through the
+  loop state;
+- anything else (a ``while`` of unknown length, ``conditional``, ``custom-call``, ``fft``,
   ``triangular-solve``...) is refused, naming the op and its line: a rule for them would be a
   guess (their cost depends on values or on a library's kernel).
 
