@@ -285,3 +285,43 @@ def test_a_module_printed_without_percent_sigils_reads_the_same(tmp_path):
     f.write_text(MLP["tp"].read_text().replace("%", ""))
     bare, usual = run(f), run(MLP["tp"])
     assert bare["time_s"] == usual["time_s"] and bare["op_count"] == usual["op_count"]
+
+
+def test_a_2d_mesh_module_runs_its_groups_on_the_slices_axes():
+    """mlp-2d (make_hlo_2d.py): data parallel over mesh rows, tensor parallel over columns, 16
+    devices; JAX prints its groups in the explicit syntax. On a 4x4 slice the TP all-reduce runs
+    along y and the gradients' along x, each as tpu-collective runs it."""
+    m = run(DATA / "mlp-2d.hlo.txt", topology="4x4")
+    assert m["device_count"] == 16 and m["bound"] == "communication"
+    rows = {r["name"]: r for r in m["op_table"] if r["class"] == "collective"}
+    for name, axes, nbytes in (("all-reduce.3", "y", 128 << 10), ("all-reduce.6", "x", 1 << 20)):
+        alone = scenario.run_kind(
+            "tpu-collective",
+            cfg.load(CollectiveParams, {"chip": "v5e", "topology": "4x4", "op": "allreduce",
+                                        "axes": axes, "bytes": nbytes, "dtype": "f32",
+                                        "payload": "size"}),
+        )  # fmt: skip
+        r = rows[name]
+        assert r["end_s"] - r["start_s"] == pytest.approx(alone["time_s"], rel=1e-9), name
+
+
+def test_a_scan_unrolls_its_loop_and_slices_in_place(tmp_path):
+    """mlp-scan (make_hlo_scan.py): jax.lax.scan over four stacked layers is a while loop with
+    a known trip count; each iteration's ops run, named by loop and iteration, and the stacked
+    weights are sliced and the stacked gradients updated in place, not copied whole."""
+    path = DATA / "mlp-scan.hlo.txt"
+    ops = {op.name: op for op in hlo.to_graph(hlo.read(path)).programs[0]}
+    layer = 512 * 512 * 4  # one f32 layer of the [4, 512, 512] stack
+    ars = [n for n, op in ops.items() if op.kind == "allreduce"]
+    assert ars == [f"while.27/{i}/all-reduce.4" for i in range(4)]  # a gradient per layer
+    assert all(ops[n].bytes == layer for n in ars)
+    # the slice of one layer read and written (and the s32 index), not the 4 MiB stack
+    assert ops["while.22/2/dynamic-slice_bitcast_fusion"].bytes == 2 * layer + 4
+    assert ops["while.27/0/bitcast_dynamic-update-slice_fusion.2"].bytes == 2 * layer + 4
+    module, dataflow = run(path), run(path, order="dataflow")
+    assert module["op_count"] == 76 and dataflow["time_s"] <= module["time_s"]
+    unknown = tmp_path / "loop.hlo"
+    unknown.write_text(path.read_text().replace('"known_trip_count":{"n":"4"}', '"x":{}'))
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "while(" in s)
+    with pytest.raises(hlo.HloError, match=rf":{line}: while while.22: a loop without a known"):
+        hlo.to_graph(hlo.read(unknown))

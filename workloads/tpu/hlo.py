@@ -28,7 +28,12 @@ How each ENTRY instruction is costed (size only: shapes, no values):
   ``{{0,1},{2,3}}``, the iota ``[2,4]<=[4,2]T(1,0)`` and the ``mesh['a'=2,'b'=4] {'b'}`` syntax
   (empty groups: every device), ``source_target_pairs`` and ``channel_id``; bytes as
   :class:`tpu.graph.Op` defines them, from the operands' shapes;
-- anything else (control flow ``while``/``conditional``/``call``, ``custom-call``, ``fft``,
+- ``dynamic-slice`` and ``dynamic-update-slice``, alone or in a fusion: the slice read and
+  written, the update in place (the buffer neither read nor copied);
+- ``while`` with a ``known_trip_count`` (``jax.lax.scan``) and ``call``: their computation's
+  ops, once per iteration (named ``while.22/0/op``...), tuple elements followed through the
+  loop state;
+- anything else (a ``while`` of unknown length, ``conditional``, ``custom-call``, ``fft``,
   ``triangular-solve``...) is refused, naming the op and its line: a rule for them would be a
   guess (their cost depends on values or on a library's kernel).
 
@@ -46,6 +51,7 @@ import dataclasses
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,6 +129,7 @@ class Instr:
     attrs: dict[str, str]
     line: int
     root: bool = False
+    args: str = ""  # the text between the parentheses (a parameter's number)
 
 
 @dataclasses.dataclass
@@ -279,7 +286,7 @@ class _Reader:
             if not operands:  # printed without the '%' sigils: "f32[8]{0} p0, f32[8]{0} p1"
                 operands = [a.split()[-1] for a in _split(args) if a.split()]
         attrs = _attrs(rest[close + 1 :])
-        return Instr(name, shape, opcode, operands, attrs, line, root)
+        return Instr(name, shape, opcode, operands, attrs, line, root, args.strip())
 
     def _sources(self) -> dict[int, str]:
         """stack_frame_id -> "file:line", from the sections JAX prints before the code."""
@@ -476,6 +483,38 @@ class _Coster:
     def operand_bytes(self, comp: Computation, ins: Instr) -> int:
         return sum(self.shape_of(comp, o, ins).bytes for o in ins.operands)
 
+    def fusion_bytes(self, comp: Computation, ins: Instr, fused: Computation) -> int:
+        """HBM bytes of a fusion: its operands and result, except that an operand the fused
+        code only dynamic-slices is read as its slices, and a result that is a
+        dynamic-update-slice of an operand is updated in place (the update's bytes written,
+        that operand not read)."""
+        params = {int(i.args): i.name for i in fused.instrs
+                  if i.opcode == "parameter" and i.args.isdigit()}  # fmt: skip
+        users: dict[str, list[Instr]] = {}
+        for i in fused.instrs:
+            for o in i.operands:
+                users.setdefault(o, []).append(i)
+        root = next((i for i in fused.instrs if i.root), None)
+        while root is not None and root.opcode == "bitcast" and root.operands:
+            root = fused.by_name.get(root.operands[0])
+        in_place = ""
+        total = ins.shape.bytes
+        if root is not None and root.opcode == "dynamic-update-slice" and len(root.operands) > 1:
+            in_place = root.operands[0]
+            update = fused.by_name.get(root.operands[1])
+            total = update.shape.bytes if update is not None else total
+        for n, name in enumerate(ins.operands):
+            full = self.shape_of(comp, name, ins).bytes
+            inner = params.get(n, "")
+            uses = users.get(inner, [])
+            if inner and inner == in_place and len(uses) == 1:
+                continue
+            if uses and all(u.opcode == "dynamic-slice" and u.operands[0] == inner for u in uses):
+                total += min(full, sum(u.shape.bytes for u in uses))
+            else:
+                total += full
+        return total
+
     def called(self, ins: Instr) -> Computation:
         name = ins.attrs.get("calls", "").lstrip("%").split(",")[0].strip().lstrip("%")
         comp = self.mod.computations.get(name)
@@ -535,8 +574,7 @@ class _Coster:
         out = ins.shape.bytes // max(1, ins.shape.itemsize)
         return max(1, out // max(1, o)), max(1, i * window), max(1, o // groups) * groups
 
-    def cost(self, ins: Instr) -> Op | None:
-        comp = self.mod.entry
+    def cost(self, ins: Instr, comp: Computation) -> Op | None:
         op = ins.opcode
         where = self.where(ins)
         base = op.removesuffix("-start").removesuffix("-done")
@@ -547,7 +585,7 @@ class _Coster:
         if op == "fusion":
             fused = self.called(ins)
             mats = self.matmuls(fused)
-            io = self.operand_bytes(comp, ins) + ins.shape.bytes
+            io = self.fusion_bytes(comp, ins, fused)
             if not mats:
                 return Op(name=ins.name, cls="memory", where=where, bytes=io)
             if len(mats) == 1:
@@ -562,6 +600,12 @@ class _Coster:
             return self.collective(comp, ins, inner[0].opcode, inner[0].attrs, where)
         if base in COLLECTIVE_OPS:
             return self.collective(comp, ins, base, ins.attrs, where)
+        if op == "dynamic-slice":  # reads the slice, not the buffer
+            return Op(name=ins.name, cls="memory", where=where, bytes=2 * ins.shape.bytes)
+        if op == "dynamic-update-slice":  # in place: the update is read and written
+            update = self.shape_of(comp, ins.operands[1], ins) if len(ins.operands) > 1 else None
+            nbytes = 2 * update.bytes if update is not None else ins.shape.bytes
+            return Op(name=ins.name, cls="memory", where=where, bytes=nbytes)
         if op in MEMORY_OPS:
             return Op(name=ins.name, cls="memory", where=where,
                       bytes=self.operand_bytes(comp, ins) + ins.shape.bytes)  # fmt: skip
@@ -596,38 +640,108 @@ class _Coster:
                   groups=groups, channel=channel, itemsize=item)  # fmt: skip
 
 
+#: What a value waits for: a set of op indices, or a tuple of values (a tuple's elements).
+Value = frozenset[int] | tuple[Any, ...]
+
+
+def _flat(v: Value) -> frozenset[int]:
+    if isinstance(v, tuple):
+        return frozenset().union(*(_flat(x) for x in v))
+    return v
+
+
+class _Emitter:
+    """Walks the ENTRY computation in order, emitting ops; a ``while`` with a known trip count
+    and a ``call`` emit their computation's ops in place (a loop once per iteration)."""
+
+    def __init__(self, mod: Module, order: str) -> None:
+        self.mod = mod
+        self.order = order
+        self.coster = _Coster(mod)
+        self.ops: list[Op] = []
+        self.last: set[int] = set()  # module order: what the next op waits for
+        self.starts: dict[str, int] = {}  # async -start instruction (prefixed) -> its op
+
+    def emit(self, comp: Computation, args: list[Value], prefix: str, depth: int) -> Value:
+        """Emit ``comp``'s ops (its parameters waiting for ``args``); what its ROOT waits for.
+        A value is the set of ops it waits for, or a tuple of values (tuples, a loop's state),
+        so that ``get-tuple-element`` waits only for its element's ops."""
+        if depth > 16:
+            raise HloError(f"{self.mod.path}:{comp.line}: computations nested over 16 deep")
+        made: dict[str, Value] = {}
+        root: Value = frozenset()
+        for ins in comp.instrs:
+            reads = frozenset().union(*(_flat(made.get(o, frozenset())) for o in ins.operands))
+            if ins.opcode == "parameter":
+                n = int(ins.args) if ins.args.isdigit() else 0
+                made[ins.name] = args[min(n, len(args) - 1)] if args else frozenset()
+            elif ins.opcode == "tuple":
+                made[ins.name] = tuple(made.get(o, frozenset()) for o in ins.operands)
+            elif ins.opcode == "get-tuple-element" and ins.operands:
+                whole = made.get(ins.operands[0], frozenset())
+                k = int(ins.attrs.get("index", "-1") or -1)
+                made[ins.name] = whole[k] if isinstance(whole, tuple) and 0 <= k < len(whole) \
+                    else _flat(whole)  # fmt: skip
+            elif ins.opcode in ("while", "call"):
+                ins_args = [made.get(o, frozenset()) for o in ins.operands]
+                made[ins.name] = self.nested(ins, ins_args, prefix, depth)
+            else:
+                made[ins.name] = self.one(ins, comp, set(reads), prefix)
+            if ins.root:
+                root = made[ins.name]
+        return root
+
+    def nested(self, ins: Instr, args: list[Value], prefix: str, depth: int) -> Value:
+        name = f"{prefix}{ins.name}"
+        if ins.opcode == "call":
+            callee = self._computation(ins, "to_apply")
+            return self.emit(callee, args, f"{name}/", depth + 1)
+        trips = re.search(r'known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"',
+                          ins.attrs.get("backend_config", ""))  # fmt: skip
+        if trips is None:
+            raise self.coster.refuse(ins, "a loop without a known trip count (its "
+                                     "backend_config has no known_trip_count): its cost "
+                                     "depends on values")  # fmt: skip
+        body = self._computation(ins, "body")
+        state: Value = args[0] if args else frozenset()
+        for i in range(int(trips.group(1))):
+            state = self.emit(body, [state], f"{name}/{i}/", depth + 1)
+        return state
+
+    def _computation(self, ins: Instr, key: str) -> Computation:
+        name = ins.attrs.get(key, "").lstrip("%")
+        comp = self.mod.computations.get(name)
+        if comp is None:
+            raise self.coster.refuse(ins, f"{key}={name or '?'} is not a computation of the module")
+        return comp
+
+    def one(self, ins: Instr, comp: Computation, reads: set[int], prefix: str) -> Value:
+        if ins.opcode.endswith("-done") or ins.opcode == "async-done":
+            start = next((self.starts[prefix + o] for o in ins.operands
+                          if prefix + o in self.starts), None)  # fmt: skip
+            if start is None:
+                raise self.coster.refuse(ins, "its -start is not among its operands")
+            if self.order == "module":
+                self.last = self.last | {start}
+            return frozenset({start})
+        op = self.coster.cost(ins, comp)
+        if op is None:
+            return frozenset(reads)
+        deps = reads if self.order == "dataflow" else self.last | reads
+        idx = len(self.ops)
+        self.ops.append(dataclasses.replace(op, name=prefix + op.name, deps=tuple(sorted(deps))))
+        if ins.opcode.endswith("-start") or ins.opcode == "async-start":
+            self.starts[prefix + ins.name] = idx
+        elif self.order == "module":
+            self.last = {idx}
+        return frozenset({idx})
+
+
 def to_graph(mod: Module, order: str = "module") -> Graph:
     """The module's ENTRY computation as an SPMD :class:`tpu.graph.Graph` (schedule ``order``)."""
-    coster = _Coster(mod)
-    ops: list[Op] = []
-    made: dict[str, set[int]] = {}  # instruction -> the ops its value waits for
-    last: set[int] = set()  # module order: what the next op waits for
-    starts: dict[str, int] = {}  # async -start instruction -> its op
-    for ins in mod.entry.instrs:
-        op = coster.cost(ins)
-        reads: set[int] = set()
-        for o in ins.operands:
-            reads |= made.get(o, set())
-        if ins.opcode.endswith("-done") or ins.opcode == "async-done":
-            start = next((starts[o] for o in ins.operands if o in starts), None)
-            if start is None:
-                raise coster.refuse(ins, "its -start is not among its operands")
-            made[ins.name] = {start}
-            if order == "module":
-                last = last | {start}
-            continue
-        if op is None:
-            made[ins.name] = reads
-            continue
-        deps = reads if order == "dataflow" else last | reads
-        idx = len(ops)
-        ops.append(dataclasses.replace(op, deps=tuple(sorted(deps))))
-        made[ins.name] = {idx}
-        if ins.opcode.endswith("-start") or ins.opcode == "async-start":
-            starts[ins.name] = idx
-        elif order == "module":
-            last = {idx}
-    return Graph.spmd(ops, mod.devices)
+    em = _Emitter(mod, order)
+    em.emit(mod.entry, [], "", 0)
+    return Graph.spmd(em.ops, mod.devices)
 
 
 def check_devices(mod: Module, chips: int, topology: str) -> None:
