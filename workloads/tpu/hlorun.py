@@ -33,7 +33,7 @@ from workloads.tpu import opgraph
 from workloads.tpu.common import footprint as common_footprint
 
 #: The module run when ``hlo`` is not set: the data-parallel MLP step of tests/data/hlo/.
-DEMO = Path(__file__).with_name("hlo") / "mlp-dp.hlo.txt"
+DEMO = Path(__file__).with_name("hlo-modules") / "mlp-dp.hlo.txt"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -147,7 +147,7 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
 
 
 def load_point(name: str, extra: dict[str, Any]) -> HloParams:
-    """The parameters of a bundled module ``name`` (workloads/tpu/hlo/), with ``extra``."""
+    """The parameters of bundled module ``name`` (``workloads/tpu/hlo-modules/``) and ``extra``."""
     return cfg.load(HloParams, {"hlo": str(DEMO.with_name(f"{name}.hlo.txt")), **extra})
 
 
