@@ -204,3 +204,26 @@ def test_a_collective_one_device_never_reaches_stalls_and_says_which():
     assert g.pending() == (
         "3 device stream(s) unfinished; waiting: collective:ar (3 device(s) joined)"
     )
+
+
+def test_ready_issue_runs_a_later_ready_op_before_a_blocked_one():
+    ar = Op(name="ar", cls="collective", kind="allreduce", bytes=1 << 22, groups=ALL8)
+    blocked = Op(name="after-ar", cls="memory", bytes=1 << 20, deps=(0,))
+    free = Op(name="dot", cls="compute", matmul=(2048, 2048, 2048))
+    ops = [ar, blocked, free]
+    sims = {}
+    for issue in ("in-order", "ready"):
+        sim = Simulation()
+        top = Component(sim, "pod", domain=sim.domain("ici", 1_000_000_000))
+        topo = Slice(CHIPS["v5e"], (2, 4))
+        net = IciNetwork(top, topo, IciConfig())
+        chips = {c: TensorChip(top, f"chip[{c}]", topo.spec) for c in topo.coords}
+        g = GraphRun(top, topo, net, chips, Graph.spmd(ops, 8), issue=issue)
+        sim.run()
+        sims[issue] = g.report()
+    order = {k: [row[1] for row in sorted(r["table"], key=lambda row: row[4])]
+             for k, r in sims.items()}  # fmt: skip
+    assert order["in-order"][1:] == ["after-ar", "dot"]  # the dot waits behind the blocked op
+    assert order["ready"][1:] == ["dot", "after-ar"]  # the ready dot goes first
+    assert sims["ready"]["end"] < sims["in-order"]["end"]
+    assert sims["ready"]["overlap"] > 0 == sims["in-order"]["overlap"]

@@ -319,7 +319,9 @@ def test_a_scan_unrolls_its_loop_and_slices_in_place(tmp_path):
     assert ops["while.22/2/dynamic-slice_bitcast_fusion"].bytes == 2 * layer + 4
     assert ops["while.27/0/bitcast_dynamic-update-slice_fusion.2"].bytes == 2 * layer + 4
     module, dataflow = run(path), run(path, order="dataflow")
-    assert module["op_count"] == 76 and dataflow["time_s"] <= module["time_s"]
+    assert module["op_count"] == 76 and module["overlap_pct"] == 0
+    # out of order, each layer's gradient all-reduce runs under the next layers' backward
+    assert dataflow["overlap_pct"] > 20 and dataflow["time_s"] < 0.9 * module["time_s"]
     unknown = tmp_path / "loop.hlo"
     unknown.write_text(path.read_text().replace('"known_trip_count":{"n":"4"}', '"x":{}'))
     line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "while(" in s)

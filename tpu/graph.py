@@ -26,10 +26,12 @@ Devices on the torus: device ``d`` is chip ``topo.coords[d]``, row-major over th
 shape (the last axis fastest), like JAX's default device order on a TPU slice. A program may
 name fewer devices than the slice has chips (the rest stay idle), not more.
 
-Execution (mechanisms only): every device has two in-order streams, ``compute`` (compute and
-memory ops, one at a time on the chip) and ``comm`` (collectives, sends and receives, one at a
-time); each takes its ops in program order and starts one when its dependencies are done, so
-compute and communication overlap where the dependencies allow. A collective runs on the ICI
+Execution (mechanisms only): every device has two streams, ``compute`` (compute and memory
+ops, one at a time on the chip) and ``comm`` (collectives, sends and receives, one at a time).
+With ``issue="in-order"`` (the default) each takes its ops in program order and starts one when
+its dependencies are done; with ``issue="ready"`` a free stream takes the lowest-numbered of
+its ops whose dependencies are done (out of order, as a latency-hiding scheduler could). Compute
+and communication overlap where the dependencies allow. A collective runs on the ICI
 as flows of packets (:mod:`tpu.network`):
 
 - if its groups are exactly the groups of a set of the slice's axes (and cover every chip),
@@ -69,6 +71,8 @@ from tpu.network import Flow, IciNetwork
 from tpu.topology import Coord, Slice
 
 CLASSES = ("compute", "memory", "collective", "send", "recv")
+#: How a stream picks its next op: in program order, or the lowest-numbered ready one.
+ISSUES = ("in-order", "ready")
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "collective-permute")
 #: The stream each class runs on.
 STREAM = {"compute": "compute", "memory": "compute", "collective": "comm", "send": "comm",
@@ -348,9 +352,14 @@ class GraphRun(Component):
         net: IciNetwork,
         chips: dict[Coord, TensorChip],
         graph: Graph,
+        *,
+        issue: str = "in-order",
     ) -> None:
         super().__init__(parent, "program")
         graph.check(topo.chips)
+        if issue not in ISSUES:
+            raise GraphError(f"issue {issue!r} is not one of {ISSUES}")
+        self.issue = issue
         self.topo = topo
         self.net = net
         self.chips = chips
@@ -374,7 +383,8 @@ class GraphRun(Component):
                 mine = [i for i, op in enumerate(ops) if op.stream == stream]
                 if mine:
                     self.left += 1
-                    self.process(self._stream(d, mine), f"dev{d}/{stream}")
+                    run = self._stream if self.issue == "in-order" else self._ready_stream
+                    self.process(run(d, mine), f"dev{d}/{stream}")
 
     def pending(self) -> str | None:
         """What a stalled run waits for: the unfinished streams and the open collectives (a
@@ -397,14 +407,38 @@ class GraphRun(Component):
             waits = [events[j] for j in op.deps if not events[j].processed]
             if waits:
                 yield self.env.all_of(waits)
-            t0 = self.env.now
-            self.spans[d][i][0] = t0
-            yield from self._op(d, op, chip)
-            self.spans[d][i][1] = self.env.now
-            if trace:
-                chip.trace(op.cls, op.name, t0, self.env.now - t0, where=op.where, op=i)
-            events[i].succeed()
+            yield from self._run(d, i, chip, trace)
         self.left -= 1
+
+    def _ready_stream(self, d: int, order: list[int]) -> Any:
+        """``issue="ready"``: whenever the stream is free, the lowest-numbered of its ops whose
+        dependencies are done (out of program order; ties impossible: indices differ)."""
+        ops = self.graph.programs[d]
+        events = self.done_events[d]
+        chip = self.chips[self.coord[d]]
+        trace = self.sim.trace_level >= TraceLevel.OPS
+        waiting = list(order)  # in program order
+        while waiting:
+            ready = next((i for i in waiting if all(events[j].processed for j in ops[i].deps)),
+                         None)  # fmt: skip
+            if ready is None:
+                # wait for any dependency of a waiting op to finish, then look again
+                deps = {j for i in waiting for j in ops[i].deps if not events[j].processed}
+                yield self.env.any_of([events[j] for j in sorted(deps)])
+                continue
+            waiting.remove(ready)
+            yield from self._run(d, ready, chip, trace)
+        self.left -= 1
+
+    def _run(self, d: int, i: int, chip: TensorChip, trace: bool) -> Any:
+        op = self.graph.programs[d][i]
+        t0 = self.env.now
+        self.spans[d][i][0] = t0
+        yield from self._op(d, op, chip)
+        self.spans[d][i][1] = self.env.now
+        if trace:
+            chip.trace(op.cls, op.name, t0, self.env.now - t0, where=op.where, op=i)
+        self.done_events[d][i].succeed()
 
     def _op(self, d: int, op: Op, chip: TensorChip) -> Any:
         if op.cls == "compute":

@@ -40,7 +40,8 @@ How each ENTRY instruction is costed (size only: shapes, no values):
 Schedule: ``order="module"`` (the default) runs the ENTRY computation in the module's order,
 each op after the one before it; an async ``-start`` lets the ops after it run until its
 ``-done`` (then the next op also waits for the collective). ``order="dataflow"``: each op
-waits only for the ops whose results it reads (what a latency-hiding scheduler could reach).
+waits only for the ops whose results it reads (the kind then lets each stream take its ready
+ops out of order: what a latency-hiding scheduler could reach).
 
 Errors are :class:`HloError` (exit status 2) naming the file and line.
 """

@@ -33,7 +33,7 @@ from workloads.tpu import opgraph
 from workloads.tpu.common import footprint as common_footprint
 
 #: The module run when ``hlo`` is not set: the data-parallel MLP step of tests/data/hlo/.
-DEMO = Path(__file__).with_name("hlo") / "mlp-dp.hlo.txt"
+DEMO = Path(__file__).with_name("hlo-modules") / "mlp-dp.hlo.txt"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,7 +49,8 @@ class HloParams(SliceParams):
     order: str = param(
         "module",
         "module: each op after the one before it (async -start/-done pairs overlap); "
-        "dataflow: each op after the ops it reads",
+        "dataflow: each op after the ops it reads, each stream taking its ready ops out of "
+        "order",
         choices=reader.ORDERS,
     )
     tile_k: int = param(512, "rows of each weight tile copied HBM -> VMEM", min=8)
@@ -100,7 +101,12 @@ def build(sim: Simulation, p: HloParams) -> HloRun:
                       tile_n=p.tile_n)
         for c in topo.coords
     }  # fmt: skip
-    return HloRun(topo, net, GraphRun(top, topo, net, chips, graph), mod)
+    return HloRun(topo, net, GraphRun(top, topo, net, chips, graph, issue=issue(p)), mod)
+
+
+def issue(p: HloParams) -> str:
+    """``order=dataflow``: each stream takes the lowest-numbered ready op (out of order)."""
+    return "ready" if p.order == "dataflow" else "in-order"
 
 
 def metrics(sim: Simulation, p: HloParams, run: HloRun, result: RunResult) -> dict[str, Any]:
@@ -111,7 +117,7 @@ def metrics(sim: Simulation, p: HloParams, run: HloRun, result: RunResult) -> di
 def model(p: HloParams) -> dict[str, Any]:
     """Every op at its roofline, scheduled like the simulation (:func:`opgraph.model`)."""
     _mod, graph = load(p)
-    return opgraph.model(graph, p.slice(), p.ici, tile_k=p.tile_k, tile_n=p.tile_n)
+    return opgraph.model(graph, p.slice(), p.ici, tile_k=p.tile_k, tile_n=p.tile_n, issue=issue(p))
 
 
 def footprint(p: HloParams) -> registry.Footprint:
@@ -141,7 +147,7 @@ def _validate(runner: registry.Runner) -> list[registry.ValidationRow]:
 
 
 def load_point(name: str, extra: dict[str, Any]) -> HloParams:
-    """The parameters of a bundled module ``name`` (workloads/tpu/hlo/), with ``extra``."""
+    """The parameters of bundled module ``name`` (``workloads/tpu/hlo-modules/``) and ``extra``."""
     return cfg.load(HloParams, {"hlo": str(DEMO.with_name(f"{name}.hlo.txt")), **extra})
 
 

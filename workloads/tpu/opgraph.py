@@ -20,6 +20,7 @@ model) and the model's time is the latest device's.
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Any
 
@@ -117,20 +118,44 @@ def op_time(
     return steps * (op.bytes / n / w + lat * worst)
 
 
-def schedule(ops: list[Op], times: list[float]) -> float:
-    """The end of ``ops`` on two in-order streams with their dependencies (analytical)."""
-    end = [0.0] * len(ops)
-    free = {"compute": 0.0, "comm": 0.0}
-    for i, op in enumerate(ops):
-        start = max([free[op.stream], *(end[j] for j in op.deps)])
-        end[i] = start + times[i]
-        free[op.stream] = end[i]
-    return max(end, default=0.0)
+def schedule(ops: list[Op], times: list[float], issue: str = "in-order") -> float:
+    """The end of ``ops`` on two streams with their dependencies (analytical), each stream
+    taking its ops in program order (``in-order``) or, whenever it is free, the lowest-numbered
+    op whose dependencies have ended (``ready``), as :class:`tpu.graph.GraphRun` does."""
+    if issue == "in-order":
+        end = [0.0] * len(ops)
+        free = {"compute": 0.0, "comm": 0.0}
+        for i, op in enumerate(ops):
+            start = max([free[op.stream], *(end[j] for j in op.deps)])
+            end[i] = start + times[i]
+            free[op.stream] = end[i]
+        return max(end, default=0.0)
+    waiting = {s: [i for i, op in enumerate(ops) if op.stream == s] for s in ("compute", "comm")}
+    busy = {"compute": False, "comm": False}
+    done: set[int] = set()
+    heap: list[tuple[float, int]] = []
+    now, last = 0.0, 0.0
+    while True:
+        for s in ("compute", "comm"):
+            if busy[s]:
+                continue
+            i = next((i for i in waiting[s] if all(j in done for j in ops[i].deps)), None)
+            if i is not None:
+                waiting[s].remove(i)
+                busy[s] = True
+                heapq.heappush(heap, (now + times[i], i))
+        if not heap:
+            return last
+        now, i = heapq.heappop(heap)
+        done.add(i)
+        busy[ops[i].stream] = False
+        last = max(last, now)
 
 
 def model(
-    graph: Graph, topo: Slice, ici: IciConfig, *, tile_k: int = 512, tile_n: int = 512
-) -> dict[str, Any]:
+    graph: Graph, topo: Slice, ici: IciConfig, *, tile_k: int = 512, tile_n: int = 512,
+    issue: str = "in-order",
+) -> dict[str, Any]:  # fmt: skip
     """The latest device's scheduled roofline time, and its compute, memory and communication
     sums (an SPMD program is scheduled once: every device runs the same list)."""
     best: dict[str, Any] = {"time_s": 0.0, "compute_s": 0.0, "memory_s": 0.0, "comm_s": 0.0,
@@ -145,7 +170,7 @@ def model(
         by = {"compute": 0.0, "memory": 0.0, "comm": 0.0}
         for op, t in zip(ops, times, strict=True):
             by[op.cls if op.cls in ("compute", "memory") else "comm"] += t
-        end = schedule(ops, times)
+        end = schedule(ops, times, issue)
         if end >= best["time_s"]:
             bound = max(by, key=lambda k: by[k])
             best = {
