@@ -139,6 +139,7 @@ class Controller(Component):
         self._hits = [0] * self.std.org.banks  # column accesses since each bank's ACT
         self.counts: dict[str, int] = {}
         self.bus_busy_cycles = 0
+        self.shift_cycles = 0  # cycles charged to shift-related PIM triggers (see _issue)
         self.host_bytes = 0
         self.first_cycle = -1
         self.last_cycle = -1
@@ -186,6 +187,9 @@ class Controller(Component):
             and self.pch.open[bank] != (self.pch.row_conf)
         )
         out = self.pch.apply(cmd, bank, row, col, data)
+        if trig and self.pch.units.last_role.startswith("shift"):
+            # each command is charged the cycles since the command before it
+            self.shift_cycles += cycle - max(self.last_cycle, 0)
         self.counts[cmd] = self.counts.get(cmd, 0) + 1
         t = self.std.timing
         if cmd == "ACT":

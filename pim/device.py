@@ -69,6 +69,7 @@ class PimUnits:
         self.by_op: dict[str, int] = {}
         self.by_role: dict[str, int] = {}
         self.roles: list[str] = [""] * CRF_ENTRIES
+        self.last_role = ""  # the role of the instruction the last trigger ran
 
     def write_crf(self, first: int, words: list[int]) -> None:
         for k, w in enumerate(words):
@@ -154,7 +155,7 @@ class PimUnits:
             raise ProtocolError(str(err)) from None
         self.triggers += 1
         self.by_op[ins.op] = self.by_op.get(ins.op, 0) + 1
-        role = self.roles[self.pc]
+        role = self.last_role = self.roles[self.pc]
         if role:
             self.by_role[role] = self.by_role.get(role, 0) + 1
         self.pc += 1

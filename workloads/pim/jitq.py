@@ -135,8 +135,22 @@ def _counts(stack: HbmStack) -> dict[str, Any]:
     }
     out["pim_triggers"] = units.triggers
     out["pim_by_instruction"] = dict(sorted(units.by_op.items()))
+    out["pim_by_class"] = by_class(units.by_op)
     out["shift_related"] = {**shift, "total": sum(shift.values())}
     return out
+
+
+#: The instruction classes the study names, by opcode.
+CLASSES = {
+    "MAX/CMP": ("MAX", "CMP"), "bitSHIFT": ("BSHIFT",), "laneSHIFT": ("LSHIFT",),
+    "ADD": ("ADD",), "MUL": ("MUL", "MAC", "MAD"), "move": ("MOV", "FILL"),
+}  # fmt: skip
+
+
+def by_class(by_op: dict[str, int]) -> dict[str, int]:
+    """Executed PIM instructions per class of :data:`CLASSES` (``move``: between the row
+    buffer and the registers, register to register, and into the shift counter)."""
+    return {name: sum(by_op.get(op, 0) for op in ops) for name, ops in CLASSES.items()}
 
 
 def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> dict[str, Any]:
@@ -162,10 +176,13 @@ def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> 
     }
     busy = sum(c.bus_busy_cycles for c in stack.controllers) / len(stack.controllers)
     time_s = cycles / std.timing.clock_hz
+    shift_s = stack.controllers[0].shift_cycles / std.timing.clock_hz
     m = model(p)
     return {
         "time_s": time_s,
         "cycles": cycles,
+        "shift_time_s": shift_s,
+        "other_time_s": time_s - shift_s,
         "commands": system,
         "commands_per_pch": per,
         "row_activations": system["ACT"],
