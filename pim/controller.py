@@ -431,10 +431,12 @@ class Controller(Component):
                         cands.append((1, b, "PRE", b, None))
             best = None
             soonest = -1
+            times = []
             for cand in cands:
                 t = checker.earliest1(cand[2], cand[3])
                 if t < now:
                     t = now
+                times.append(t)
                 if soonest < 0 or t < soonest:
                     soonest = t
                 if t == now and (best is None or cand[:2] < best[:2]):
@@ -443,16 +445,25 @@ class Controller(Component):
                 wake = soonest if soonest >= 0 else now + 1
                 # an arrival wakes it when its queue has room (a full queue frees an entry only
                 # at a command, which is a wake of its own); so does a refresh falling due
+                other = wake + 1
                 if nxt is not None and (
                     len(writes) < wq_depth
                     if nxt.is_write and wq_depth > 0
                     else len(reads) < self.queue_depth
                 ):
-                    wake = min(wake, max(nxt.arrival, now + 1))
+                    other = max(nxt.arrival, now + 1)
                 if self.refresh == "all-bank" and due_hits is None and self.next_refresh > now:
-                    wake = min(wake, self.next_refresh)
-                yield self._wait_until(wake)
-                continue
+                    other = min(other, self.next_refresh)
+                if soonest < 0 or other <= soonest or due_hits is not None:
+                    yield self._wait_until(min(wake, other))
+                    continue
+                # Nothing can change before ``soonest``: no arrival is admitted, no refresh falls
+                # due, no command issues, so the decision there is the one these candidates
+                # give. Take it without rebuilding them (the same command at the same cycle).
+                now = soonest
+                for cand, t in zip(cands, times, strict=True):
+                    if t == now and (best is None or cand[:2] < best[:2]):
+                        best = cand
             _, _, cmd, bank, req = best
             if now * self.domain.period_ticks > self.env.now:  # already there: no kernel event
                 yield self._wait_until(now)

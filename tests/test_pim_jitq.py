@@ -306,3 +306,15 @@ def test_same_seed_same_trace_bytes(tmp_path):
         paths.append(path)
     a, b = (read_trace(p).table for p in paths)
     assert a.equals(b) and a.num_rows > 1000
+
+
+def test_plot_jitq_breakdown_draws_every_placement_and_direction(tmp_path, capsys):
+    from app.plots import plot_jitq_breakdown
+
+    out = tmp_path / "b.png"
+    runs = plot_jitq_breakdown(str(tmp_path / "c.svg"), ["rows=32", "cols=32"])
+    assert (tmp_path / "c.svg").stat().st_size > 0
+    assert len(runs) == len(jitq.PLACEMENTS) * len(jitq.DIRECTIONS)
+    assert all(m["correct"] and 0 < m["shift_time_s"] < m["time_s"] for m in runs)
+    assert cli.main(["plot", "jitq-breakdown", "--set", "rows=17", "-o", str(out)]) == 2
+    assert "rows" in capsys.readouterr().err
