@@ -78,6 +78,13 @@ class Issued(NamedTuple):
     col: int
 
 
+#: A stream's commands go in order, each at its first legal cycle, and nothing outside the
+#: controller changes when that is (the stream is fixed, the state is its own): so the process
+#: lets the kernel's clock lag behind the commands it issues by up to this many cycles, waking
+#: the kernel only then (the commands and their cycles are the same; the run's progress hooks,
+#: checked every so many kernel events, see time advance in these steps).
+STREAM_LAG_CYCLES = 256
+
 #: Cycles per window of the bus-utilisation and PIM-trigger counters in traces.
 TRACE_WINDOW_CYCLES = 256
 
@@ -306,8 +313,11 @@ class Controller(Component):
                 roles, self._program_name = c.note
                 pch.units.roles = list(roles) + [""] * (32 - len(roles))
             t = max(self._next_free, checker.earliest(c.cmd, pch.targets(c.cmd, c.bank)))
-            yield self._wait_until(t)
+            if t - self.env.now // self.domain.period_ticks >= STREAM_LAG_CYCLES:
+                yield self._wait_until(t)
             self._issue(c.cmd, c.bank, c.row, c.col, c.data, t)
+        if self.last_cycle >= 0:
+            yield self._wait_until(self.last_cycle)
 
     # -- the request scheduler -------------------------------------------------------------------
     def _next_command(self, req: Request) -> str:

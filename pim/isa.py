@@ -195,8 +195,14 @@ def evaluate(
     ``dst`` is the destination's old value (MAC accumulates into it), ``counter`` the shift
     counters S, ``addend`` MAD's SRF_A scalar. Returns (result, new counters).
     """
+    if i.integer or i.op not in _FLOAT_OPS:  # integer lanes raise no floating-point flags
+        return _evaluate(i, src0, src1, dst, counter, addend)
     with np.errstate(all="ignore"):  # FP16 overflow to Inf is the hardware's result, not an error
         return _evaluate(i, src0, src1, dst, counter, addend)
+
+
+#: Opcodes with FP16 arithmetic (without the INT flag): the only ones that can overflow.
+_FLOAT_OPS = frozenset(("ADD", "MUL", "MAC", "MAD"))
 
 
 def _evaluate(

@@ -177,7 +177,7 @@ def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> 
     busy = sum(c.bus_busy_cycles for c in stack.controllers) / len(stack.controllers)
     time_s = cycles / std.timing.clock_hz
     shift_s = stack.controllers[0].shift_cycles / std.timing.clock_hz
-    m = model(p)
+    m = model(p, run.plan)
     return {
         "time_s": time_s,
         "cycles": cycles,
@@ -200,15 +200,16 @@ def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> 
 
 
 # -- analytical model ----------------------------------------------------------------------------
-def stream_counts(p: JitqParams) -> dict[str, int]:
+def stream_counts(p: JitqParams, plan: kernel.Plan | None = None) -> dict[str, int]:
     """Static counts of the compiled stream (no simulation) and the cycles each column command
     waits beyond tCCD_L after the one before: a bus turnaround (RD -> WR, WR -> RD) or a row
     switch (the PRE waits for the precharged parity's last RD or WR, less the commands that went
     to the other parity since, then tRP, then tRCD), whichever is longer; and row visits shorter
-    than tRC."""
+    than tRC. ``plan``: the compiled stream of ``p`` when the caller has it (else compiled here)."""
     sim = Simulation()
     stack = HbmStack(sim, p.hbm, pchs=1)
-    _, plan = plan_for(p, stack)
+    if plan is None:
+        _, plan = plan_for(p, stack)
     conf = stack.pchs[0].row_conf
     t = p.hbm.standard().timing
     turn = {("RD", "WR"): t.nCL + t.nBL + 2 - t.nCWL, ("WR", "RD"): t.nCWL + t.nBL + t.nWTR_L}
@@ -255,13 +256,13 @@ def stream_counts(p: JitqParams) -> dict[str, int]:
     }  # fmt: skip
 
 
-def model(p: JitqParams) -> dict[str, Any]:
+def model(p: JitqParams, plan: kernel.Plan | None = None) -> dict[str, Any]:
     """T = (triggers + register writes) x tCCD_L + what each column command waits beyond
     tCCD_L (a bus turnaround or a row switch: ``wait_cycles``) + row visits shorter than tRC
     (``ras_wait_cycles``), stretched by refresh: (tRFC + tRP + tRCD) every tREFI."""
     std = p.hbm.standard()
     t = std.timing
-    n = stream_counts(p)
+    n = stream_counts(p, plan)
     cycles = (n["triggers"] + n["reg_writes"]) * t.nCCD_L + n["wait_cycles"] + n["ras_wait_cycles"]
     if p.hbm.refresh == "all-bank":
         cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI
