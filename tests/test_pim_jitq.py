@@ -308,13 +308,22 @@ def test_same_seed_same_trace_bytes(tmp_path):
     assert a.equals(b) and a.num_rows > 1000
 
 
-def test_plot_jitq_breakdown_draws_every_placement_and_direction(tmp_path, capsys):
+def test_plot_jitq_breakdown_draws_every_placement_and_direction(tmp_path, capsys, costs):
+    """The plot runs the jitq scenario with the overrides at every placement and direction
+    (here the runs of ``costs``, handed back by the runner it is given) and draws each."""
     from app.plots import plot_jitq_breakdown
 
-    out = tmp_path / "b.png"
-    runs = plot_jitq_breakdown(str(tmp_path / "c.svg"), ["rows=32", "cols=32"])
+    asked = []
+
+    def runner(kind, points):
+        asked.extend((kind, p.placement, p.direction, p.rows, p.cols) for p in points)
+        return [costs[p.placement, p.direction] for p in points]
+
+    sets = [f"rows={COST_SIZE['rows']}", f"cols={COST_SIZE['cols']}"]
+    runs = plot_jitq_breakdown(str(tmp_path / "c.svg"), sets, runner)
     assert (tmp_path / "c.svg").stat().st_size > 0
-    assert len(runs) == len(jitq.PLACEMENTS) * len(jitq.DIRECTIONS)
-    assert all(m["correct"] and 0 < m["shift_time_s"] < m["time_s"] for m in runs)
+    want = [("jitq", pl, d, 1024, 1024) for pl in jitq.PLACEMENTS for d in jitq.DIRECTIONS]
+    assert asked == want and len(runs) == len(want)
+    out = tmp_path / "b.png"
     assert cli.main(["plot", "jitq-breakdown", "--set", "rows=17", "-o", str(out)]) == 2
-    assert "rows" in capsys.readouterr().err
+    assert "rows" in capsys.readouterr().err and not out.exists()
