@@ -252,6 +252,12 @@ def _add_plot(sub: _Subparsers) -> None:
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
     _image_argument(q)
+    q = psub.add_parser(
+        "jitq-breakdown",
+        help="jitq time per placement and direction, shift-related and other instructions",
+    )
+    _set_argument(q, "override a jitq parameter (repeatable), e.g. --set rows=1024")
+    _image_argument(q)
     q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
     q.add_argument("path", metavar="TABLE.parquet", help="a table written by wafersim sweep")
     q.add_argument("--x", required=True, metavar="COLUMN", help="the column on the x axis")
@@ -516,7 +522,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
-    from app.plots import plot_sweep, plot_validate
+    from app.plots import plot_jitq_breakdown, plot_sweep, plot_validate
     from traces import plots
 
     plots.check_format(args.output)
@@ -532,6 +538,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         elif args.plot_command == "sweep":
             plot_sweep(args.path, tmp, x=args.x, y=args.y, hue=args.hue,
                        logx=args.logx, logy=args.logy)  # fmt: skip
+        elif args.plot_command == "jitq-breakdown":
+            plot_jitq_breakdown(tmp, args.overrides)
         else:
             plot_validate(args.case, tmp)
     print(f"wrote {args.output}")

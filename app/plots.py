@@ -5,21 +5,24 @@ workloads; drawing the resulting numbers belongs to :mod:`traces.plots`, which t
 and imports nothing above simcore. This module joins the two: it runs the case and hands the
 labels, simulated, model and reference values and a title (naming the rows' unit) to
 :func:`traces.plots.plot_comparison`. :func:`plot_sweep` reads a sweep table (``wafersim
-sweep``) and hands its columns to :func:`traces.plots.plot_series`.
+sweep``) and hands its columns to :func:`traces.plots.plot_series`. :func:`plot_jitq_breakdown`
+runs the ``jitq`` scenario at every placement and direction and hands each run's time, split
+into shift-related and other, to :func:`traces.plots.plot_stacked`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
 
-from runner import registry
+from runner import registry, scenario
 from runner.scenario import run_points
 from simcore.errors import WafersimError
 from sweeps import tables
 from sweeps.grid import META_KEY
-from traces.plots import check_output, plot_comparison, plot_series
+from traces.plots import check_output, plot_comparison, plot_series, plot_stacked
 
 
 def plot_validate(
@@ -43,6 +46,33 @@ def plot_validate(
         unit=units[0] if len(units) == 1 else "",
     )
     return rows
+
+
+def plot_jitq_breakdown(
+    out: str, overrides: list[str], runner: registry.Runner = run_points
+) -> list[dict]:
+    """The built-in ``jitq`` scenario with ``overrides`` (``--set``), run at every placement
+    and direction: each run's ``time_s`` as a bar of ``shift_time_s`` (the cycles of the
+    shift-related instructions: bitSHIFT, laneSHIFT, and the compares and adds of a variable
+    shift) under ``other_time_s``; returns the runs' metrics."""
+    check_output(out)
+    base = scenario.resolve_params(scenario.find("jitq"), overrides)
+    choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(base)}
+    combos = [(pl, d) for pl in choices["placement"] for d in choices["direction"]]
+    points = [dataclasses.replace(base, placement=pl, direction=d) for pl, d in combos]
+    runs = runner("jitq", points)
+    plot_stacked(
+        out,
+        labels=[f"{pl} {d}" for pl, d in combos],
+        parts={
+            "shift-related": [m["shift_time_s"] * 1e6 for m in runs],
+            "other": [m["other_time_s"] * 1e6 for m in runs],
+        },
+        title=f"jitq {base.rows} x {base.cols} {base.format} ({base.master} master): time per "
+        "placement and direction, shift-related and other instructions",
+        unit="us",
+    )
+    return runs
 
 
 def plot_sweep(

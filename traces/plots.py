@@ -616,3 +616,35 @@ def links_figure(path: str) -> plt.Figure:
     fig.suptitle(_wrap(f"link utilisation per direction: {os.path.basename(path)}",
                        fig.get_figwidth(), 10), fontsize=10)  # fmt: skip
     return fig
+
+
+def plot_stacked(
+    out: str,
+    *,
+    labels: Sequence[str],
+    parts: dict[str, Sequence[float]],
+    title: str = "",
+    unit: str = "",
+) -> None:
+    """One bar per label, stacked from ``parts`` (name -> one value per label, bottom first),
+    on an axis of ``unit``."""
+    check_output(out)
+    if any(len(v) != len(labels) for v in parts.values()):
+        raise WafersimError(
+            f"plot_stacked needs one value per label in every part; got {len(labels)} labels, "
+            + ", ".join(f"{len(v)} {k}" for k, v in parts.items())
+        )
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 2), 4.5))
+    pos = np.arange(len(labels))
+    bottom = np.zeros(len(labels))
+    for name, values in parts.items():
+        v = np.asarray(values, float)
+        ax.bar(pos, v, 0.7, bottom=bottom, label=name)
+        bottom += v
+    ax.set_xticks(pos, labels, rotation=30, ha="right")
+    ax.set_ylabel(unit)
+    ax.legend()
+    _title(fig, ax, title)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
