@@ -217,6 +217,12 @@ def _add_trace(sub: _Subparsers) -> None:
     )
 
 
+#: ``plot heatmap``'s choices, spelled here so that building the parser imports no matplotlib
+#: (tests/test_heatmap.py checks they are traces.heatmap's).
+HEATMAP_UNITS = ("auto", "pe", "link", "chip", "bank", "component")
+HEATMAP_METRICS = ("active", "busy", "async", "fabric")
+
+
 def _image_argument(q: argparse.ArgumentParser) -> None:
     q.add_argument("-o", "--output", metavar="OUT", required=True, help="OUT.png or OUT.svg")
 
@@ -230,9 +236,9 @@ def _add_plot(sub: _Subparsers) -> None:
         "--metric", choices=("busy", "async", "fabric", "link"), default="busy",
         help="busy: %% of the run each PE or chip (with what is under it) computes; async: "
         "%% with an asynchronous operation or collective in flight; fabric: %% with wavelets "
-        "or link transfers under way; link: mean link and queue occupancy of each PE, as a "
-        "fraction of capacity where the trace gives it (default: busy; link needs a "
-        "detail-level trace)",
+        "or link transfers under way; link: mean depth of each PE's router buffers and queues "
+        "(entries: occupancy, not utilisation, which is `plot links`) (default: busy; link "
+        "needs a detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser(
@@ -241,6 +247,29 @@ def _add_plot(sub: _Subparsers) -> None:
     q.add_argument(
         "path", metavar="PATH",
         help="an Arrow trace: a wafer run at --trace-level detail (wavelets) or a TPU run",
+    )  # fmt: skip
+    _image_argument(q)
+    q = psub.add_parser(
+        "heatmap", help="activity of PEs, links, chips, banks or components over time bins",
+        description="Rows of units (PEs, links, chips, banks or components), columns of time "
+        "bins: the %% of each bin a unit is active (the union of its slices of the chosen "
+        "class, never counted twice). Works on every family's trace at any size.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of any family")
+    q.add_argument(
+        "--by", choices=HEATMAP_UNITS, default="auto",
+        help="rows: pe (pe[x,y], with what is under it), link (a wafer router's output port "
+        "at --trace-level detail, a TPU link), chip, bank (HBM pch/bank), component (whole "
+        "paths: the cluster); auto: the first of pe, bank, chip the trace has, else component",
+    )  # fmt: skip
+    q.add_argument(
+        "--metric", choices=HEATMAP_METRICS, default="active",
+        help="active: any activity (default); busy: compute; async: asynchronous operations "
+        "and collectives in flight; fabric: wavelets and link transfers",
+    )  # fmt: skip
+    q.add_argument(
+        "--bins", type=argtypes.positive, default=200, metavar="N",
+        help="time bins (default 200, at most 5000)",
     )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
@@ -504,7 +533,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
     from app.plots import plot_sweep, plot_validate
-    from traces import plots
+    from traces import heatmap, plots
 
     plots.check_format(args.output)
     trace = getattr(args, "path", None)
@@ -514,6 +543,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
             plots.plot_mesh(args.path, tmp, metric=args.metric)
         elif args.plot_command == "timeline":
             plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "heatmap":
+            heatmap.plot_heatmap(args.path, tmp, unit=args.by, metric=args.metric,
+                                 bins=args.bins)  # fmt: skip
         elif args.plot_command == "links":
             plots.plot_links(args.path, tmp)
         elif args.plot_command == "sweep":

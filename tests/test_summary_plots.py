@@ -15,7 +15,7 @@ from app.plots import plot_validate
 from runner import registry
 from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
-from traces import plots, read_trace
+from traces import heatmap, plots, read_trace
 from traces.summary import summarize, union_length
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -252,7 +252,12 @@ FAMILIES = {
                            "vocab": 32, "heads": 2, "batch": 1, "steps": 1}),
 }  # fmt: skip
 #: Plot commands that need a mesh or links: which families have them.
-NEEDS = {"mesh": {"wafer", "tpu"}, "links": {"wafer", "tpu"}, "timeline": set(FAMILIES)}
+NEEDS = {
+    "mesh": {"wafer", "tpu"},
+    "links": {"wafer", "tpu"},
+    "timeline": set(FAMILIES),
+    "heatmap": set(FAMILIES),
+}
 
 
 @pytest.fixture(scope="module")
@@ -278,6 +283,8 @@ def _figure(command: str, path: str):
         return plots.timeline_figure(path)
     if command == "links":
         return plots.links_figure(path)
+    if command == "heatmap":
+        return heatmap.heatmap_figure(path)
     for metric in plots.ACTIVITY_LABELS:  # the first class the run has (a TPU collective: async)
         try:
             grid = plots.mesh_values(path, metric) * 100

@@ -1,8 +1,8 @@
 """Plots of traces and of model comparisons (matplotlib, Agg backend: no display needed).
 
 * :func:`plot_mesh` — heatmap over the ``pe[x,y]`` grid of a wafer trace: busy fraction of each
-  PE (union of the slices of the PE and its children, from :mod:`traces.summary`) or link
-  utilisation (mean of the PE's link/queue counter series, as a fraction of capacity when known).
+  PE (union of the slices of the PE and its children, from :mod:`traces.summary`) or the mean
+  depth of its buffers and queues (their counters; occupancy in entries, not utilisation).
 * :func:`plot_timeline` — one row per component (or per ancestor, above :data:`MAX_ROWS`
   components), slices as bars over the whole run, time in seconds or a sub-unit, one colour
   per category (:data:`CATEGORY_COLOURS`, shared by every plot).
@@ -137,8 +137,9 @@ def _activity_values(path: str, metric: str) -> dict[tuple[int, int], list[float
 def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
     """Grid ``[y, x]`` of per-PE (wafer) or per-chip (TPU, z layers together) values, NaN where
     one has no data: ``busy``, ``async``, ``fabric`` as a share of the run (0..1, see
-    :func:`activity_class`), or ``link``: the mean of its link/queue counters, as a fraction
-    of capacity when known."""
+    :func:`activity_class`), or ``link``: the time-weighted mean depth of its link, buffer and
+    queue counters (entries: wavelets or items), averaged over them. That is occupancy, not
+    utilisation; link utilisation per direction is :func:`link_values`."""
     values: dict[tuple[int, int], list[float]] = {}
     if metric in ACTIVITY_LABELS:
         values = _activity_values(path, metric)
@@ -146,8 +147,7 @@ def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
         for row in summarize(path)["utilisation"]:
             xy = _pe_of(row["component"])
             if xy is not None:
-                u = row["utilisation"] if row["utilisation"] is not None else row["mean"]
-                values.setdefault(xy, []).append(u)
+                values.setdefault(xy, []).append(row["mean"])
     else:
         raise WafersimError(
             f"unknown mesh metric '{metric}'; choose {', '.join(ACTIVITY_LABELS)} or link"
@@ -169,14 +169,14 @@ def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
 
 def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
     """Heatmap per PE or chip of compute busy, async or fabric activity (% of the run), or
-    mean link/queue occupancy (``link``)."""
+    mean buffer and queue depth (``link``, in entries)."""
     check_output(out)
     grid = mesh_values(path, metric)
     if metric in ACTIVITY_LABELS:
         grid = grid * 100.0
         label = ACTIVITY_LABELS[metric]
     else:
-        label = "mean link/queue occupancy (fraction of capacity)"
+        label = "mean buffer / queue depth (entries; not utilisation: plot links)"
     title = f"{label.split(' (')[0]} per PE/chip: {os.path.basename(path)}"
     fig = mesh_figure(grid, label, title, vmax=100.0 if metric in ACTIVITY_LABELS else None)
     fig.savefig(out)
@@ -193,7 +193,7 @@ def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = N
     single row), the title wrapped to the figure's width."""
     h, w = grid.shape
     fig_w = max(6.0, min(12.0, 2.5 + 0.5 * w))
-    title_lines = len(_wrap(title, fig_w, 10).splitlines())
+    title_lines = len(wrap_title(title, fig_w, 10).splitlines())
     fig_h = (min(10.0, 2.2 + 0.5 * h) if h > 1 else 2.6) + 0.2 * title_lines
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
     # Square cells, unless the mesh is so long and thin that its rows or columns would be
@@ -211,7 +211,7 @@ def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = N
     ax.set_xlabel("x (column)")
     ax.set_ylabel("y (row)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _title(fig, ax, title)
+    fit_title(fig, ax, title)
     fig.tight_layout()
     fig.canvas.draw()
     # A cell's size in points, once laid out: "0.00" is about 2.6 font sizes wide, 1.2 high.
@@ -230,13 +230,13 @@ def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = N
     return fig
 
 
-def _title(fig: plt.Figure, ax: plt.Axes, title: str, fontsize: float = 10) -> None:
+def fit_title(fig: plt.Figure, ax: plt.Axes, title: str, fontsize: float = 10) -> None:
     """``title`` wrapped to the figure's width less the axis labels' margin (about 0.62 font
     sizes per character), so it is never cut at the figure's edges."""
-    ax.set_title(_wrap(title, fig.get_figwidth(), fontsize), fontsize=fontsize)
+    ax.set_title(wrap_title(title, fig.get_figwidth(), fontsize), fontsize=fontsize)
 
 
-def _wrap(title: str, fig_width_in: float, fontsize: float) -> str:
+def wrap_title(title: str, fig_width_in: float, fontsize: float) -> str:
     chars = max(20, int((fig_width_in - 1.8) * 72 / (0.62 * fontsize)))
     return textwrap.fill(title, chars, break_on_hyphens=True)
 
@@ -356,7 +356,7 @@ def timeline_figure(path: str, *, max_rows: int = MAX_ROWS) -> plt.Figure:
     ax.set_xlabel(f"simulated time ({unit})")
     ax.xaxis.get_major_formatter().set_useOffset(False)
     merged = f", {len(comps):,} components in {len(rows)} rows" if len(rows) < len(comps) else ""
-    _title(fig, ax, f"timeline: {os.path.basename(path)}{merged}")
+    fit_title(fig, ax, f"timeline: {os.path.basename(path)}{merged}")
     fig.tight_layout()
     return fig
 
@@ -431,7 +431,7 @@ def comparison_figure(
     else:
         ax.set_xticks(pos, labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(value_label)
-    _title(fig, ax, title, fontsize=9)
+    fit_title(fig, ax, title, fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     for axis in (ax.xaxis, ax.yaxis):
@@ -499,7 +499,7 @@ def series_figure(
             formatter.set_useOffset(False)  # a 0.2 ms change of a 48 s step reads as such
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    _title(fig, ax, title, fontsize=9)
+    fit_title(fig, ax, title, fontsize=9)
     if any(series):
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
@@ -613,6 +613,6 @@ def links_figure(path: str) -> plt.Figure:
         ax.set_ylabel("y (row)", fontsize=8)
     what = "PE" if family == "mesh" else "chip"
     fig.colorbar(im, ax=axes, label=f"link utilisation (% of bandwidth, out of each {what})")
-    fig.suptitle(_wrap(f"link utilisation per direction: {os.path.basename(path)}",
+    fig.suptitle(wrap_title(f"link utilisation per direction: {os.path.basename(path)}",
                        fig.get_figwidth(), 10), fontsize=10)  # fmt: skip
     return fig
