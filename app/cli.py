@@ -272,6 +272,16 @@ def _add_plot(sub: _Subparsers) -> None:
         help="time bins (default 200, at most 5000)",
     )  # fmt: skip
     _image_argument(q)
+    q = psub.add_parser(
+        "roofline", help="achieved FLOP/s vs arithmetic intensity per PE or chip, under roofs",
+        description="A roofline of a wafer kernel (per PE: FLOP from its instructions, bytes "
+        "from the fabric wavelets into its CE) or a TPU step (per chip: FLOP from its MXU "
+        "products, bytes from its HBM transfers), against the configured hardware's peak "
+        "compute and bandwidth. Needs a --trace-level detail trace; other families are "
+        "refused.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer or TPU run (detail)")
+    _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
     q.add_argument(
         "path", metavar="PATH",
@@ -532,7 +542,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
-    from app.plots import plot_sweep, plot_validate
+    from app.plots import plot_roofline, plot_sweep, plot_validate
     from traces import heatmap, plots
 
     plots.check_format(args.output)
@@ -546,6 +556,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         elif args.plot_command == "heatmap":
             heatmap.plot_heatmap(args.path, tmp, unit=args.by, metric=args.metric,
                                  bins=args.bins)  # fmt: skip
+        elif args.plot_command == "roofline":
+            plot_roofline(args.path, tmp)
         elif args.plot_command == "links":
             plots.plot_links(args.path, tmp)
         elif args.plot_command == "sweep":
