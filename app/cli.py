@@ -282,6 +282,20 @@ def _add_plot(sub: _Subparsers) -> None:
     )  # fmt: skip
     q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer or TPU run (detail)")
     _image_argument(q)
+    q = psub.add_parser(
+        "banks", help="HBM bank states over time: idle, active (row open), precharging, "
+        "refreshing",
+        description="Each HBM bank's state over time, from the DRAM commands it was issued "
+        "(ACT opens a row until PRE/PREA; precharging nRP and refreshing nRFC cycles of the "
+        "run's timing table after PRE/PREA and REF; idle otherwise), one cell per bank and "
+        "time bin coloured by its main state. Needs a --trace-level detail HBM or PIM trace.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of hbm-read, hbm-trace or jitq")
+    q.add_argument(
+        "--bins", type=argtypes.positive, default=1000, metavar="N",
+        help="time bins (default 1000, at most 5000)",
+    )  # fmt: skip
+    _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
     q.add_argument(
         "path", metavar="PATH",
@@ -542,7 +556,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
-    from app.plots import plot_roofline, plot_sweep, plot_validate
+    from app.plots import plot_banks, plot_roofline, plot_sweep, plot_validate
     from traces import heatmap, plots
 
     plots.check_format(args.output)
@@ -556,6 +570,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
         elif args.plot_command == "heatmap":
             heatmap.plot_heatmap(args.path, tmp, unit=args.by, metric=args.metric,
                                  bins=args.bins)  # fmt: skip
+        elif args.plot_command == "banks":
+            plot_banks(args.path, tmp, bins=args.bins)
         elif args.plot_command == "roofline":
             plot_roofline(args.path, tmp)
         elif args.plot_command == "links":

@@ -18,13 +18,14 @@ import json
 import os
 
 from pe import isa
+from pim.standard import PRESETS as HBM_PRESETS
 from runner import registry
 from runner.scenario import run_points
 from simcore.errors import TraceError, WafersimError
 from sweeps import tables
 from sweeps.grid import META_KEY
 from tpu.chips import CHIPS
-from traces import roofline
+from traces import banks, roofline
 from traces.plots import check_output, plot_comparison, plot_series
 from traces.reader import read_header
 
@@ -196,3 +197,24 @@ def plot_roofline(path: str, out: str) -> None:
     roofs = roofs_of(path)
     counts = roofline.count(path, WAFER_FLOP_PER_ELEMENT)
     roofline.plot_roofline(path, out, counts, roofs)
+
+
+def bank_timing_of(path: str) -> banks.BankTiming:
+    """The timing a trace's HBM run used (its ``hbm.preset``'s table), for the bank states;
+    a trace of another family is refused."""
+    header = read_header(path)
+    hbm = (header.get("config") or {}).get("hbm")
+    preset = hbm.get("preset") if isinstance(hbm, dict) else None
+    if preset not in HBM_PRESETS:
+        raise TraceError(
+            f"'{path}' ({header.get('kind', 'unknown kind')}) is no HBM or PIM run: plot banks "
+            "reads the DRAM commands of hbm-read, hbm-trace, jitq traces (--trace-level detail)"
+        )
+    t = HBM_PRESETS[preset]().timing
+    return banks.BankTiming(clock_hz=t.clock_hz, nRP=t.nRP, nRFC=t.nRFC)
+
+
+def plot_banks(path: str, out: str, *, bins: int = 1000) -> None:
+    """Each bank's state over time (:mod:`traces.banks`) with its run's timing table."""
+    check_output(out)
+    banks.plot_banks(path, out, bank_timing_of(path), bins=bins)

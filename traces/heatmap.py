@@ -41,7 +41,6 @@ _PE = re.compile(r"^pe\[(\d+),\s*(\d+)\]$")
 _CHIP = re.compile(r"^chip\[(\d+(?:,\s*\d+)*)\]$")
 _BANK = re.compile(r"^(bank)\[(\d+)\]$")
 _LINK = re.compile(r"^link\[.*>.*\]$")
-_PCH = re.compile(r"^(pch|channel|ch)\[\d+\]$")
 
 AXIS_LABELS = {
     "pe": "PE (pe[x,y], row y by row)",
@@ -65,7 +64,7 @@ METRIC_LABELS = {
 }
 
 
-def _unit_of(component: str, unit: str) -> tuple | None:
+def unit_of(component: str, unit: str) -> tuple | None:
     """The row key of ``component`` for rows of kind ``unit`` (None: not such a unit). Keys
     sort in display order: PEs by row then column, others naturally."""
     parts = component.split("/")
@@ -83,7 +82,7 @@ def _unit_of(component: str, unit: str) -> tuple | None:
                 return (idx[::-1], part)
         elif unit == "bank":
             if _BANK.match(part):
-                name = "/".join(p for p in parts[: i + 1] if _PCH.match(p) or p == part)
+                name = "/".join(p for p in parts[: i + 1] if "[" in p)  # stack/pch/bank
                 return (natural_key(name), name)
         elif unit == "link" and _LINK.match(part):
             return (natural_key(part), part)
@@ -148,7 +147,7 @@ def _gather(path: str, unit: str, metric: str) -> tuple[dict[str, _Intervals], i
             for j, name in enumerate(names):
                 hit = lut_cache.get((u, name))
                 if hit is None:
-                    key = _unit_of(name, u) if name != "run" else None
+                    key = unit_of(name, u) if name != "run" else None
                     hit = acc.key_id(key) if key is not None else -1
                     lut_cache[(u, name)] = hit
                 lut[j] = hit
@@ -184,7 +183,7 @@ def _gather_links(batch, names, cats, ci, ki, ts, te, slices, sets, kinds) -> No
             uniq, inv = np.unique(code, return_inverse=True)
             lut = np.full(len(uniq), -1, np.int64)
             for j, c in enumerate(uniq.tolist()):
-                key = _unit_of(names[c // (len(pnames) + 1)], "pe")
+                key = unit_of(names[c // (len(pnames) + 1)], "pe")
                 if key is not None:
                     d = pnames[c % (len(pnames) + 1)]
                     lut[j] = acc.key_id((key[0], d, f"{key[1]} {d}"))
@@ -192,7 +191,7 @@ def _gather_links(batch, names, cats, ci, ki, ts, te, slices, sets, kinds) -> No
         else:
             lut = np.full(len(names), -1, np.int64)
             for j, name in enumerate(names):
-                key = _unit_of(name, "link")
+                key = unit_of(name, "link")
                 if key is not None:
                     lut[j] = acc.key_id(key)
             ids = lut[ci[rows]]
