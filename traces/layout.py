@@ -325,6 +325,7 @@ _COUNT_UNITS = (
     ("_triggers", "triggers"),
     ("_commands", "commands"),
     ("_bytes", "bytes"),
+    ("_chunks", "chunks"),
 )
 
 
