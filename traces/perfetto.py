@@ -65,6 +65,7 @@ class ExportStats:
     instants: int = 0
     counters: int = 0
     overview_values: int = 0  # counter values of the groups' active % overview tracks
+    path_slices: int = 0  # slices of the critical-path track (not events of the trace)
     flows: int = 0  # (send, receive) pairs
     orphan_receives: int = 0  # flow_in events whose id no event sends
     tracks: int = 0  # every track descriptor written
@@ -81,8 +82,8 @@ class ExportStats:
         return (
             f"{self.events:,} events -> {self.slices:,} slices ({self.instants:,} instants), "
             f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks "
-            f"({self.overview_values:,} overview values)"
-            f"{orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
+            f"({self.overview_values:,} overview values, {self.path_slices:,} critical-path "
+            f"slices){orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
         )
 
 
@@ -196,14 +197,64 @@ def export_perfetto(
                 )
             out.add(_wrap(td))
         stats.tracks = len(nodes) + 1
-        _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns, overview).run(trace_path)
+        exporter = _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns, overview)
+        exporter.run(trace_path)
         overview.write(out, to_ns, stats)
+        _write_critical_path(out, trace_path, exporter.next_uid, to_ns, stats)
         out.flush()
         stats.bytes = out.bytes
     finally:
         fh.close()
     stats.wall_s = time.perf_counter() - t0
     return stats
+
+
+#: The critical-path track lists at most this many steps (the path's first ones).
+CRITICAL_PATH_STEPS = 20_000
+
+
+def _write_critical_path(
+    out: _Out, path: str, uid: int, to_ns: TickToNs, stats: ExportStats
+) -> None:
+    """The critical path of ``trace summary`` as the first track under the root: one slice per
+    step, over the time that step adds to the path (from the later of its start and the
+    previous step's end, so the slices never overlap), named ``component: category:name``."""
+    from traces.summary import critical_path_of
+
+    cp = critical_path_of(path, events=CRITICAL_PATH_STEPS)
+    if not cp or "events" not in cp:
+        return
+    td = pb.TrackDescriptor(uuid=uid, parent_uuid=1, name="critical path",
+                            sibling_order_rank=-1_000_000)  # fmt: skip
+    td.description = (
+        f"critical path (trace summary): {to_ns.describe_span(cp['length_ticks'])} over "
+        f"{cp['steps']} slices, {cp['via_flows']} hops along flows; each slice is the time its "
+        "step adds to the path; gaps are time in flight or waiting"
+    )
+    out.add(_wrap(td))
+    stats.tracks += 1
+    stats.event_tracks += 1
+    pk = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+    te = pk.track_event
+    reached = cp["events"][0]["ts_ticks"] if cp["events"] else 0
+    for e in cp["events"]:
+        start = max(e["ts_ticks"], reached)
+        stop = e["ts_ticks"] + e["dur_ticks"]
+        reached = max(reached, stop)
+        if stop <= start or to_ns(stop) <= to_ns(start):
+            continue
+        te.Clear()
+        te.type = _BEGIN
+        te.track_uuid = uid
+        te.name = f"{e['component']}: {e['event']}"
+        pk.timestamp = to_ns(start)
+        out.add(pk)
+        te.Clear()
+        te.type = _END
+        te.track_uuid = uid
+        pk.timestamp = to_ns(stop)
+        out.add(pk)
+        stats.path_slices += 1
 
 
 def _wrap(td: pb.TrackDescriptor) -> pb.TracePacket:
