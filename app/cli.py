@@ -152,6 +152,7 @@ def _add_run(sub: _Subparsers) -> None:
         help="after the run, export the trace to OUT (.pftrace) for ui.perfetto.dev "
         "(the Arrow trace goes to --trace, or next to OUT)",
     )  # fmt: skip
+    _detail_region_argument(p)
 
 
 def _add_model(sub: _Subparsers) -> None:
@@ -215,6 +216,16 @@ def _add_trace(sub: _Subparsers) -> None:
     q.add_argument(
         "-o", "--output", metavar="OUT", help="output file (default: PATH with .pftrace or .json)"
     )
+    _detail_region_argument(q)
+
+
+def _detail_region_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--detail-region", metavar="X0:X1,Y0:Y1", type=argtypes.region,
+        help="Perfetto export of a wafer of more than 1,024 PEs: keep every track of the PEs "
+        "x0 <= x < x1, y0 <= y < y1 (e.g. 0:8,0:8), or of all PEs with 'all'; the other PEs "
+        "show as one active %% track per 8x8 block (default: every PE in blocks)",
+    )  # fmt: skip
 
 
 #: ``plot heatmap``'s choices, spelled here so that building the parser imports no matplotlib
@@ -405,7 +416,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from traces.perfetto import export_perfetto  # pyarrow, perfetto
 
         with outputs.atomic(args.perfetto, "--perfetto") as tmp:
-            exported = export_perfetto(out.trace_path, tmp)
+            exported = export_perfetto(out.trace_path, tmp, detail_region=args.detail_region)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
@@ -421,6 +432,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  perfetto {args.perfetto} (open in https://ui.perfetto.dev)")
         if exported is not None:
             print(f"    {exported.describe()}")
+            if exported.detail:
+                print(f"    {exported.detail}")
     return 0
 
 
@@ -540,10 +553,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         out = export_path(args.path, args.to, args.output)
         outputs.check_paths({"the trace": args.path}, {"the export": out})
         with outputs.atomic(out, "the export") as tmp:
-            _, stats = export(args.path, args.to, tmp)
+            _, stats = export(args.path, args.to, tmp, detail_region=args.detail_region)
         if stats.note:
             print(f"wafersim: warning: {stats.note}", file=sys.stderr)
         print(f"wrote {out}: {stats.describe()}")
+        if stats.detail:
+            print(f"  {stats.detail}")
         return 0
     s = summarize(args.path)
     if args.json:
