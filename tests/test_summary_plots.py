@@ -315,3 +315,28 @@ def test_every_plot_on_every_family_has_units_and_no_overlapping_text(
         for b, box_b in boxes[i + 1 :]:
             assert not box_a.overlaps(box_b), (family, command, a, b)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_banks_and_roofline_on_every_family(family, family_traces):
+    """`plot banks` draws the HBM-PIM trace (units, no overlapping text) and refuses the
+    others in one line; `plot roofline` refuses these small runs, which do no arithmetic or
+    carry no FLOP/byte counts (tests/test_roofline.py draws SUMMA and a TPU matmul)."""
+    from app.plots import WAFER_FLOP_PER_ELEMENT, bank_timing_of, roofs_of
+    from traces import banks, roofline
+
+    path = family_traces[family]
+    if family == "pim":
+        fig = banks.banks_figure(path, bank_timing_of(path), bins=200)
+        assert fig.axes[0].get_xlabel() == "simulated time (us)"
+        boxes = _text_boxes(fig)
+        for i, (a, box_a) in enumerate(boxes):
+            for b, box_b in boxes[i + 1 :]:
+                assert not box_a.overlaps(box_b), (a, b)
+        plt.close(fig)
+    else:
+        with pytest.raises(TraceError, match="is no HBM or PIM run"):
+            bank_timing_of(path)
+    with pytest.raises(TraceError, match="no FLOP") as err:
+        roofline.roofline_figure(path, roofline.count(path, WAFER_FLOP_PER_ELEMENT), roofs_of(path))
+    assert "\n" not in str(err.value)
