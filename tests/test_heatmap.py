@@ -93,3 +93,25 @@ def test_cli_heatmap_and_its_refusals(tmp_path, capsys):
 
 def test_cli_choices_are_the_modules():
     assert cli.HEATMAP_UNITS == heatmap.UNITS and cli.HEATMAP_METRICS == heatmap.METRICS
+
+
+def test_plot_links_counts_express_stream_wavelets(tmp_path):
+    """A fast-fidelity broadcast moves its wavelets in express streams (``ports``, ``wavelets``
+    over a slice): each link they name is busy one cycle per wavelet, not the whole slice."""
+    from traces import plots, read_trace
+
+    src = tmp_path / "b.arrows"
+    assert cli.main(["run", "wse-bcast", "--set", "pes=4", "--set", "elements=64", "--quiet",
+                     "--trace", str(src), "--trace-level", "detail"]) == 0  # fmt: skip
+    rows = read_trace(src).table.to_pylist()
+    end = max(r["ts_ticks"] + r["dur_ticks"] for r in rows)
+    grids, family = plots.link_values(str(src))
+    assert family == "mesh"
+    (stream,) = [r for r in rows if r["component"] == "wafer/pe[2,0]/router"
+                 and dict(r["args_str"]).get("ports") == "E,W"]  # fmt: skip
+    wavelets = dict(stream["args_int"])["wavelets"]
+    per_cycle = stream["dur_ticks"] / stream["dur_cycles"]
+    singles = sum(r["dur_ticks"] for r in rows if r["component"] == "wafer/pe[2,0]/router"
+                  and dict(r["args_str"] or ()).get("port") == "E")  # fmt: skip
+    assert grids["E"][0, 2] == pytest.approx(100 * (wavelets * per_cycle + singles) / end)
+    assert 0 < grids["E"][0, 2] < 50  # 64 wavelets in a run of hundreds of cycles

@@ -533,27 +533,40 @@ def _torus_direction(x: int, y: int, x2: int, y2: int) -> str | None:
 
 def link_values(path: str) -> tuple[dict[str, np.ndarray], str]:
     """Per direction, grid ``[y, x]`` of link utilisation in % of the link's bandwidth: the
-    share of the run its link carries data (a wafer link carries one wavelet per cycle: its
-    wavelet slices; a TPU link sends at its bandwidth while a chunk's ``ici`` slice lasts, or
-    its ``ici_msg`` slice in an ops-level trace, an upper bound). Returns the grids and the
-    family, ``mesh`` or ``torus``."""
+    share of the run its link carries data. A wafer link carries one wavelet per cycle: its
+    wavelet slices (their union), and an express stream's ``wavelets``, a cycle each, on
+    each of its ``ports``; a TPU link sends at its bandwidth while a chunk's ``ici`` slice
+    lasts, or its ``ici_msg`` slice in an ops-level trace, an upper bound. Returns the grids
+    and the family, ``mesh`` or ``torus``."""
     spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+    streamed: dict[tuple[str, int, int], float] = {}  # ticks of express-stream wavelets
     end = 0
     family = ""
     msg_spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
     for batch in iter_batches(path):
         cols = [batch.column(c).to_pylist() for c in
-                ("component", "category", "ts_ticks", "dur_ticks", "args_str")]  # fmt: skip
-        for comp, cat, ts, dur, args in zip(*cols, strict=True):
+                ("component", "category", "ts_ticks", "dur_ticks", "args_str", "args_int",
+                 "dur_cycles")]  # fmt: skip
+        for comp, cat, ts, dur, args, ints, cycles in zip(*cols, strict=True):
             end = max(end, ts + dur)
             if dur <= 0:
                 continue
             if cat == "wavelet":
-                port = dict(args or ()).get("port")
+                named = dict(args or ())
                 xy = _pe_of(comp)
-                if port in MESH_DIRECTIONS and xy is not None:
-                    spans.setdefault((port, *xy), []).append((ts, ts + dur))
+                if xy is None:
+                    continue
+                if "port" in named and named["port"] in MESH_DIRECTIONS:
+                    spans.setdefault((named["port"], *xy), []).append((ts, ts + dur))
                     family = "mesh"
+                elif "ports" in named:  # an express stream: its wavelets, a cycle each
+                    count = dict(ints or ()).get("wavelets", 0)
+                    for port in named["ports"].split(","):
+                        if port in MESH_DIRECTIONS and count and cycles:
+                            key = (port, *xy)
+                            streamed[key] = streamed.get(key, 0.0) + count * dur / cycles
+                            spans.setdefault(key, [])
+                            family = "mesh"
             elif cat in ("ici", "ici_msg"):
                 m = _LINK_ENDS.search(comp)
                 if m is None:
@@ -579,8 +592,9 @@ def link_values(path: str) -> tuple[dict[str, np.ndarray], str]:
     # NaN (blank): no transfer traced on that link (an edge of the mesh, an unused link)
     grids = {d: np.full((h, w), np.nan) for d in directions}
     for (d, x, y), parts in spans.items():
-        arr = np.asarray(parts, dtype=np.int64)
-        grids[d][y, x] = 100.0 * union_length(arr[:, 0], arr[:, 1]) / end if end else 0.0
+        arr = np.asarray(parts, dtype=np.int64).reshape(-1, 2)
+        busy = union_length(arr[:, 0], arr[:, 1]) + streamed.get((d, x, y), 0.0)
+        grids[d][y, x] = min(100.0, 100.0 * busy / end) if end else 0.0
     return grids, family
 
 
