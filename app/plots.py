@@ -175,15 +175,29 @@ def tpu_roofs(config: dict) -> roofline.Roofs:
     return roofline.Roofs({"bf16 peak": spec.bf16_flops}, spec.hbm_bytes_per_s, "HBM", "chip")
 
 
+def _config(path: str) -> tuple[dict, dict]:
+    """The trace's header and its run's configuration (empty if the header has none)."""
+    header = read_header(path)
+    config = header.get("config")
+    return header, config if isinstance(config, dict) else {}
+
+
+def _damaged(path: str, what: str) -> TraceError:
+    return TraceError(f"'{path}' has a damaged header: its config does not give {what}")
+
+
 def roofs_of(path: str) -> roofline.Roofs:
     """The roofs of the hardware a trace's run configured; a trace of another family (the
     cluster, HBM-PIM, a link chain) is refused: it carries no FLOP and byte counts to place."""
-    header = read_header(path)
-    config = header.get("config") or {}
-    if isinstance(config.get("wafer"), dict) and "pe" in config["wafer"]:
-        return wafer_roofs(config)
-    if config.get("chip") in CHIPS:
-        return tpu_roofs(config)
+    header, config = _config(path)
+    try:
+        if isinstance(config.get("wafer"), dict) and "pe" in config["wafer"]:
+            return wafer_roofs(config)
+        chip = config.get("chip")
+        if isinstance(chip, str) and chip in CHIPS:
+            return tpu_roofs(config)
+    except (KeyError, TypeError, ValueError):
+        raise _damaged(path, "the hardware's roofs") from None
     raise TraceError(
         f"'{path}' ({header.get('kind', 'unknown kind')}) carries no FLOP/byte counts: "
         "plot roofline reads wafer kernels and TPU steps traced at --trace-level detail"
@@ -202,10 +216,10 @@ def plot_roofline(path: str, out: str) -> None:
 def bank_timing_of(path: str) -> banks.BankTiming:
     """The timing a trace's HBM run used (its ``hbm.preset``'s table), for the bank states;
     a trace of another family is refused."""
-    header = read_header(path)
-    hbm = (header.get("config") or {}).get("hbm")
+    header, config = _config(path)
+    hbm = config.get("hbm")
     preset = hbm.get("preset") if isinstance(hbm, dict) else None
-    if preset not in HBM_PRESETS:
+    if not isinstance(preset, str) or preset not in HBM_PRESETS:
         raise TraceError(
             f"'{path}' ({header.get('kind', 'unknown kind')}) is no HBM or PIM run: plot banks "
             "reads the DRAM commands of hbm-read, hbm-trace, jitq traces (--trace-level detail)"

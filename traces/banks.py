@@ -25,8 +25,8 @@ import numpy as np
 
 from simcore.errors import TraceError, WafersimError
 from traces.heatmap import MAX_BINS, binned_coverage, unit_of
-from traces.plots import check_output, fit_title, plt, time_unit
-from traces.reader import iter_batches, read_header
+from traces.plots import check_output, fit_title, header_tick_hz, plt, time_unit
+from traces.reader import iter_batches
 
 STATES = ("idle", "active (row open)", "precharging", "refreshing")
 STATE_COLOURS = ("#e8e8e8", "#2ca02c", "#ff7f0e", "#d62728")
@@ -50,7 +50,7 @@ def bank_states(
     (0..1) of all banks' time in state ``s``."""
     if not 1 <= bins <= MAX_BINS:
         raise WafersimError(f"--bins {bins} is out of range; give 1 to {MAX_BINS}")
-    tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
+    tick_hz = header_tick_hz(path)
     keys: dict[tuple, int] = {}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     end = 0

@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 
 from simcore.errors import TraceError, WafersimError
 from traces.layout import natural_key
-from traces.plots import activity_class, check_output, fit_title, plt, time_unit
-from traces.reader import iter_batches, read_header
+from traces.plots import activity_class, check_output, fit_title, header_tick_hz, plt, time_unit
+from traces.reader import iter_batches
 
 #: Units a heatmap's rows can be; ``auto`` takes the first the trace has of pe, bank, chip,
 #: then whole components.
@@ -252,7 +252,7 @@ def heatmap_values(
         )
     if not 1 <= bins <= MAX_BINS:
         raise WafersimError(f"--bins {bins} is out of range; give 1 to {MAX_BINS}")
-    tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
+    tick_hz = header_tick_hz(path)
     sets, end, kinds = _gather(path, unit, metric)
     if unit == "auto":
         kind = next((k for k in ("pe", "bank", "chip") if k in kinds), "component")

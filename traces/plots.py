@@ -67,6 +67,19 @@ def activity_class(category: str) -> str | None:
 FORMATS = (".png", ".svg")
 
 
+def header_tick_hz(path: str) -> int:
+    """The trace's tick rate from its header (1 GHz if it gives none); a damaged value is a
+    :class:`TraceError`, not a crash."""
+    raw = read_header(path).get("tick_hz") or 1_000_000_000
+    try:
+        tick_hz = int(raw)
+    except (TypeError, ValueError):
+        raise TraceError(f"'{path}' has a damaged header (tick_hz {raw!r})") from None
+    if tick_hz <= 0:
+        raise TraceError(f"'{path}' has a damaged header (tick_hz {tick_hz})")
+    return tick_hz
+
+
 def check_format(out: str) -> None:
     """Refuse an output path that is not ``.png`` or ``.svg``."""
     if os.path.splitext(out)[1].lower() not in FORMATS:
@@ -303,7 +316,7 @@ def timeline_figure(path: str, *, max_rows: int = MAX_ROWS) -> plt.Figure:
     time in seconds or a sub-unit. Above ``max_rows`` components, rows are their ancestors (a
     PE row of the wafer); slices closer than a pixel on one row and category merge into one
     bar, so any run draws whole, in bounded time and size."""
-    tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
+    tick_hz = header_tick_hz(path)
     end = 0
     comps: set[str] = set()
     for batch in iter_batches(path):

@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simcore.errors import TraceError
-from traces.plots import check_output, fit_title, plt
-from traces.reader import iter_batches, read_header
+from traces.plots import check_output, fit_title, header_tick_hz, plt
+from traces.reader import iter_batches
 
 #: Bytes in one wafer wavelet (its 32-bit payload).
 WAVELET_BYTES = 4
@@ -73,7 +73,7 @@ def _add(acc: dict[str, float], devices: list[str | None], ids: np.ndarray, v: n
 def count(path: str, flop_per_element: dict[str, float]) -> Counts:
     """FLOP and bytes per device (module doc), one pass over the trace's batches with array
     operations (no Python loop per event)."""
-    tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
+    tick_hz = header_tick_hz(path)
     flop: dict[str, float] = {}
     nbytes: dict[str, float] = {}
     end = 0
