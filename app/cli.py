@@ -152,6 +152,7 @@ def _add_run(sub: _Subparsers) -> None:
         help="after the run, export the trace to OUT (.pftrace) for ui.perfetto.dev "
         "(the Arrow trace goes to --trace, or next to OUT)",
     )  # fmt: skip
+    _detail_region_argument(p)
 
 
 def _add_model(sub: _Subparsers) -> None:
@@ -215,6 +216,22 @@ def _add_trace(sub: _Subparsers) -> None:
     q.add_argument(
         "-o", "--output", metavar="OUT", help="output file (default: PATH with .pftrace or .json)"
     )
+    _detail_region_argument(q)
+
+
+def _detail_region_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--detail-region", metavar="X0:X1,Y0:Y1", type=argtypes.region,
+        help="Perfetto export of a wafer of more than 1,024 PEs: keep every track of the PEs "
+        "x0 <= x < x1, y0 <= y < y1 (e.g. 0:8,0:8), or of all PEs with 'all'; the other PEs "
+        "show as one active %% track per 8x8 block (default: every PE in blocks)",
+    )  # fmt: skip
+
+
+#: ``plot heatmap``'s choices, spelled here so that building the parser imports no matplotlib
+#: (tests/test_heatmap.py checks they are traces.heatmap's).
+HEATMAP_UNITS = ("auto", "pe", "link", "chip", "bank", "component")
+HEATMAP_METRICS = ("active", "busy", "async", "fabric")
 
 
 def _image_argument(q: argparse.ArgumentParser) -> None:
@@ -230,9 +247,9 @@ def _add_plot(sub: _Subparsers) -> None:
         "--metric", choices=("busy", "async", "fabric", "link"), default="busy",
         help="busy: %% of the run each PE or chip (with what is under it) computes; async: "
         "%% with an asynchronous operation or collective in flight; fabric: %% with wavelets "
-        "or link transfers under way; link: mean link and queue occupancy of each PE, as a "
-        "fraction of capacity where the trace gives it (default: busy; link needs a "
-        "detail-level trace)",
+        "or link transfers under way; link: mean depth of each PE's router buffers and queues "
+        "(entries: occupancy, not utilisation, which is `plot links`) (default: busy; link "
+        "needs a detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser(
@@ -241,6 +258,53 @@ def _add_plot(sub: _Subparsers) -> None:
     q.add_argument(
         "path", metavar="PATH",
         help="an Arrow trace: a wafer run at --trace-level detail (wavelets) or a TPU run",
+    )  # fmt: skip
+    _image_argument(q)
+    q = psub.add_parser(
+        "heatmap", help="activity of PEs, links, chips, banks or components over time bins",
+        description="Rows of units (PEs, links, chips, banks or components), columns of time "
+        "bins: the %% of each bin a unit is active (the union of its slices of the chosen "
+        "class, never counted twice). Works on every family's trace at any size.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of any family")
+    q.add_argument(
+        "--by", choices=HEATMAP_UNITS, default="auto",
+        help="rows: pe (pe[x,y], with what is under it), link (a wafer router's output port "
+        "at --trace-level detail, a TPU link), chip, bank (HBM pch/bank), component (whole "
+        "paths: the cluster); auto: the first of pe, bank, chip the trace has, else component",
+    )  # fmt: skip
+    q.add_argument(
+        "--metric", choices=HEATMAP_METRICS, default="active",
+        help="active: any activity (default); busy: compute; async: asynchronous operations "
+        "and collectives in flight; fabric: wavelets and link transfers",
+    )  # fmt: skip
+    q.add_argument(
+        "--bins", type=argtypes.positive, default=200, metavar="N",
+        help="time bins (default 200, at most 5000)",
+    )  # fmt: skip
+    _image_argument(q)
+    q = psub.add_parser(
+        "roofline", help="achieved FLOP/s vs arithmetic intensity per PE or chip, under roofs",
+        description="A roofline of a wafer kernel (per PE: FLOP from its instructions, bytes "
+        "from the fabric wavelets into its CE) or a TPU step (per chip: FLOP from its MXU "
+        "products, bytes from its HBM transfers), against the configured hardware's peak "
+        "compute and bandwidth. Needs a --trace-level detail trace; other families are "
+        "refused.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer or TPU run (detail)")
+    _image_argument(q)
+    q = psub.add_parser(
+        "banks", help="HBM bank states over time: idle, active (row open), precharging, "
+        "refreshing",
+        description="Each HBM bank's state over time, from the DRAM commands it was issued "
+        "(ACT opens a row until PRE/PREA; precharging nRP and refreshing nRFC cycles of the "
+        "run's timing table after PRE/PREA and REF; idle otherwise), one cell per bank and "
+        "time bin coloured by its main state. Needs a --trace-level detail HBM or PIM trace.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of hbm-read, hbm-trace or jitq")
+    q.add_argument(
+        "--bins", type=argtypes.positive, default=1000, metavar="N",
+        help="time bins (default 1000, at most 5000)",
     )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
@@ -367,7 +431,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from traces.perfetto import export_perfetto  # pyarrow, perfetto
 
         with outputs.atomic(args.perfetto, "--perfetto") as tmp:
-            exported = export_perfetto(out.trace_path, tmp)
+            exported = export_perfetto(out.trace_path, tmp, detail_region=args.detail_region)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
@@ -387,6 +451,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  perfetto {args.perfetto} (open in https://ui.perfetto.dev)")
         if exported is not None:
             print(f"    {exported.describe()}")
+            if exported.detail:
+                print(f"    {exported.detail}")
     return 0
 
 
@@ -506,10 +572,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         out = export_path(args.path, args.to, args.output)
         outputs.check_paths({"the trace": args.path}, {"the export": out})
         with outputs.atomic(out, "the export") as tmp:
-            _, stats = export(args.path, args.to, tmp)
+            _, stats = export(args.path, args.to, tmp, detail_region=args.detail_region)
         if stats.note:
             print(f"wafersim: warning: {stats.note}", file=sys.stderr)
         print(f"wrote {out}: {stats.describe()}")
+        if stats.detail:
+            print(f"  {stats.detail}")
         return 0
     s = summarize(args.path)
     if args.json:
@@ -522,8 +590,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
-    from app.plots import plot_jitq_breakdown, plot_sweep, plot_validate
-    from traces import plots
+    from app.plots import (
+        plot_banks,
+        plot_jitq_breakdown,
+        plot_roofline,
+        plot_sweep,
+        plot_validate,
+    )
+    from traces import heatmap, plots
 
     plots.check_format(args.output)
     trace = getattr(args, "path", None)
@@ -533,6 +607,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
             plots.plot_mesh(args.path, tmp, metric=args.metric)
         elif args.plot_command == "timeline":
             plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "heatmap":
+            heatmap.plot_heatmap(args.path, tmp, unit=args.by, metric=args.metric,
+                                 bins=args.bins)  # fmt: skip
+        elif args.plot_command == "banks":
+            plot_banks(args.path, tmp, bins=args.bins)
+        elif args.plot_command == "roofline":
+            plot_roofline(args.path, tmp)
         elif args.plot_command == "links":
             plots.plot_links(args.path, tmp)
         elif args.plot_command == "sweep":

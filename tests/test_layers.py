@@ -79,6 +79,7 @@ LATE = {
     "traces.perfetto": "perfetto, pyarrow: `run --perfetto`, `trace export --to perfetto`",
     "traces.chrome_json": "pyarrow: `trace export --to json`",
     "traces.plots": "matplotlib: `plot`",
+    "traces.heatmap": "matplotlib (through traces.plots): `plot heatmap`",
     "app.plots": "matplotlib: `plot`",
     "sweeps.engine": "distributed: `sweep` and `validate --workers`",
 }

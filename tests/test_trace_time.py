@@ -79,8 +79,13 @@ def test_perfetto_time_is_simulated_time(name, tmp_path):
                 if p.track_descriptor.description.startswith("overview:")}  # fmt: skip
     ends = [p.timestamp for p in packets if p.track_event.track_uuid in overview]
     assert not ends or max(ends) == ns(max(t + d for t, d in zip(ts, dur, strict=True)))
+    path = {p.track_descriptor.uuid for p in packets
+            if p.track_descriptor.name == "critical path"}  # fmt: skip
+    on_path = [p.timestamp for p in packets if p.track_event.track_uuid in path]
+    assert all(ns(0) <= t <= ns(max(t + d for t, d in zip(ts, dur, strict=True)))
+               for t in on_path)  # fmt: skip
     events = [p for p in packets if p.HasField("track_event")
-              and p.track_event.track_uuid not in overview]  # fmt: skip
+              and p.track_event.track_uuid not in overview | path]  # fmt: skip
     assert not any(p.HasField("timestamp_clock_id") for p in packets)
     assert not any(p.HasField("clock_snapshot") for p in packets)
     got = collections.Counter(p.timestamp for p in events)

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from traces.layout import natural_key
-from traces.reader import BatchStream
+from traces.reader import BatchStream, iter_batches
 
 # Slices that are not work: stalls; run markers; ``async`` (an asynchronous operation's lifetime,
 # mostly waiting for its data); ``wavelet`` (fabric traffic through a router, reported as link
@@ -103,7 +103,6 @@ def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]
         for a in anc:
             acc.intervals[a].append(pair)
     # stalls and utilisation counters are rare enough for per-row Python
-    names = batch.column("name")
     stall_rows = np.flatnonzero(
         is_slice & pc.equal(cat, "stall").to_numpy(zero_copy_only=False)
     ).tolist()
@@ -141,7 +140,17 @@ def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]
             for k, cap in a or []:
                 if k == "capacity":
                     acc.capacity[key] = cap
-    # critical-path material: every slice's span, component id and flow ids
+    _add_cp(acc, batch, is_slice, cat)
+
+
+def _add_cp(acc: _Acc, batch: pa.RecordBatch, is_slice: np.ndarray, cat: pa.Array) -> None:
+    """Critical-path material: every slice's span, component id, flow ids and label."""
+    ts = batch.column("ts_ticks").to_numpy()
+    end = ts + batch.column("dur_ticks").to_numpy()
+    comp_col = batch.column("component")
+    comp_idx = comp_col.indices.to_numpy(zero_copy_only=False)
+    comp_names = comp_col.dictionary.to_pylist()
+    names = batch.column("name")
     sl = np.flatnonzero(is_slice & ~pc.equal(cat, "run").to_numpy(zero_copy_only=False))
     if len(sl):
         gid = np.array(
@@ -183,8 +192,20 @@ def _utilisation(acc: _Acc, end_ticks: int) -> list[dict[str, Any]]:
     return rows
 
 
-def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
-    """Walk back from the last-ending slice along flows and same-component precedence."""
+def critical_path_of(path: str, events: int = 10_000) -> dict[str, Any] | None:
+    """:func:`critical_path` of the trace at ``path`` alone (one pass reading what it needs),
+    listing up to ``events`` steps (the Perfetto export's critical-path track)."""
+    acc = _Acc()
+    for batch in iter_batches(path):
+        phase = batch.column("phase").cast(pa.string())
+        is_slice = pc.not_equal(phase, "counter").to_numpy(zero_copy_only=False)
+        _add_cp(acc, batch, is_slice, batch.column("category").cast(pa.string()))
+    return critical_path(acc, events=events)
+
+
+def critical_path(acc: _Acc, limit: int = 10_000, events: int = 200) -> dict[str, Any] | None:
+    """Walk back from the last-ending slice along flows and same-component precedence; list
+    the first ``events`` steps."""
     if not acc.cp:
         return None
     ts, end, comp, fo, fi, labels = (np.concatenate(x) for x in zip(*acc.cp, strict=True))
@@ -248,7 +269,7 @@ def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
                 "ts_ticks": int(ts[i]),
                 "dur_ticks": int(end[i] - ts[i]),
             }
-            for i in steps[:200]
+            for i in steps[:events]
         ],
     }
 
