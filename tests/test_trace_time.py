@@ -35,9 +35,12 @@ TE = pb.TrackEvent
 #: - hbm-read, hbm-trace: the controller's ``end_cycle`` counts the last read burst's data
 #:   transfer, which the kernel does not simulate as an event of its own
 #:   (workloads/pim/hbmread.py).
+#: - jitq: the study's tiled kernel ends on a precharge; ``end_cycle`` counts the cycle that
+#:   command takes, while the row's slice in the trace ends where the precharge is issued
+#:   (pim/controller.py).
 MEASURED_WITHIN = {
     "wse-fmac": 4, "wse-bcast": 4, "summa": 4, "spmv": 4, "ws-matmul": 4, "wafer-program": 4,
-    "hbm-read": 19, "hbm-trace": 9,
+    "hbm-read": 19, "hbm-trace": 9, "jitq": 1,
 }  # fmt: skip
 
 #: Kinds whose run goes on after what ``time_s`` measures, by this many simulated ns: the TPU
