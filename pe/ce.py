@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 
 RAMP = Dir.RAMP
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
-_NO_QUEUE: Any = ()  # the input queues no colour is bound to (see ComputeEngine.in_queues)
+_NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
@@ -145,8 +145,8 @@ class ComputeEngine:
         self.blocked = bytearray(TASK_IDS)
         self.queue_of_colour: dict[int, int] = {}
         self.colour_of_queue: dict[int, int] = {}  # the reverse map, kept by bind_queue
-        # An input queue's deque is made when a colour is bound to it (only bound queues hold
-        # wavelets); unbound ones share an empty tuple.
+        # An input queue's deque is made when it is first used (input_queue); until then it is
+        # a shared empty tuple.
         self.in_queues: list[deque[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
         self.data_task_of_queue: dict[int, int] = {}
         self.ops_in: dict[int, AsyncOp] = {}
@@ -227,8 +227,15 @@ class ComputeEngine:
                 )
         self.queue_of_colour[colour] = queue
         self.colour_of_queue[queue] = colour
-        if self.in_queues[queue] is _NO_QUEUE:
-            self.in_queues[queue] = deque()
+
+    def input_queue(self, q: int) -> deque[Wavelet]:
+        """Input queue ``q``'s deque, made when the first wavelet arrives or an operation first
+        reads it (an empty deque takes 600 B: a full array's idle queues would cost gigabytes;
+        until then the queue is the shared empty tuple, which reads as empty)."""
+        queue = self.in_queues[q]
+        if queue is _NO_QUEUE:
+            queue = self.in_queues[q] = deque()
+        return queue
 
     def down_credits(self, colour: int) -> int:
         q = self.queue_of_colour.get(colour)
@@ -253,6 +260,8 @@ class ComputeEngine:
             self.act_on_control(w)
             return
         queue = self.in_queues[q]
+        if queue is _NO_QUEUE:
+            queue = self.input_queue(q)
         queue.append(w)
         engine = self.engine
         if engine.detail:
@@ -458,7 +467,7 @@ class ComputeEngine:
         """Register ``op`` now (queue conflicts are checked at once) and start it at a cycle."""
         if op.fab_in is not None:
             self._claim(self.ops_in, "input", op.fab_in, op)
-            op.in_queue = self.in_queues[op.fab_in]
+            op.in_queue = self.input_queue(op.fab_in)
         if op.out_colour is not None:
             self._claim(self.ops_out, "output", op.microthread, op)
         if self.trace_level >= _OPS:

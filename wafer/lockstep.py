@@ -400,7 +400,7 @@ class LockstepPhase:
         for (i, colour), queue in self.queues.items():
             if queue:
                 ce = self.ce_at[i]
-                ce.in_queues[ce.queue_of_colour[colour]].extend(wavelet(w) for w in queue)
+                ce.input_queue(ce.queue_of_colour[colour]).extend(wavelet(w) for w in queue)
         for i, ops in sorted(self.ops.items()):
             ce = self.ce_at[i]
             for op in ops:
@@ -1303,11 +1303,11 @@ class VectorPhase(LockstepPhase):
             sid = int(self.qsid_f[e])
             first = int(self.odone[i, k]) if self.oact[i, k] else 0
             values = streams[sid].values
-            queue = ce.in_queues[ce.queue_of_colour[colour]]
+            queue = ce.input_queue(ce.queue_of_colour[colour])
             queue.extend(Wavelet(float(values[s])) for s in range(first, first + int(self.q_f[e])))
         for (i, k), w in self.qtok.items():
             ce = self.ce_at[i]
-            ce.in_queues[ce.queue_of_colour[cols[k]]].append(w)
+            ce.input_queue(ce.queue_of_colour[cols[k]]).append(w)
         gave = set()
         for (o, i, k), op in self.oref.items():  # (in the order they began)
             j = 2 * o + k
