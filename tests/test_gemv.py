@@ -7,6 +7,7 @@ import pytest
 
 from runner import scenario
 from simcore import config as cfg
+from simcore.errors import ConfigError
 from simcore.sim import Simulation
 from wafer.system import MAX_HEIGHT, MAX_WIDTH
 from workloads.wafer import gemv
@@ -53,5 +54,5 @@ def test_ranges_allow_the_full_array():
 
 
 def test_too_large_for_sram():
-    with pytest.raises(Exception, match="config key 'm'.*beside the code"):
+    with pytest.raises(ConfigError, match=r"config key 'm'.*beside the code"):
         gemv.GemvParams(m=4096, n=4096, px=2, py=2).check()
