@@ -376,6 +376,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
         self.schedules = SourceSchedules()  # express streams' schedules, per parameter set
         self.fast = False  # express streams on (the 'fast' fidelity)
         self.detail = False  # trace wavelets, stalls and buffer occupancy (level 'detail')
+        # With ``detail``: the paths whose detail events are kept (None: all; a trace region)
+        self.detail_paths: frozenset[str] | None = None
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
@@ -416,6 +418,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
 
     def trace(self, path: str, category: str, name: str, t: int, dur: int, **args: Any) -> None:
         """A slice of ``dur`` cycles from cycle ``t`` on component ``path``."""
+        if self.detail_paths is not None and path not in self.detail_paths:
+            return
         p = self.sched.period
         self.sim.tracer.emit(
             t * p, dur * p, t, dur, self.sched.domain.name, path, category, name, args=args
@@ -423,6 +427,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
 
     def counter(self, path: str, name: str, value: float) -> None:
         """A counter sample at the current cycle (buffer and queue occupancy)."""
+        if self.detail_paths is not None and path not in self.detail_paths:
+            return
         now = self.env._now
         self.sim.tracer.emit(
             now, 0, now // self.sched.period, 0, self.sched.domain.name, path, "queue", name,

@@ -229,6 +229,10 @@ class Simulation:
         self.seed = seed
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.trace_level = self.tracer.level
+        #: (x0, x1, y0, y1), half-open: the block of a model's array of parts (the wafer's PEs)
+        #: whose detail-level events are recorded; None records them everywhere. Cycles and data
+        #: do not depend on it (``run --trace-region``).
+        self.trace_region: tuple[int, int, int, int] | None = None
         self.progress = progress
         self.components: dict[str, Component] = {}
         self.channels: list[Channel] = []

@@ -179,7 +179,24 @@ class Wafer(Component):
             return None
         return VectorPhase(self, colours)
 
+    def region_pes(self) -> list[Pe]:
+        """The PEs inside the run's trace region (:attr:`Simulation.trace_region`), or all."""
+        region = self.sim.trace_region
+        if region is None:
+            return list(self.pes.values())
+        x0, x1, y0, y1 = region
+        w, h = self.layout.width, self.layout.height
+        return [self.pes[(x, y)] for y in range(y0, min(y1, h)) for x in range(x0, min(x1, w))]
+
     def check(self) -> None:
+        region = self.sim.trace_region
+        if region is not None and not self.region_pes():
+            x0, x1, y0, y1 = region
+            raise BuildError(
+                f"--trace-region {x0}:{x1},{y0}:{y1} holds no PE of the {self.layout.width} x "
+                f"{self.layout.height} array; give x0 < {self.layout.width} and y0 < "
+                f"{self.layout.height}"
+            )
         limit = self.cfg.fabric.switch_positions
         for xy, colours in sorted(self.layout.routes.items()):
             for colour, route in sorted(colours.items()):
@@ -190,6 +207,11 @@ class Wafer(Component):
     def start(self) -> None:
         level = self.sim.trace_level
         self.engine.detail = level >= TraceLevel.DETAIL
+        if self.engine.detail and self.sim.trace_region is not None:
+            # Detail events (wavelets, stalls, buffer and queue occupancy) of the region only.
+            self.engine.detail_paths = frozenset(
+                path for pe in self.region_pes() for path in (pe.router.path, f"{pe.path}/ce")
+            )
         for pe in self.pes.values():
             pe.ce.trace_level = level
             for task in pe.start_tasks:
