@@ -58,7 +58,6 @@ either); stolen cycles moving the side effects inside the task that suffered the
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -145,9 +144,9 @@ class ComputeEngine:
         self.blocked = bytearray(TASK_IDS)
         self.queue_of_colour: dict[int, int] = {}
         self.colour_of_queue: dict[int, int] = {}  # the reverse map, kept by bind_queue
-        # An input queue's deque is made when it is first used (input_queue); until then it is
+        # An input queue's list is made when it is first used (input_queue); until then it is
         # a shared empty tuple.
-        self.in_queues: list[deque[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
+        self.in_queues: list[list[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
         self.data_task_of_queue: dict[int, int] = {}
         self.ops_in: dict[int, AsyncOp] = {}
         self.ops_out: dict[int, AsyncOp] = {}
@@ -228,13 +227,14 @@ class ComputeEngine:
         self.queue_of_colour[colour] = queue
         self.colour_of_queue[queue] = colour
 
-    def input_queue(self, q: int) -> deque[Wavelet]:
-        """Input queue ``q``'s deque, made when the first wavelet arrives or an operation first
-        reads it (an empty deque takes 600 B: a full array's idle queues would cost gigabytes;
-        until then the queue is the shared empty tuple, which reads as empty)."""
+    def input_queue(self, q: int) -> list[Wavelet]:
+        """Input queue ``q``'s list, made when the first wavelet arrives or an operation first
+        reads it (until then the queue is the shared empty tuple, which reads as empty). A list,
+        not a deque: a queue holds at most 6 wavelets, and an empty deque takes 760 B to a
+        list's 56, which on a full array's 745,500 PEs is gigabytes."""
         queue = self.in_queues[q]
         if queue is _NO_QUEUE:
-            queue = self.in_queues[q] = deque()
+            queue = self.in_queues[q] = []
         return queue
 
     def down_credits(self, colour: int) -> int:
@@ -286,7 +286,7 @@ class ComputeEngine:
         """Consume the control wavelets at the head of input queue ``q``."""
         queue = self.in_queues[q]
         while queue and queue[0].ctrl:
-            w = queue.popleft()
+            w = queue.pop(0)
             self._return_down_credit(self._colour_of_queue(q))
             self.act_on_control(w)
 
@@ -391,7 +391,7 @@ class ComputeEngine:
         engine = self.engine
         value: Any
         if op.fab_in is not None:
-            w = op.in_queue.popleft()  # type: ignore[union-attr]
+            w = op.in_queue.pop(0)  # type: ignore[union-attr]
             if engine.detail:
                 engine.counter(f"{self.path}/ce", f"input queue {op.fab_in}", len(op.in_queue))
             colour = self.colour_of_queue.get(op.fab_in)
@@ -666,7 +666,7 @@ class ComputeEngine:
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
-            w = queue.popleft()
+            w = queue.pop(0)
             self._return_down_credit(task.colour)  # type: ignore[arg-type]
             if w.ctrl:
                 # A control wavelet in the data stream, acted on in its turn; then the scheduler

@@ -391,7 +391,7 @@ class LockstepPhase:
             key = (entry.src, colour)
             buf = r.bufs.get(key)
             if buf is None:
-                buf = r.bufs[key] = deque()
+                buf = r.bufs[key] = []
             buf.extend(wavelet(w) for w in entry.buf)
             r.buffered += len(entry.buf)
             if entry.pend is not None:
@@ -1288,7 +1288,7 @@ class VectorPhase(LockstepPhase):
             key = (Dir(int(self.src_f[e])), colour)
             buf = r.bufs.get(key)
             if buf is None:
-                buf = r.bufs[key] = deque()
+                buf = r.bufs[key] = []
             c = int(self.cnt_f[e])
             buf.extend(wavelet(e, sid, n, s) for s in range(hd, hd + c))
             r.buffered += c
