@@ -37,6 +37,11 @@ def data_pages_bytes(data_bytes_per_pe: int) -> int:
     return -(-data_bytes_per_pe // PAGE_BYTES) * PAGE_BYTES
 
 
+def per_pe(data_bytes_per_pe: int, program_bytes: int = PROGRAM_BYTES) -> int:
+    """Host bytes of one PE running a program of ``program_bytes`` on that much SRAM data."""
+    return IDLE_PE_BYTES + program_bytes + data_pages_bytes(data_bytes_per_pe)
+
+
 def wafer(
     pes: int,
     data_bytes_per_pe: int,
@@ -49,7 +54,8 @@ def wafer(
     """A wafer build of ``pes`` PEs (one component each, plus the wafer and its edge ports),
     each running a program of ``program_bytes`` of host objects on ``data_bytes_per_pe`` of
     SRAM data."""
-    per_pe = IDLE_PE_BYTES + program_bytes + data_pages_bytes(data_bytes_per_pe)
     return registry.Footprint(
-        components=pes + 1 + edge_ports, bytes=pes * per_pe + host_bytes, size_key=size_key
+        components=pes + 1 + edge_ports,
+        bytes=pes * per_pe(data_bytes_per_pe, program_bytes) + host_bytes,
+        size_key=size_key,
     )

@@ -208,7 +208,7 @@ def footprint(p: GemvParams) -> registry.Footprint:
 
 #: Host memory of a gemv PE's program beyond an idle PE (its tasks, buffers and collectives'
 #: routes and tasks; measured with ``bench/footprint_bench.py``).
-PROGRAM_BYTES = 9_000
+PROGRAM_BYTES = 15_000
 
 
 def register() -> None:

@@ -493,4 +493,4 @@ def footprint(p: SpmvParams) -> registry.Footprint:
 
 #: Host memory of an spmv PE's program beyond an idle PE (its tasks, buffers, descriptors and
 #: the collectives' routes and tasks; measured with ``bench/footprint_bench.py``).
-PROGRAM_BYTES = 12_000
+PROGRAM_BYTES = 20_000
