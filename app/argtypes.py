@@ -35,6 +35,10 @@ def positive(text: str) -> int:
 
 def region(text: str) -> tuple[int, int, int, int]:
     """``x0:x1,y0:y1``: a block of a PE array, half-open (x0 <= x < x1, y0 <= y < y1)."""
+    if "-" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is negative; give x0:x1,y0:y1 with 0 <= x0 < x1 and 0 <= y0 < y1"
+        )
     try:
         xs, ys = text.split(",")
         x0, x1 = (int(v) for v in xs.split(":"))
@@ -43,9 +47,9 @@ def region(text: str) -> tuple[int, int, int, int]:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a region; give x0:x1,y0:y1 (half-open, e.g. 0:16,0:16)"
         ) from None
-    if min(x0, y0) < 0 or x1 <= x0 or y1 <= y0:
+    if x1 <= x0 or y1 <= y0:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is an empty or negative region; give 0 <= x0 < x1 and 0 <= y0 < y1"
+            f"{text!r} is an empty region; give 0 <= x0 < x1 and 0 <= y0 < y1"
         )
     return x0, x1, y0, y1
 

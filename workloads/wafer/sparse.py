@@ -230,6 +230,8 @@ def poisson2d(side: int) -> sp.csr_matrix:
     grid neighbour; order side². Built as CSR from its five diagonals (no dense matrix, no
     Kronecker products: a million-row stencil takes a fraction of a second)."""
     n = side * side
+    if side == 1:  # (one grid point: no neighbours, and the diagonals' offsets would clash)
+        return sp.csr_matrix(np.full((1, 1), 4.0))
     horiz = -np.ones(n - 1)
     horiz[side - 1 :: side] = 0.0  # no neighbour across the end of a grid row
     vert = -np.ones(max(n - side, 0))
