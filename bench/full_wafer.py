@@ -14,8 +14,8 @@ matrix shrinks with the array), which is how the full array is extrapolated befo
 bytes per PE and build and run seconds per PE carry over. Each point reports the build (CPU
 and wall seconds), one product's run (CPU and wall seconds, simulated cycles, PE-cycles per
 CPU second), and the peak resident memory (``ru_maxrss``) against the kind's footprint
-estimate. A point whose estimate does not fit the memory available is refused before it is
-built (:mod:`runner.budget`).
+estimate. A point whose estimate is above ``--max-gb`` (default 12: the machine is shared) or
+does not fit the memory available (:mod:`runner.budget`) is refused before it is built.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from runner import budget, registry, scenario
+from simcore.errors import BuildError
 from simcore.sim import Simulation
 from wafer.system import MAX_HEIGHT, MAX_WIDTH
 
@@ -50,13 +51,22 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(name: str, px: int, py: int, run: bool = True) -> dict[str, Any]:
+def measure(name: str, px: int, py: int, run: bool = True, max_gb: float = 12.0) -> dict[str, Any]:
     kind, sets = point_sets(name, px, py)
     registry.declare_all()
     sc = scenario.find(kind)
     params = scenario.resolve_params(sc, [*sets, f"px={px}", f"py={py}"])
-    budget.check_fits(sc.kind, params)
     est = sc.kind.footprint(params).bytes if sc.kind.footprint else 0
+    if est > max_gb * 1e9:
+        raise SystemExit(
+            f"{name} on {px}x{py} PEs would need about {est / 1e9:.1f} GB (the kind's footprint "
+            f"estimate), above --max-gb {max_gb:g}: not built (raise --max-gb on a machine "
+            "that has the memory to spare)"
+        )
+    try:
+        budget.check_fits(sc.kind, params)
+    except BuildError as err:
+        raise SystemExit(f"{name} on {px}x{py} PEs: {err}") from None
     base = peak_rss()
     c0, w0 = time.process_time(), time.perf_counter()
     sim = Simulation(seed=params.seed)
@@ -102,11 +112,11 @@ def report(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(point: str, array: str, build_only: bool) -> None:
+def main(point: str, array: str, build_only: bool, max_gb: float = 12.0) -> None:
     try:
         px, py = (int(v) for v in array.lower().split("x"))
     except ValueError:
         raise SystemExit(f"--array {array!r}: give WxH, e.g. 750x994") from None
     if not (1 <= px <= MAX_WIDTH and 1 <= py <= MAX_HEIGHT):
         raise SystemExit(f"--array {array}: the usable array is at most {MAX_WIDTH}x{MAX_HEIGHT}")
-    print(report(measure(point, px, py, run=not build_only)), flush=True)
+    print(report(measure(point, px, py, run=not build_only, max_gb=max_gb)), flush=True)

@@ -123,9 +123,13 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--point", default="spmv-poisson2d", help="--full-wafer: which workload")
     ap.add_argument("--array", default="750x994", help="--full-wafer: the PE array, WxH")
+    ap.add_argument(
+        "--max-gb", type=float, default=12.0,
+        help="--full-wafer: refuse a point whose footprint estimate is above this (GB)",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.full_wafer:
-        full_wafer.main(args.point, args.array, args.build_only)
+        full_wafer.main(args.point, args.array, args.build_only, args.max_gb)
         return
     cfg = dataclasses.replace(WaferConfig(), fidelity=args.fidelity)
     if args.build_only:
