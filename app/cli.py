@@ -275,6 +275,15 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _print_records(records: list[dict[str, Any]]) -> None:
+    """A ``..._table`` metric's records, one line each, in aligned columns."""
+    keys = list(records[0])
+    cells = [[_fmt(r.get(k, "")) for k in keys] for r in records]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    for row in [keys, *cells]:
+        print(("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))).rstrip())
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for name in scenario.builtin_names():
@@ -364,6 +373,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(f"scenario {sc.name} (kind {sc.kind.name}): {out.result.status}")
     for key, value in out.metrics.items():
+        if key.endswith("_table") and isinstance(value, list) and value:
+            print(f"  {key:<28} {len(value)} records:")
+            _print_records(value)
+            continue
         print(f"  {key:<28} {_fmt(value)}")
     r = out.result
     print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} per s)")

@@ -63,6 +63,7 @@ HEAVY = {
     "distributed": "half a second: the Dask engine, for `sweep` and `validate --workers` only",
     "dask": "with distributed",
     "tqdm": "progress bars, drawn on a terminal only",
+    "jax": "an optional extra, not installed by default: workloads/tpu/jaxhlo.py's helper only",
 }
 
 #: wafersim's own modules that may be imported late, each because importing it loads one of
