@@ -11,7 +11,6 @@ per PE at the peak (Python objects plus the SRAM pages touched): where
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import sys
 import time
@@ -78,7 +77,7 @@ def peak_per_pe(name: str, sets: list[str]) -> str:
     sc = scenario.find(name)
     params = scenario.resolve_params(sc, sets)
     warm = Simulation(seed=params.seed)  # (imports and caches first: not counted)
-    sc.kind.build(warm, dataclasses.replace(params, px=2, py=2))
+    sc.kind.build(warm, scenario.resolve_params(sc, ["px=2", "py=2"]))
     warm.run()
     gc.collect()
     tracemalloc.start()
