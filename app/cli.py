@@ -140,6 +140,11 @@ def _add_run(sub: _Subparsers) -> None:
         "--trace-level", default="ops", choices=LEVEL_NAMES,
         help="how much the trace records (default: ops)",
     )  # fmt: skip
+    p.add_argument(
+        "--trace-region", type=argtypes.region, metavar="X0:X1,Y0:Y1",
+        help="record detail-level events (wavelets, stalls, queues) only for the PEs with "
+        "X0 <= x < X1 and Y0 <= y < Y1 (wafer kinds; the rest keep their ops-level events)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
@@ -419,7 +424,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         out = scenario.run_scenario(
             sc, params, trace_path=args.trace, trace_level=level, progress=progress,
-            livelock_cycles=args.livelock_cycles,
+            livelock_cycles=args.livelock_cycles, trace_region=args.trace_region,
         )  # fmt: skip
     except KeyboardInterrupt:
         kept = f"; trace so far kept in {args.trace}" if args.trace else ""

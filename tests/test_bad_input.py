@@ -265,7 +265,7 @@ BASES = {
     "hbm-read": [{}, {"pattern": "random"}],
     "spmv": [{}, {"matrix": "random"}, {"matrix": "banded"}, {"matrix": "laplacian"},
              {"matrix": "laplacian", "graph": "erdos_renyi"},
-             {"matrix": "random", "layout": "dcsr"}],
+             {"matrix": "random", "layout": "dcsr"}, {"matrix": "powerlaw", "n": 1024}],
     "tpu-collective": [{}, {"op": "allreduce"},
                        {"chip": "v4p", "topology": "4x4x4", "payload": "size"},
                        {"slices": 2, "axes": "xs", "payload": "size"},

@@ -106,7 +106,9 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "spmv": [
         ({"matrix": "poisson2d", "n": 16, "px": 2, "py": 2}, True),
         ({"matrix": "poisson2d", "n": 16, "px": 2, "py": 2, "iterations": 2}, True),
+        ({"matrix": "powerlaw", "n": 64, "degree": 3, "px": 2, "py": 2}, True),
     ],
+    "gemv": [({"m": 12, "n": 10, "px": 2, "py": 3}, True)],
     "gpt-ws": [
         ({**GPT, "steps": 1, "functional": True}, True),
         ({**GPT, "systems": 2}, False),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,11 @@ from traces.reader import BatchStream, iter_batches
 # utilisation instead).
 NOT_BUSY = frozenset({"stall", "run", "async", "wavelet"})
 UTIL_CATEGORIES = ("link", "queue")
+#: Above this many PEs (components ``.../pe[x,y]``), the text summary gives busy per region of
+#: the array (at most REGION_GRID x REGION_GRID blocks) instead of a line per component.
+REGION_PES = 64
+REGION_GRID = 8
+_PE = re.compile(r"^(.*)/pe\[(\d+),(\d+)\]$")
 CRITICAL_PATH_MAX_SLICES = 5_000_000
 
 
@@ -190,6 +196,38 @@ def _utilisation(acc: _Acc, end_ticks: int) -> list[dict[str, Any]]:
         key=lambda r: (-(r["utilisation"] or r["nonzero_fraction"]), natural_key(r["component"]))
     )
     return rows
+
+
+def regions(busy: list[tuple[str, int, int]], end_ticks: int) -> dict[str, Any] | None:
+    """Busy by region of the PE array: the PEs (``.../pe[x,y]`` components: their router, CE
+    and tasks together) grouped in at most REGION_GRID x REGION_GRID blocks, each with its mean
+    and largest busy fraction and busiest PE (a PE with no busy slice counts as 0). None at or
+    below REGION_PES PEs."""
+    pes = {}
+    for comp, ticks, _ in busy:
+        m = _PE.match(comp)
+        if m:
+            pes[(int(m.group(2)), int(m.group(3)))] = (comp, ticks)
+    if len(pes) <= REGION_PES:
+        return None
+    width = 1 + max(x for x, _ in pes)
+    height = 1 + max(y for _, y in pes)
+    bw, bh = -(-width // REGION_GRID), -(-height // REGION_GRID)
+    rows = []
+    for y0 in range(0, height, bh):
+        for x0 in range(0, width, bw):
+            x1, y1 = min(x0 + bw, width), min(y0 + bh, height)
+            inside = [pes[(x, y)] for y in range(y0, y1) for x in range(x0, x1) if (x, y) in pes]
+            total = sum(t for _, t in inside)
+            top = max(inside, key=lambda r: r[1], default=("", 0))  # (first of a tie)
+            mean = total / ((x1 - x0) * (y1 - y0))
+            rows.append({
+                "region": f"{x0}:{x1},{y0}:{y1}", "pes": (x1 - x0) * (y1 - y0),
+                "mean_busy_fraction": mean / end_ticks if end_ticks else 0.0,
+                "max_busy_fraction": top[1] / end_ticks if end_ticks else 0.0,
+                "busiest": top[0],
+            })  # fmt: skip
+    return {"width": width, "height": height, "block": [bw, bh], "rows": rows}
 
 
 def critical_path_of(path: str, events: int = 10_000) -> dict[str, Any] | None:
@@ -356,6 +394,8 @@ def summarize(path: str) -> dict[str, Any]:
         },
         "utilisation": _utilisation(acc, end_ticks),
         "critical_path": critical_path(acc),
+        "regions": regions(busy, end_ticks),
+        "trace_region": header.get("trace_region"),
     }
 
 
@@ -376,8 +416,24 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
     lines.append(
         "  records by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
     )
+    if s.get("trace_region"):
+        x0, x1, y0, y1 = s["trace_region"]
+        lines.append(f"  detail-level events recorded for the PEs {x0}:{x1},{y0}:{y1} only")
     leaves = [r for r in s["busy"] if r["leaf"]]
-    if leaves:
+    reg = s.get("regions")
+    if reg:
+        bw, bh = reg["block"]
+        lines.append(
+            f"  busy by region ({reg['width']} x {reg['height']} PEs in blocks of {bw} x {bh}; "
+            "detail for one region: run --trace-region X0:X1,Y0:Y1):"
+        )
+        for row in reg["rows"]:
+            lines.append(
+                f"    {row['region']:<20} {row['pes']:>8,} PEs  mean "
+                f"{100 * row['mean_busy_fraction']:5.1f}%  max "
+                f"{100 * row['max_busy_fraction']:5.1f}% ({row['busiest']})"
+            )
+    elif leaves:
         lines.append(f"  busiest components (top {min(top, len(leaves))} of {len(leaves)}):")
         for row in leaves[:top]:
             lines.append(
