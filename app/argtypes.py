@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 
 
 def _whole(text: str, minimum: int) -> int:
@@ -70,17 +69,12 @@ def seconds(text: str) -> float:
     return value
 
 
-def region(text: str) -> str:
-    """A PE region ``x0:x1,y0:y1`` (half-open, x0 < x1, y0 < y1) or ``all``; the text is
-    returned as given (``traces.perfetto.parse_region`` reads it)."""
-    if text.lstrip().startswith("-"):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is negative; give PE coordinates x0:x1,y0:y1 >= 0, or all"
-        )
-    m = re.fullmatch(r"\s*(\d+):(\d+)\s*,\s*(\d+):(\d+)\s*", text)
-    if text.strip() != "all" and (not m or int(m[1]) >= int(m[2]) or int(m[3]) >= int(m[4])):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give x0:x1,y0:y1 with x0 < x1 and y0 < y1 (PEs x0 <= x < x1, "
-            "y0 <= y < y1, e.g. 0:8,0:8), or all"
-        )
+def detail_region(text: str) -> str:
+    """A PE region as :func:`region` reads it, or ``all``; the text is returned as given
+    (``traces.perfetto.parse_region`` reads it)."""
+    if text.strip() != "all":
+        try:
+            region(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e}; or all (every PE)") from None
     return text

@@ -226,7 +226,7 @@ def _add_trace(sub: _Subparsers) -> None:
 
 def _detail_region_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--detail-region", metavar="X0:X1,Y0:Y1", type=argtypes.region,
+        "--detail-region", metavar="X0:X1,Y0:Y1", type=argtypes.detail_region,
         help="Perfetto export of a wafer of more than 1,024 PEs: keep every track of the PEs "
         "x0 <= x < x1, y0 <= y < y1 (e.g. 0:8,0:8), or of all PEs with 'all'; the other PEs "
         "show as one active %% track per 8x8 block (default: every PE in blocks)",
