@@ -247,7 +247,10 @@ class Router:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             return False
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
-        bufs, rr, later = self.bufs, self.rr, engine.later
+        # The hops, ramp deliveries and credits go straight into their cycle's list of due
+        # actions (``later``, inlined through ``due_slot``: the same list, the same order).
+        bufs, rr, slot_of = self.bufs, self.rr, engine.sched.due_slot
+        hops = downs = hop_credits = ramp_credits = None
         for port, keys in wanted.items():
             key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
             colour = key[1]
@@ -257,9 +260,13 @@ class Router:
             if detail:
                 self._trace_send(t, key, port, w)
             if port is RAMP:
-                later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
+                if downs is None:
+                    downs = slot_of(t + engine.ramp_latency)
+                downs.append((self.ce.fabric_deliver, (colour, w)))
             else:
-                later(engine.hop_latency, self.nbr[port].receive, OPPOSITE[port], colour, w)
+                if hops is None:
+                    hops = slot_of(t + engine.hop_latency)
+                hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
             pend = pending[key]
             pend.remove(port)
             if not pend:
@@ -273,10 +280,15 @@ class Router:
                 self.forwarded += 1
                 src_port = key[0]
                 if src_port is RAMP:
-                    later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+                    if ramp_credits is None:
+                        ramp_credits = slot_of(t + engine.ramp_credit_latency)
+                    ramp_credits.append((self.ce.up_credit, (colour,)))
                 else:
-                    later(engine.hop_credit_latency, self.nbr[src_port].return_credit,
-                          OPPOSITE[src_port], colour)  # fmt: skip
+                    if hop_credits is None:
+                        hop_credits = slot_of(t + engine.hop_credit_latency)
+                    hop_credits.append(
+                        (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))
+                    )
         return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:

@@ -388,7 +388,10 @@ class ComputeEngine:
             colour = self.colour_of_queue.get(op.fab_in)
             if colour is None:
                 colour = self._colour_of_queue(op.fab_in)  # raises
-            engine.later(engine.ramp_credit_latency, self.router.ramp_credit, colour)
+            # (engine.later, inlined: the same list of due actions)
+            engine.sched.due_slot(t + engine.ramp_credit_latency).append(
+                (self.router.ramp_credit, (colour,))
+            )
             if w.flow is not None:
                 op.flow_in = w.flow  # the data decides when a receive ends: its sender
             if w.ctrl:
@@ -409,7 +412,9 @@ class ComputeEngine:
             w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
             if op.flow_out is not None:
                 w_out.flow = op.flow_out
-            engine.later(engine.ramp_latency, self.router.receive, RAMP, op.out_colour, w_out)
+            engine.sched.due_slot(t + engine.ramp_latency).append(
+                (self.router.receive, (RAMP, op.out_colour, w_out))
+            )
         else:
             op.out_view[k] = value  # type: ignore[index]
         op.done = k + 1

@@ -235,7 +235,7 @@ class TaskContext:
                     else ("s", float(s))
                     for s in srcs
                 ]  # fmt: skip
-                op.func = _elementwise(name)
+                op.func = isa.elementwise(name)
             op.microthread = fin.queue
         elif isinstance(dst, FabOutDsd):
             if name in ("mov32", "fmovs", "mov16", "fmovh"):
@@ -332,13 +332,6 @@ def _mem_view(ce: ComputeEngine, dst: MemDsd) -> np.ndarray:
             "contiguously (stride 1); use a dense cache tensor or an SRAM destination"
         )
     return np.empty(dst.length, np_dtype(dst.dtype))
-
-
-def _elementwise(name: str) -> Any:
-    def func(*args: Any) -> Any:
-        return isa.apply(name, *(np.asarray([a]) for a in args))[0]
-
-    return func
 
 
 __all__ = ["TaskContext"]

@@ -198,6 +198,18 @@ class CycleScheduler:
         else:
             slot.append((fn, args))
 
+    def due_slot(self, t: int) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+        """The list of cycle ``t``'s due actions (``t`` after the current cycle), to which a
+        hot caller appends ``(fn, args)`` itself: ``later``/``at`` without a call each. The
+        list is the one they append to, so actions keep the order in which they were added,
+        however added; it stays valid until cycle ``t`` runs."""
+        slot = self._due.get(t)
+        if slot is None:
+            slot = self._due[t] = []
+            if t not in self._ticking:
+                self._tick_at(t)
+        return slot
+
     def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` as a due action at the start of cycle ``t`` (after the current one)."""
         if t <= self.env._now // self.period:
