@@ -26,7 +26,7 @@ import time
 POINTS: dict[str, tuple[str, object]] = {
     "spmv-poisson": (
         "spmv",
-        lambda n: {"matrix": "poisson2d", "n": (8 * n) ** 2, "px": n, "py": n, "iterations": 1},
+        lambda n: {"matrix": "poisson2d", "n": (4 * n) ** 2, "px": n, "py": n, "iterations": 1},
     ),
     "spmv-powerlaw": (
         "spmv",
@@ -41,17 +41,17 @@ POINTS: dict[str, tuple[str, object]] = {
     ),
     "ws-matmul-fwd": (
         "ws-matmul",
-        lambda n: {"flavour": "fwd", "rows": 4 * n, "cols": 4 * n, "tokens": n, "px": n, "py": n},
+        lambda n: {"flavour": "fwd", "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n},
     ),
     "ws-matmul-bwd": (
         "ws-matmul",
-        lambda n: {"flavour": "bwd", "rows": 4 * n, "cols": 4 * n, "tokens": n, "px": n, "py": n},
+        lambda n: {"flavour": "bwd", "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n},
     ),
     "ws-matmul-wgrad": (
         "ws-matmul",
-        lambda n: {"flavour": "wgrad", "rows": 4 * n, "cols": 4 * n, "tokens": n, "px": n, "py": n},
+        lambda n: {"flavour": "wgrad", "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n},
     ),
-    "summa-overlap": ("summa", lambda n: {"p": n, "mt": 4, "overlap": "true"}),
+    "summa-overlap": ("summa", lambda n: {"p": n, "mt": 2, "overlap": "true"}),
     "summa": ("summa", lambda n: {"p": n, "mt": 8}),
     "wse-bcast": ("wse-bcast", lambda n: {"pes": n, "elements": 1024}),  # one row of N PEs
     "wse-fmac": ("wse-fmac", lambda n: {}),

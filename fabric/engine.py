@@ -249,7 +249,8 @@ class Router:
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
         # The hops, ramp deliveries and credits go straight into their cycle's list of due
         # actions (``later``, inlined through ``due_slot``: the same list, the same order).
-        bufs, rr, slot_of = self.bufs, self.rr, engine.sched.due_slot
+        bufs, rr, sched = self.bufs, self.rr, engine.sched
+        due, slot_of = sched.due, sched.due_slot
         hops = downs = hop_credits = ramp_credits = None
         for port, keys in wanted.items():
             key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
@@ -261,11 +262,11 @@ class Router:
                 self._trace_send(t, key, port, w)
             if port is RAMP:
                 if downs is None:
-                    downs = slot_of(t + engine.ramp_latency)
+                    downs = due.get(t + engine.ramp_latency) or slot_of(t + engine.ramp_latency)
                 downs.append((self.ce.fabric_deliver, (colour, w)))
             else:
                 if hops is None:
-                    hops = slot_of(t + engine.hop_latency)
+                    hops = due.get(t + engine.hop_latency) or slot_of(t + engine.hop_latency)
                 hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
             pend = pending[key]
             pend.remove(port)
@@ -281,11 +282,15 @@ class Router:
                 src_port = key[0]
                 if src_port is RAMP:
                     if ramp_credits is None:
-                        ramp_credits = slot_of(t + engine.ramp_credit_latency)
+                        ramp_credits = due.get(t + engine.ramp_credit_latency) or slot_of(
+                            t + engine.ramp_credit_latency
+                        )
                     ramp_credits.append((self.ce.up_credit, (colour,)))
                 else:
                     if hop_credits is None:
-                        hop_credits = slot_of(t + engine.hop_credit_latency)
+                        hop_credits = due.get(t + engine.hop_credit_latency) or slot_of(
+                            t + engine.hop_credit_latency
+                        )
                     hop_credits.append(
                         (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))
                     )

@@ -635,9 +635,15 @@ def _into(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
     return compute
 
 
+def _move_into(out: np.ndarray, a: np.ndarray) -> None:
+    # _copy of an FP32 tensor or of an FP32 scalar, broadcast into the destination view
+    np.copyto(out, a)
+
+
 _FAST: dict[str, _FastOp] = {
     name: _FastOp(compute, OPS[name].n_srcs, OPS[name].scalar_srcs)
     for name, compute in (
+        ("fmovs", _move_into),
         ("fmacs", _fma_into),
         ("fadds", _into(np.add)),
         ("fsubs", _into(np.subtract)),

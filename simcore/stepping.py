@@ -155,6 +155,9 @@ class CycleScheduler:
         self._by_name = {g.name: g for g in self.groups}
         self.period = 0  # ticks per cycle: set by freeze()
         self._due: dict[int, list[tuple[Callable[..., None], tuple[Any, ...]]]] = {}
+        #: The same dict, for hot callers that look a cycle's list up before asking
+        #: :meth:`due_slot` (which makes it): ``due.get(t) or due_slot(t)``.
+        self.due = self._due
         self._ticking: set[int] = set()
         self._open: dict[int, _Batch] = {}  # batches of kernel events not yet run, by instant
         self.cycles_stepped = 0  # cycles in which the scheduler ran
