@@ -406,10 +406,7 @@ class ComputeEngine:
                 return
             value = w.data
             if op.func is not None:
-                args = [
-                    value if p[0] == "f" else (p[1][k] if p[0] == "m" else p[1]) for p in op.plan
-                ]
-                value = op.func(*args)
+                value = op.elem(value, k)  # type: ignore[misc]
         elif op.control_wavelet is not None:
             value = None
         else:
