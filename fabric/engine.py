@@ -206,7 +206,7 @@ class Router:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
         detail = engine.detail
-        wanted: dict[Dir, list[tuple[Dir, int]]] = {}
+        wanted: dict[Dir, Any] = {}
         routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
             if not buf:
@@ -234,11 +234,14 @@ class Router:
                 if c is None:
                     c = self.credit(port, colour)
                 if c > 0:
+                    # a port's candidates: one key (a tuple), or a list once there are two
                     keys = wanted.get(port)
                     if keys is None:
-                        wanted[port] = [key]
-                    else:
+                        wanted[port] = key
+                    elif keys.__class__ is list:
                         keys.append(key)
+                    else:
+                        wanted[port] = [keys, key]
                 else:
                     self.stall_cycles += 1
                     if detail and key not in self.stalled:  # (read only by detail traces)
@@ -253,7 +256,7 @@ class Router:
         due, slot_of = sched.due, sched.due_slot
         hops = downs = hop_credits = ramp_credits = None
         for port, keys in wanted.items():
-            key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
+            key = keys if keys.__class__ is tuple else engine.arbitrate(self, port, keys)
             colour = key[1]
             rr[port] = colour
             w = bufs[key][0]
