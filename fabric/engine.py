@@ -174,12 +174,16 @@ class Router:
         until = self.express_until
         if until >= 0:
             now = engine.now_cycle()
-            if until >= now and colour == self.express_colour:
+            if until < now:
+                # The stream has passed: forget it (every reader compares ``>= now``, and now
+                # only grows), so later arrivals skip this check.
+                self.express_until = -1
+            elif colour == self.express_colour:
                 # Behind the stream on its own colour (e.g. the TEARDOWN sent while the stream
                 # was held at a posted teardown exit): it queues after the stream's last wavelet.
                 engine.at(until + 1, self.receive, port, colour, w)
                 return
-            if until >= now and self._free_cycle(colour, now) > now:
+            elif self._free_cycle(colour, now) > now:
                 # The wavelet needs a port an express stream is using in this cycle. Round robin
                 # between the two colours would serve it now and push the stream back one cycle;
                 # it is served now and the stream keeps its schedule (counted, see express.py).
