@@ -174,12 +174,16 @@ class Router:
         until = self.express_until
         if until >= 0:
             now = engine.now_cycle()
-            if until >= now and colour == self.express_colour:
+            if until < now:
+                # The stream has passed: forget it (every reader compares ``>= now``, and now
+                # only grows), so later arrivals skip this check.
+                self.express_until = -1
+            elif colour == self.express_colour:
                 # Behind the stream on its own colour (e.g. the TEARDOWN sent while the stream
                 # was held at a posted teardown exit): it queues after the stream's last wavelet.
                 engine.at(until + 1, self.receive, port, colour, w)
                 return
-            if until >= now and self._free_cycle(colour, now) > now:
+            elif self._free_cycle(colour, now) > now:
                 # The wavelet needs a port an express stream is using in this cycle. Round robin
                 # between the two colours would serve it now and push the stream back one cycle;
                 # it is served now and the stream keeps its schedule (counted, see express.py).
@@ -206,7 +210,7 @@ class Router:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
         detail = engine.detail
-        wanted: dict[Dir, list[tuple[Dir, int]]] = {}
+        wanted: dict[Dir, Any] = {}
         routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
             if not buf:
@@ -234,11 +238,14 @@ class Router:
                 if c is None:
                     c = self.credit(port, colour)
                 if c > 0:
+                    # a port's candidates: one key (a tuple), or a list once there are two
                     keys = wanted.get(port)
                     if keys is None:
-                        wanted[port] = [key]
-                    else:
+                        wanted[port] = key
+                    elif keys.__class__ is list:
                         keys.append(key)
+                    else:
+                        wanted[port] = [keys, key]
                 else:
                     self.stall_cycles += 1
                     if detail and key not in self.stalled:  # (read only by detail traces)
@@ -247,9 +254,13 @@ class Router:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             return False
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
-        bufs, rr, later = self.bufs, self.rr, engine.later
+        # The hops, ramp deliveries and credits go straight into their cycle's list of due
+        # actions (``later``, inlined through ``due_slot``: the same list, the same order).
+        bufs, rr, sched = self.bufs, self.rr, engine.sched
+        due, slot_of = sched.due, sched.due_slot
+        hops = downs = hop_credits = ramp_credits = None
         for port, keys in wanted.items():
-            key = keys[0] if len(keys) == 1 else engine.arbitrate(self, port, keys)
+            key = keys if keys.__class__ is tuple else engine.arbitrate(self, port, keys)
             colour = key[1]
             rr[port] = colour
             w = bufs[key][0]
@@ -257,9 +268,13 @@ class Router:
             if detail:
                 self._trace_send(t, key, port, w)
             if port is RAMP:
-                later(engine.ramp_latency, self.ce.fabric_deliver, colour, w)
+                if downs is None:
+                    downs = due.get(t + engine.ramp_latency) or slot_of(t + engine.ramp_latency)
+                downs.append((self.ce.fabric_deliver, (colour, w)))
             else:
-                later(engine.hop_latency, self.nbr[port].receive, OPPOSITE[port], colour, w)
+                if hops is None:
+                    hops = due.get(t + engine.hop_latency) or slot_of(t + engine.hop_latency)
+                hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
             pend = pending[key]
             pend.remove(port)
             if not pend:
@@ -273,10 +288,19 @@ class Router:
                 self.forwarded += 1
                 src_port = key[0]
                 if src_port is RAMP:
-                    later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+                    if ramp_credits is None:
+                        ramp_credits = due.get(t + engine.ramp_credit_latency) or slot_of(
+                            t + engine.ramp_credit_latency
+                        )
+                    ramp_credits.append((self.ce.up_credit, (colour,)))
                 else:
-                    later(engine.hop_credit_latency, self.nbr[src_port].return_credit,
-                          OPPOSITE[src_port], colour)  # fmt: skip
+                    if hop_credits is None:
+                        hop_credits = due.get(t + engine.hop_credit_latency) or slot_of(
+                            t + engine.hop_credit_latency
+                        )
+                    hop_credits.append(
+                        (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))
+                    )
         return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:

@@ -376,8 +376,14 @@ class ComputeEngine:
             # Advancing a microthread that writes to memory touches only its own input queue,
             # so the others found eligible above still are, and no other became eligible.
             return others > 1 or (best.done < best.length and eligible(best))
-        for op in self.ops:  # noqa: SIM110 (any() over a generator costs more: once per issue)
-            if eligible(op):
+        for op in self.ops:  # (``_eligible``, inlined: once per issue)
+            if op.fab_in is not None and not op.in_queue:
+                continue
+            colour = op.out_colour
+            if colour is None:
+                return True
+            c = up.get(colour)
+            if (c if c is not None else self.up_credit_count(colour)) > 0:
                 return True
         return False
 
@@ -397,7 +403,11 @@ class ComputeEngine:
             colour = self.colour_of_queue.get(op.fab_in)
             if colour is None:
                 colour = self._colour_of_queue(op.fab_in)  # raises
-            engine.later(engine.ramp_credit_latency, self.router.ramp_credit, colour)
+            # (engine.later, inlined: the same list of due actions)
+            due_t = t + engine.ramp_credit_latency
+            (engine.sched.due.get(due_t) or engine.sched.due_slot(due_t)).append(
+                (self.router.ramp_credit, (colour,))
+            )
             if w.flow is not None:
                 op.flow_in = w.flow  # the data decides when a receive ends: its sender
             if w.ctrl:
@@ -405,10 +415,7 @@ class ComputeEngine:
                 return
             value = w.data
             if op.func is not None:
-                args = [
-                    value if p[0] == "f" else (p[1][k] if p[0] == "m" else p[1]) for p in op.plan
-                ]
-                value = op.func(*args)
+                value = op.elem(value, k)  # type: ignore[misc]
         elif op.control_wavelet is not None:
             value = None
         else:
@@ -418,7 +425,10 @@ class ComputeEngine:
             w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
             if op.flow_out is not None:
                 w_out.flow = op.flow_out
-            engine.later(engine.ramp_latency, self.router.receive, RAMP, op.out_colour, w_out)
+            due_t = t + engine.ramp_latency
+            (engine.sched.due.get(due_t) or engine.sched.due_slot(due_t)).append(
+                (self.router.receive, (RAMP, op.out_colour, w_out))
+            )
         else:
             op.out_view[k] = value  # type: ignore[index]
         op.done = k + 1

@@ -635,9 +635,15 @@ def _into(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], Non
     return compute
 
 
+def _move_into(out: np.ndarray, a: np.ndarray) -> None:
+    # _copy of an FP32 tensor or of an FP32 scalar, broadcast into the destination view
+    np.copyto(out, a)
+
+
 _FAST: dict[str, _FastOp] = {
     name: _FastOp(compute, OPS[name].n_srcs, OPS[name].scalar_srcs)
     for name, compute in (
+        ("fmovs", _move_into),
         ("fmacs", _fma_into),
         ("fadds", _into(np.add)),
         ("fsubs", _into(np.subtract)),
@@ -682,3 +688,89 @@ class FastOperand:
         self.stop = stop
         self.length = stop - start
         self.timing_class = timing_class
+
+
+# --------------------------------------------------------------------------- one element
+# An async operation with a fabric input computes one element per wavelet (pe/task.py): the
+# same function as ``apply`` on one-element arrays, which costs a dozen numpy calls per
+# element. The FP32 arithmetic ops have an exact scalar form: their sources are FP32 values,
+# held exactly by Python floats (doubles), and a sum, difference or product of two FP32 values
+# computed in double and rounded once to FP32 is the correctly rounded FP32 result (double has
+# at least 2 x 24 + 2 bits, so the double rounding is innocuous; a product of two FP32 values
+# is even exact in double). Only finite values inside FP32's range take it: an input or
+# result outside (overflow, infinities, NaNs, whose bits the scalar path does not vouch for)
+# and any source that is not a Python or FP32 float go through ``apply``, so every element is
+# the general path's, bit for bit (tests/test_contract_function_timing.py checks this).
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _scalar_general(op: str) -> Callable[..., np.float32]:
+    def general(*args: object) -> np.float32:
+        return apply(op, *(np.asarray([a]) for a in args))[0]  # type: ignore[arg-type]
+
+    return general
+
+
+def _fadds_1(a: object, b: object, _g: Callable[..., np.float32]) -> np.float32:
+    m = _F32_MAX
+    if a.__class__ in _FLOATS and b.__class__ in _FLOATS and -m <= a <= m and -m <= b <= m:  # type: ignore[operator]
+        x = float(F32(a)) + float(F32(b))  # type: ignore[arg-type]
+        if -m <= x <= m:
+            return F32(x)
+    return _g(a, b)
+
+
+def _fsubs_1(a: object, b: object, _g: Callable[..., np.float32]) -> np.float32:
+    m = _F32_MAX
+    if a.__class__ in _FLOATS and b.__class__ in _FLOATS and -m <= a <= m and -m <= b <= m:  # type: ignore[operator]
+        x = float(F32(a)) - float(F32(b))  # type: ignore[arg-type]
+        if -m <= x <= m:
+            return F32(x)
+    return _g(a, b)
+
+
+def _fmuls_1(a: object, b: object, _g: Callable[..., np.float32]) -> np.float32:
+    m = _F32_MAX
+    if a.__class__ in _FLOATS and b.__class__ in _FLOATS and -m <= a <= m and -m <= b <= m:  # type: ignore[operator]
+        x = float(F32(a)) * float(F32(b))  # type: ignore[arg-type]
+        if -m <= x <= m:
+            return F32(x)
+    return _g(a, b)
+
+
+def _fmacs_1(acc: object, a: object, b: object, _g: Callable[..., np.float32]) -> np.float32:
+    m = _F32_MAX
+    if (
+        acc.__class__ in _FLOATS and a.__class__ in _FLOATS and b.__class__ in _FLOATS
+        and -m <= acc <= m and -m <= a <= m and -m <= b <= m  # type: ignore[operator]
+    ):  # fmt: skip
+        p = float(F32(a)) * float(F32(b))  # type: ignore[arg-type]
+        if -m <= p <= m:
+            x = float(F32(acc)) + float(F32(p))  # type: ignore[arg-type]
+            if -m <= x <= m:
+                return F32(x)
+    return _g(acc, a, b)
+
+
+_FLOATS = (float, np.float32)
+_SCALAR_FAST: dict[str, Callable[..., np.float32]] = {
+    "fadds": _fadds_1,
+    "fsubs": _fsubs_1,
+    "fmuls": _fmuls_1,
+    "fmacs": _fmacs_1,
+}
+
+
+def elementwise(op: str, *, fast_path: bool = True) -> Callable[..., np.float32]:
+    """``f(*sources)``: one element of ``op`` (scalar sources in ``apply``'s order), the same
+    value as ``apply(op, *one-element arrays)[0]``; FP32 arithmetic takes the exact scalar form
+    above where it holds (``fast_path=False``: always ``apply``, for the contract test)."""
+    spec_of(op)
+    general = _scalar_general(op)
+    fast = _SCALAR_FAST.get(op) if fast_path else None
+    if fast is None:
+        return general
+    if fast is _fmacs_1:
+        return lambda acc, a, b: _fmacs_1(acc, a, b, general)
+    return lambda a, b: fast(a, b, general)

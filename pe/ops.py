@@ -55,6 +55,7 @@ class AsyncOp:
         "ce",
         "control_wavelet",
         "done",
+        "elem",
         "express",
         "fab_in",
         "flow_in",
@@ -83,6 +84,8 @@ class AsyncOp:
         self.length = length
         self.done = 0
         self.func: Callable[..., Any] | None = None
+        # element k from the fabric value: ``func`` on the plan's sources (pe/task.py)
+        self.elem: Callable[[Any, int], Any] | None = None
         self.fab_in: int | None = None  # input queue id
         self.in_queue: list | None = None
         # Per-source plan for element-wise ops: ("f",) the fabric value, ("m", array) a

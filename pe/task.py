@@ -235,7 +235,8 @@ class TaskContext:
                     else ("s", float(s))
                     for s in srcs
                 ]  # fmt: skip
-                op.func = _elementwise(name)
+                op.func = isa.elementwise(name)
+                op.elem = _element_of(op.plan, op.func)
             op.microthread = fin.queue
         elif isinstance(dst, FabOutDsd):
             if name in ("mov32", "fmovs", "mov16", "fmovh"):
@@ -334,11 +335,20 @@ def _mem_view(ce: ComputeEngine, dst: MemDsd) -> np.ndarray:
     return np.empty(dst.length, np_dtype(dst.dtype))
 
 
-def _elementwise(name: str) -> Any:
-    def func(*args: Any) -> Any:
-        return isa.apply(name, *(np.asarray([a]) for a in args))[0]
-
-    return func
+def _element_of(plan: list[tuple], func: Any) -> Any:
+    """``elem(value, k)``: element ``k`` of an operation with a fabric input, ``func`` of the
+    plan's sources in order (the fabric value, memory element ``k``, a scalar); the two
+    common plans as closures without a list per element."""
+    kinds = tuple(p[0] for p in plan)
+    if kinds == ("f", "m"):
+        mem = plan[1][1]
+        return lambda v, k: func(v, mem[k])
+    if kinds == ("m", "f"):
+        mem = plan[0][1]
+        return lambda v, k: func(mem[k], v)
+    return lambda v, k: func(
+        *[v if p[0] == "f" else (p[1][k] if p[0] == "m" else p[1]) for p in plan]
+    )
 
 
 __all__ = ["TaskContext"]

@@ -155,6 +155,9 @@ class CycleScheduler:
         self._by_name = {g.name: g for g in self.groups}
         self.period = 0  # ticks per cycle: set by freeze()
         self._due: dict[int, list[tuple[Callable[..., None], tuple[Any, ...]]]] = {}
+        #: The same dict, for hot callers that look a cycle's list up before asking
+        #: :meth:`due_slot` (which makes it): ``due.get(t) or due_slot(t)``.
+        self.due = self._due
         self._ticking: set[int] = set()
         self._open: dict[int, _Batch] = {}  # batches of kernel events not yet run, by instant
         self.cycles_stepped = 0  # cycles in which the scheduler ran
@@ -197,6 +200,18 @@ class CycleScheduler:
                 self._tick_at(t)
         else:
             slot.append((fn, args))
+
+    def due_slot(self, t: int) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+        """The list of cycle ``t``'s due actions (``t`` after the current cycle), to which a
+        hot caller appends ``(fn, args)`` itself: ``later``/``at`` without a call each. The
+        list is the one they append to, so actions keep the order in which they were added,
+        however added; it stays valid until cycle ``t`` runs."""
+        slot = self._due.get(t)
+        if slot is None:
+            slot = self._due[t] = []
+            if t not in self._ticking:
+                self._tick_at(t)
+        return slot
 
     def at(self, t: int, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` as a due action at the start of cycle ``t`` (after the current one)."""

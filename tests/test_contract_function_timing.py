@@ -123,3 +123,31 @@ def test_nan_payloads_are_not_compared_but_every_other_bit_is():
     with pytest.raises(AssertionError, match="1 of 1 elements differ"):
         assert_same_bits(plus, minus, "zeros")
     assert not same_memory(plus.tobytes(), minus.tobytes())
+
+
+# One element of an async operation (pe.isa.elementwise): the scalar form of the FP32
+# arithmetic ops against apply on one-element arrays, bit for bit, NaNs included.
+_EDGE = [0.0, -0.0, 1.0, -1.5, 1e-45, -1e-40, 1.17549435e-38, 3.4028234663852886e38,
+         -3.4028234663852886e38, 3.4028235e38, 3.5e38, 1e300, float("inf"), float("-inf"),
+         float("nan"), 0.1, 1 / 3, 16777217.0, 2.0**-149, 2.0**-150]  # fmt: skip
+_SCALARS = st.one_of(
+    st.sampled_from(_EDGE),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(width=32).map(np.float32),
+    st.integers(-(2**60), 2**60),
+)
+
+
+@pytest.mark.parametrize("op", ["fadds", "fsubs", "fmuls", "fmacs", "fmaxs"])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_one_element_fast_is_general(op: str, data) -> None:
+    from pe import isa
+
+    n = isa.OPS[op].n_srcs
+    args = [data.draw(_SCALARS) for _ in range(n)]
+    with np.errstate(all="ignore"):
+        fast = isa.elementwise(op)(*args)
+        slow = isa.elementwise(op, fast_path=False)(*args)
+    assert type(fast) is type(slow) is np.float32
+    assert np.asarray(fast).view(np.uint32) == np.asarray(slow).view(np.uint32), (args, fast, slow)

@@ -56,6 +56,27 @@ def test_due_actions_then_groups_in_order_then_end_of_cycle():
     assert sched.cycles_stepped == 2
 
 
+def test_due_slot_is_the_list_later_and_at_append_to():
+    """Actions appended to ``due_slot(t)`` run in the order added, interleaved with ``later``
+    and ``at``, and a slot made for an empty cycle arms its tick."""
+    sim, sched = make()
+    log: list = []
+
+    def start():
+        sched.later(2, log.append, "later-1")
+        sched.due_slot(sched.now() + 2).append((log.append, ("slot-1",)))
+        sched.at(sched.now() + 2, log.append, "at-1")
+        assert sched.due.get(sched.now() + 2) is sched.due_slot(sched.now() + 2)
+        sched.due_slot(sched.now() + 2).append((log.append, ("slot-2",)))
+        sched.due_slot(sched.now() + 5).append((log.append, ("alone",)))
+
+    sim.check()
+    sched.at(1, start)
+    sim.run()
+    assert log == ["later-1", "slot-1", "at-1", "slot-2", "alone"]
+    assert sched.cycles_stepped == 3
+
+
 def test_a_sleeping_part_costs_nothing_until_woken():
     sim, sched = make()
     log: list = []

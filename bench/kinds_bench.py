@@ -1,0 +1,133 @@
+"""PE-cycles per CPU second of every wafer kind: the general path's speed, point by point.
+
+Each point runs in a process of its own: the child imports the simulator, then times
+``run_kind`` (build and run, no trace) with ``time.process_time``, so the figure leaves out
+the interpreter's start and the imports (which are large where Python may not cache bytecode)
+and is what a longer run pays per PE-cycle. PE-cycles per CPU second = PEs x cycles / CPU
+seconds (PEs: ``px x py``, ``p x p`` for SUMMA, ``pes`` for the one-row kinds; cycles: the
+run's ``cycles`` metric). The cycles and ``correct`` are printed too: a speed change must leave
+them alone (the conformance suite and the digests hold that bit for bit).
+
+Run: ``python bench/kinds_bench.py [--sizes 16 64] [--only spmv-poisson ...] [--list]``.
+The machine is shared: compare CPU seconds, within one session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+#: name -> (scenario, overrides at side N); N is the mesh side (16 or 64).
+POINTS: dict[str, tuple[str, object]] = {
+    "spmv-poisson": (
+        "spmv",
+        lambda n: {"matrix": "poisson2d", "n": (2 * n) ** 2, "px": n, "py": n, "iterations": 1},
+    ),
+    "spmv-powerlaw": (
+        "spmv",
+        lambda n: {
+            "matrix": "laplacian",
+            "graph": "barabasi_albert",
+            "n": 64 * n,
+            "px": n,
+            "py": n,
+            "iterations": 1,
+        },
+    ),
+    "ws-matmul-fwd": (
+        "ws-matmul",
+        lambda n: {"flavour": "fwd", "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n},
+    ),
+    "ws-matmul-bwd": (
+        "ws-matmul",
+        lambda n: {"flavour": "bwd", "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n},
+    ),
+    "ws-matmul-wgrad": (
+        "ws-matmul",
+        lambda n: {"flavour": "wgrad", "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n},
+    ),
+    "summa-overlap": ("summa", lambda n: {"p": n, "mt": 2, "overlap": "true"}),
+    "summa": ("summa", lambda n: {"p": n, "mt": 8}),
+    "wse-bcast": ("wse-bcast", lambda n: {"pes": n, "elements": 1024}),  # one row of N PEs
+    "wse-fmac": ("wse-fmac", lambda n: {}),
+}
+
+
+def pes_of(metrics: dict) -> int:
+    cfg = metrics["config"]
+    if "px" in cfg:
+        return int(cfg["px"]) * int(cfg["py"])
+    if "p" in cfg:
+        return int(cfg["p"]) ** 2
+    return int(cfg.get("pes", 1))
+
+
+def run_point(scenario: str, sets: dict) -> tuple[dict, float]:
+    cmd = [sys.executable, __file__, "--child", scenario, json.dumps(sets)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr.strip()}")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return got["metrics"], got["cpu_s"]
+
+
+def child(scenario_name: str, sets_json: str) -> None:
+    """In the child: resolve the scenario with the overrides, time ``run_kind``."""
+    from runner import scenario
+
+    sets = json.loads(sets_json)
+    sc = scenario.find(scenario_name)
+    params = scenario.resolve_params(sc, [f"{k}={v}" for k, v in sets.items()])
+    t0 = time.process_time()
+    metrics = scenario.run_kind(sc.kind.name, params)
+    cpu = time.process_time() - t0
+    keep = {k: metrics[k] for k in ("cycles", "correct") if k in metrics}
+    keep["config"] = {
+        k: v for k, v in dataclass_dict(params).items() if k in ("px", "py", "p", "pes")
+    }
+    print(json.dumps({"metrics": keep, "cpu_s": cpu}))
+
+
+def dataclass_dict(params: object) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}  # type: ignore[arg-type]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[16])
+    ap.add_argument("--only", nargs="+", choices=sorted(POINTS), default=None)
+    ap.add_argument("--list", action="store_true", help="print the points' commands and stop")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    names = args.only or list(POINTS)
+    print(f"{'point':<16} {'N':>3} {'PEs':>6} {'cycles':>10} {'CPU s':>8} "
+          f"{'M PE-cyc/CPU s':>14} correct")  # fmt: skip
+    for n in args.sizes:
+        for name in names:
+            scenario, sets_of = POINTS[name]
+            sets = sets_of(n)  # type: ignore[operator]
+            if args.list:
+                flags = " ".join(f"--set {k}={v}" for k, v in sets.items())
+                print(f"wafersim run {scenario} {flags}")
+                continue
+            t0 = time.perf_counter()
+            m, cpu = run_point(scenario, sets)
+            wall = time.perf_counter() - t0
+            pes = pes_of(m)
+            rate = pes * m["cycles"] / cpu / 1e6
+            print(f"{name:<16} {n:>3} {pes:>6} {m['cycles']:>10,} {cpu:>8.2f} "
+                  f"{rate:>14.2f} {m.get('correct')}  (wall {wall:.1f} s)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()
