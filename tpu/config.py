@@ -13,6 +13,14 @@ from simcore.errors import ConfigError
 class IciConfig:
     """The ICI links of a slice. Bandwidth comes from the chip table unless overridden."""
 
+    fidelity: str = param(
+        "packet",
+        "how the links move bytes: packet (the reference: every packet over every link, "
+        "cut-through, credits, round robin) or flow (each message one flow, link bandwidth "
+        "shared max-min fairly, events only when flows start, stop or are held: for pods; "
+        "agrees with packet within 2 %, tests/test_tpu_fidelity.py)",
+        choices=("packet", "flow"),
+    )  # fmt: skip
     hop_latency_ns: int = param(
         1000, "time of one hop whatever the payload (spec: ~1 us), added to serialisation",
         min=0, max=10**7,
