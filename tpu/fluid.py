@@ -64,7 +64,7 @@ class _Port:
         self.n = 0
         self.v = 0.0
         self.since = 0
-        self.heap: list[tuple[float, int, FluidState, int]] = []
+        self.heap: list[tuple[float, int, FluidState, int, bool]] = []
         self.version = 0
 
 
@@ -74,7 +74,8 @@ class FluidState:
     served its last byte (-1: not yet)."""
 
     __slots__ = (
-        "flow", "held", "lat", "probe", "seq", "served", "tail_at", "tail_waiting",
+        "flow", "held", "lat", "mile", "probe", "seq", "served", "tail_at", "tail_waiting",
+        "waiting",
     )  # fmt: skip
 
     def __init__(self, flow: Flow, seq: int) -> None:
@@ -84,6 +85,10 @@ class FluidState:
         self.lat = [p.latency_ticks for p in flow.ports]
         self.tail_at = [-1] * n
         self.served = [-1] * n
+        #: ``mile[i]``: port ``i`` has sent all but a buffer of the message (-1: not yet, or
+        #: no such point): only then can the tail be in the chip before it (credits)
+        self.mile = [0] * n
+        self.waiting = [False] * n  # the tail is at the chip before port i, waiting for credit
         self.held = -1  # the port the head waits at (its chip holds the message), or -1
         self.tail_waiting = -1  # tick the tail reached the holding chip, or -1
         self.probe: Any = None
@@ -101,6 +106,8 @@ class FluidNet:
         self.period = 0
         self.per_tick = 0.0
         self.seq = 0
+        #: the most messages one port has carried at once (the bound on packet-order effects)
+        self.max_sharing = 0
 
     # -- time --------------------------------------------------------------------------------
     def _freeze(self) -> None:
@@ -149,8 +156,19 @@ class FluidNet:
         p = self._port(st.flow.ports[i])
         self._advance(p)
         p.n += 1
+        if p.n > self.max_sharing:
+            self.max_sharing = p.n
         self.seq += 1
-        heapq.heappush(p.heap, (p.v + st.flow.nbytes, self.seq, st, i))
+        flow = st.flow
+        heapq.heappush(p.heap, (p.v + flow.nbytes, self.seq, st, i, True))
+        if i and flow.visit is not None and flow.port_hop[i - 1] >= 0:
+            up = flow.ports[i - 1]
+            shared = max(1, self.ports[up].n)  # the messages that share the chip's buffer
+            ahead = flow.nbytes - up.buffer_packets * flow.packet_bytes // shared
+            if ahead > 0:  # the chip's buffer cannot hold the rest: credits hold the tail back
+                st.mile[i] = -1
+                self.seq += 1
+                heapq.heappush(p.heap, (p.v + ahead, self.seq, st, i, False))
         self._schedule(p)
 
     def _finish(self, p: _Port, version: int) -> None:
@@ -160,14 +178,23 @@ class FluidNet:
         heap = p.heap
         limit = p.v + 1e-9 * max(1.0, p.v)
         done = []
+        miles = []
         while heap and heap[0][0] <= limit:
-            _v, _s, st, i = heapq.heappop(heap)
-            p.n -= 1
-            done.append((st, i))
+            _v, _s, st, i, whole = heapq.heappop(heap)
+            if whole:
+                p.n -= 1
+                done.append((st, i))
+            else:
+                miles.append((st, i))
         if not heap:
             p.v = 0.0  # idle: restart the clock (keeps its float error from accumulating)
         self._schedule(p)
         now = self.env._now
+        for st, i in miles:
+            st.mile[i] = now
+            if st.waiting[i]:
+                st.waiting[i] = False
+                self._visit(st.flow, i - 1)
         for st, i in done:
             st.served[i] = now
             self._account(st, i)
@@ -240,7 +267,10 @@ class FluidNet:
         if st.held == i + 1:  # the chip holds the message: it waits in HBM
             st.tail_waiting = now
             return
-        self._visit(flow, i)
+        if st.mile[i + 1] < 0:  # the chip sees the tail when a credit lets it in
+            st.waiting[i + 1] = True
+        else:
+            self._visit(flow, i)
         self._tail_reaches(st, i + 1, now)
 
     def _tail_reaches(self, st: FluidState, j: int, now: int) -> None:
