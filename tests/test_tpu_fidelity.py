@@ -248,3 +248,12 @@ def test_equal_shares_on_a_port():
     sim.run()
     # 45 kB each at 22.5 GB/s (2000 ns), then b's last 45 kB alone (1000 ns); +1 us latency
     assert (a.last_arrival, b.last_arrival) == (3000, 4000)
+
+
+@pytest.mark.slow
+def test_validate_tpu_fidelity_passes(capsys):
+    """`wafersim validate tpu-fidelity`: flow against packet within 2 % on every row."""
+    from app.cli import main
+
+    assert main(["validate", "tpu-fidelity"]) == 0
+    assert "tpu-fidelity: MAPE" in capsys.readouterr().out

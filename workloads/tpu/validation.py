@@ -199,6 +199,50 @@ def _train(runner: registry.Runner) -> list[Result]:
     return rows
 
 
+#: ``tpu-fidelity``: the flow fidelity against the packet one (the reference) on bandwidth-bound
+#: cases, each message 64 packets or more (tests/test_tpu_fidelity.py has the whole matrix).
+FIDELITY: list[tuple[str, str, dict[str, Any]]] = [
+    ("v5e 16x16 x allreduce 64MiB", "tpu-collective",
+     dict(chip="v5e", topology="16x16", axes="x", op="allreduce", bytes=64 * MIB, **COARSE)),
+    ("v5e 8x16 x allgather 64MiB (a line)", "tpu-collective",
+     dict(chip="v5e", topology="8x16", axes="x", op="allgather", bytes=64 * MIB, **COARSE)),
+    ("v5e 16x16 xy allreduce 256MiB", "tpu-collective",
+     dict(chip="v5e", topology="16x16", axes="xy", op="allreduce", bytes=V, **COARSE)),
+    ("v5e 4x4 xy reducescatter 16MiB", "tpu-collective",
+     dict(chip="v5e", topology="4x4", axes="xy", op="reducescatter", bytes=16 * MIB)),
+    ("v5e 4x4 xy alltoall 64MiB", "tpu-collective",
+     dict(chip="v5e", topology="4x4", axes="xy", op="alltoall", bytes=64 * MIB)),
+    ("v5p 4x4x4 xyz allreduce 16MiB", "tpu-collective",
+     dict(chip="v5p", topology="4x4x4", axes="xyz", op="allreduce", bytes=16 * MIB)),
+    ("2 slices of v5e 4x2 xys allreduce 8MiB", "tpu-collective",
+     dict(chip="v5e", topology="4x2", axes="xys", op="allreduce", bytes=8 * MIB, slices=2)),
+    ("p2p v5e 4x4 0,0->3,3 17MB every port", "tpu-p2p",
+     dict(chip="v5e", topology="4x4", src="0,0", dst="3,3", bytes=17_000_000, paths=0)),
+]  # fmt: skip
+
+
+def _fidelity(runner: registry.Runner) -> list[registry.ValidationRow]:
+    """Each case at ``ici.fidelity`` flow (the simulated column) and packet (the model column)."""
+    rows = []
+    for kind, params in (("tpu-collective", CollectiveParams), ("tpu-p2p", P2pParams)):
+        cases = [(label, kw) for label, k, kw in FIDELITY if k == kind]
+        runs = {}
+        for fid in ("flow", "packet"):
+            pts = []
+            for _, kw in cases:
+                ici = {**kw.get("ici", {}), "fidelity": fid}
+                pts.append(cfg.load(params, {**kw, "payload": "size", "ici": ici}))
+            runs[fid] = runner(kind, pts)
+        for (label, _), flow, packet in zip(cases, runs["flow"], runs["packet"], strict=True):
+            rows.append(
+                registry.ValidationRow(
+                    "tpu-fidelity", f"{label}: flow vs packet", flow["time_s"],
+                    packet["time_s"], unit="s",
+                )  # fmt: skip
+            )
+    return rows
+
+
 def _all(runner: registry.Runner) -> list[Result]:
     return _collectives(runner) + _matmuls(runner) + _train(runner)
 
@@ -227,6 +271,17 @@ def register() -> None:
             "(bandwidth-bound, assumptions held)",
             run=lambda runner: _rows(runner, explained=False),
             tolerance=5.0,
+            criterion="max_pct",
+            origin=__name__,
+        )
+    )
+    registry.register_case(
+        registry.ValidationCase(
+            name="tpu-fidelity",
+            summary="TPU ICI: the flow fidelity (model column: the packet fidelity, the "
+            "reference) on bandwidth-bound collectives and a transfer",
+            run=_fidelity,
+            tolerance=2.0,
             criterion="max_pct",
             origin=__name__,
         )
