@@ -234,12 +234,11 @@ def _fidelity(runner: registry.Runner) -> list[registry.ValidationRow]:
                 pts.append(cfg.load(params, {**kw, "payload": "size", "ici": ici}))
             runs[fid] = runner(kind, pts)
         for (label, _), flow, packet in zip(cases, runs["flow"], runs["packet"], strict=True):
-            rows.append(
-                registry.ValidationRow(
-                    "tpu-fidelity", f"{label}: flow vs packet", flow["time_s"],
-                    packet["time_s"], unit="s",
-                )  # fmt: skip
-            )
+            row = registry.ValidationRow(
+                "tpu-fidelity", f"{label}: flow vs packet", flow["time_s"], packet["time_s"],
+                unit="s",
+            )  # fmt: skip
+            rows.append(row)
     return rows
 
 
