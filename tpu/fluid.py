@@ -56,7 +56,7 @@ class _Port:
     """One port's processor sharing: ``n`` messages, a virtual clock ``v`` (bytes each message
     has been served since the port's start), the heap of the messages' finishing virtual times."""
 
-    __slots__ = ("heap", "link", "n", "rate", "since", "v", "version")
+    __slots__ = ("due", "heap", "link", "n", "rate", "since", "v", "version")
 
     def __init__(self, link: Any, per_tick: float) -> None:
         self.link = link
@@ -66,6 +66,7 @@ class _Port:
         self.since = 0
         self.heap: list[tuple[float, int, FluidState, int, bool]] = []
         self.version = 0
+        self.due = -1  # tick of the pending finish event (-1: none)
 
 
 class FluidState:
@@ -143,13 +144,19 @@ class FluidNet:
 
     def _schedule(self, p: _Port) -> None:
         """The port's next finish, at the current shares (whole cycles, rounded up)."""
-        p.version += 1
         if not p.heap:
+            p.version += 1
+            p.due = -1
             return
         rest = p.heap[0][0] - p.v
         per = self.period
         cycles = max(0, math.ceil(rest * p.n / (p.rate * per) - 1e-9)) if rest > 0 else 0
-        self.at(self.env._now + cycles * per, self._finish, p, p.version)
+        when = self.env._now + cycles * per
+        if when == p.due:
+            return  # the pending event stands
+        p.version += 1
+        p.due = when
+        self.at(when, self._finish, p, p.version)
 
     def _enter(self, st: FluidState, i: int) -> None:
         """The message comes onto port ``i`` of its path now."""
@@ -174,6 +181,7 @@ class FluidNet:
     def _finish(self, p: _Port, version: int) -> None:
         if version != p.version:
             return
+        p.due = -1
         self._advance(p)
         heap = p.heap
         limit = p.v + 1e-9 * max(1.0, p.v)
