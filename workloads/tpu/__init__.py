@@ -10,7 +10,8 @@
   the compute-bound / communication-bound crossover as the per-chip batch varies;
 
 Analytical models (the spec's formulas) are in :mod:`.models`; ``wafersim validate tpu
-tpu-explained`` compares them with the simulation (:mod:`.validation`).
+tpu-explained`` compares them with the simulation (:mod:`.validation`), and ``wafersim validate
+tpu-fidelity`` the ICI's flow fidelity with its packet fidelity.
 """
 
 from __future__ import annotations
