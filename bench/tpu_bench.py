@@ -8,7 +8,7 @@ both ICI fidelities.
 
 Each case runs in a fresh process (peak memory is the process's maximum resident set; ``cpu_s``
 is the process's CPU time, which other processes sharing the machine do not inflate). Cases,
-each an AllReduce of 1 GiB over every axis:
+each an AllReduce of 1 GiB (rounded up to whole shards) over every axis:
 
 - ``v5e-pod``: a full v5e 16x16 pod (256 chips);
 - ``v5p-512``: a v5p 8x8x8 slice;
@@ -29,6 +29,7 @@ import argparse
 import cProfile
 import io
 import json
+import math
 import pstats
 import resource
 import subprocess
@@ -52,12 +53,15 @@ def one(case: str, fidelity: str, packet: int, profile: bool) -> dict:
 
     chip, topology, axes, slices = CASES[case]
     registry.load_all()
+    # 1 GiB, rounded up to whole bf16 shards (8,960 chips do not divide 1 GiB)
+    n = slices * math.prod(int(a) for a in topology.split("x"))
+    nbytes = -(-(1 << 30) // (2 * n)) * 2 * n
     ici: dict = {"fidelity": fidelity}
     if fidelity == "packet":
         ici |= {"packet_bytes": packet, "buffer_bytes": 16 * packet}
     p = cfg.load(
         CollectiveParams,
-        dict(chip=chip, topology=topology, axes=axes, op="allreduce", bytes=1 << 30,
+        dict(chip=chip, topology=topology, axes=axes, op="allreduce", bytes=nbytes,
              payload="size", slices=slices, ici=ici),
     )  # fmt: skip
     prof = cProfile.Profile() if profile else None
