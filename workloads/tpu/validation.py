@@ -41,7 +41,6 @@ FILL = "pipeline fill and drain: first tile in, last tile out"
 HBM_ALL = "X and the f32 output also cross HBM; formula counts W only"
 LAST_BLOCK = "each gathered block waits for the previous gather to end everywhere"
 DCN_SKEW = "hosts' NICs finish chips at different times; the parts then share ICI axes"
-STEP_FILL = "compute-bound: 12 matmuls, each with its own fill and drain"
 CROSSOVER = "near the crossover: blocks overlap partly, the formula's max() + 1/blocks is rough"
 EXPOSED = "the exposed AllReduce includes its last block and hop latencies"
 
@@ -185,7 +184,7 @@ def _train(runner: registry.Runner) -> list[Result]:
     rows: list[Result] = []
     for (s, b), m in zip(cases, runs, strict=True):
         ratio = m["model_compute_s"] / m["model_comm_s"]
-        why = None if ratio < 0.5 else STEP_FILL if ratio > 2 else CROSSOVER
+        why = None if ratio < 0.5 or ratio > 2 else CROSSOVER
         rows.append((f"train {s} v5p 4x4x4 x batch {b}", m["time_s"], m["model_time_s"], "s", why))
     # the data-parallel critical batch, from the simulation: the exposed AllReduce at a small
     # batch against the backward pass's compute per sample at a large one
@@ -290,7 +289,8 @@ def register() -> None:
             name="tpu-explained",
             summary="TPU rows where simulation and formula differ for a named, modelled reason",
             run=lambda runner: _rows(runner, explained=True),
-            tolerance=110.0,
+            # the largest row: the hierarchical AllReduce over two slices, +43.6 %
+            tolerance=50.0,
             criterion="max_pct",
             origin=__name__,
         )
