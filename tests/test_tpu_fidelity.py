@@ -257,3 +257,15 @@ def test_validate_tpu_fidelity_passes(capsys):
 
     assert main(["validate", "tpu-fidelity"]) == 0
     assert "tpu-fidelity: MAPE" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_flow_fidelity_size_payload_gives_the_same_time_and_runs_repeat(op):
+    """payload=size moves the same flows as real data: the same end, tick for tick; and the
+    same run twice gives the same end (deterministic)."""
+    spec = [(op, (0, 1), size(MIB, "v5e", (4, 4), (0, 1), op), {})]
+    ends = []
+    for real in (True, False, False):
+        (coll,), _, _ = run_collectives("v5e", (4, 4), "flow", spec, real=real)
+        ends.append(coll.end_ticks)
+    assert ends[0] == ends[1] == ends[2]
