@@ -220,7 +220,7 @@ class FluidNet:
         """Port ``i`` is done with the message at ``when``: its tail reaches the next chip (or
         stage) a latency later."""
         flow = st.flow
-        if flow._level >= flow.OPS_LEVEL:
+        if flow.traced:
             start = st.served[i] - flow.ports[i].serialise_ticks(flow.nbytes)
             flow.trace_hop(flow.ports[i], i, max(0, start), when - max(0, start))
         self.at(when + st.lat[i], self._tail, st, i)

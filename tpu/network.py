@@ -397,8 +397,6 @@ class Flow:
     which the hook may hold as it would a packet.
     """
 
-    OPS_LEVEL = TraceLevel.OPS
-
     __slots__ = (
         "_hop_spans",
         "_level",
@@ -489,6 +487,11 @@ class Flow:
     @property
     def hops(self) -> int:
         return len(self.links)
+
+    @property
+    def traced(self) -> bool:
+        """Whether the message's hops are traced (trace level ops or finer)."""
+        return self._level >= TraceLevel.OPS
 
     def start(self) -> None:
         """Offer the message's packets to the first link: they leave as it takes them."""
