@@ -17,8 +17,8 @@ class IciConfig:
         "packet",
         "how the links move bytes: packet (the reference: every packet over every link, "
         "cut-through, credits, round robin) or flow (each message one flow, link bandwidth "
-        "shared max-min fairly, events only when flows start, stop or are held: for pods; "
-        "agrees with packet within 2 %, tests/test_tpu_fidelity.py)",
+        "shared equally among the messages on it, events per message and hop: for pods; "
+        "within 2 % of packet where messages are 64 packets or more, docs/tpu/design.md)",
         choices=("packet", "flow"),
     )  # fmt: skip
     hop_latency_ns: int = param(
