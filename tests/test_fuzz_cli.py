@@ -293,7 +293,12 @@ def _fuzz_traces(data, good: bytes) -> None:
         with open(trace, "wb") as fh:
             fh.write(_trace_bytes(data, good))
         before = _read(trace)
-        verb = data.draw(st.sampled_from(["summary", "export", "mesh", "timeline"]), label="verb")
+        verb = data.draw(
+            st.sampled_from(
+                ["summary", "export", "mesh", "timeline", "heatmap", "roofline", "banks"]
+            ),
+            label="verb",
+        )
         out = _output(data, tmp, trace)
         if verb == "summary":
             argv: tuple[str, ...] = ("trace", "summary", trace)
