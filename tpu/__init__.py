@@ -3,7 +3,8 @@
 - network (:mod:`tpu.topology`, :mod:`tpu.network`): slices as networkx graphs with each
   generation's wraparound rule; each ICI link direction an :class:`tpu.network.IciLink`, an output
   port with bandwidth, per-hop latency and credits; messages cut into packets that cut through
-  chips;
+  chips (``ici.fidelity = packet``), or each message one fluid sharing its ports with the others
+  (``ici.fidelity = flow``, :mod:`tpu.fluid`);
 - system (:mod:`tpu.collectives`): AllGather, ReduceScatter, AllReduce and AllToAll as phases of
   flows over logical axes (bidirectional or unidirectional rings, lines where an axis
   does not wrap), moving real numpy shards or byte counts only;

@@ -13,6 +13,14 @@ from simcore.errors import ConfigError
 class IciConfig:
     """The ICI links of a slice. Bandwidth comes from the chip table unless overridden."""
 
+    fidelity: str = param(
+        "packet",
+        "how the links move bytes: packet (the reference: every packet over every link, "
+        "cut-through, credits, round robin) or flow (each message one flow, link bandwidth "
+        "shared equally among the messages on it, events per message and hop: for pods; "
+        "within 2 % of packet where messages are 64 packets or more, docs/tpu/design.md)",
+        choices=("packet", "flow"),
+    )  # fmt: skip
     hop_latency_ns: int = param(
         1000, "time of one hop whatever the payload (spec: ~1 us), added to serialisation",
         min=0, max=10**7,

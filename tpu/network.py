@@ -50,6 +50,7 @@ from typing import Any
 from simcore.component import Component
 from simcore.tracing import TraceLevel
 from tpu.config import IciConfig
+from tpu.fluid import FluidNet
 from tpu.topology import Coord, Slice
 
 
@@ -254,6 +255,8 @@ class IciNetwork(Component):
                 lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
                 lk.wrap, lk.axis = e.wrap, e.axis
                 self.links[(e.src, e.dst)] = lk
+        #: the flow-level engine (``ici.fidelity = flow``), or None: packets
+        self.fluid = FluidNet(self) if cfg.fidelity == "flow" else None
         self.flows_done = 0
         self.flow_ids = 0  # flows made so far: each flow's id (trace flows), per simulation
         self.trace_ids = 1 << 40  # trace flow ids the system layer takes (phase links)
@@ -305,7 +308,8 @@ class Packet:
     flow's ports) it is at."""
 
     __slots__ = (
-        "data", "flow", "hop", "index", "lo", "nbytes", "port", "tail_at", "upstream", "upvc", "vc",
+        "data", "flow", "hop", "index", "lo", "nbytes", "port", "probe", "tail_at", "upstream",
+        "upvc", "vc",
     )  # fmt: skip
 
     def __init__(self, flow: Flow, index: int, nbytes: int, lo: int, data: Any) -> None:
@@ -320,6 +324,7 @@ class Packet:
         self.upstream: IciLink | None = None  # the port whose buffer slot it holds
         self.upvc = 0  # and that slot's virtual channel
         self.vc = 0
+        self.probe = False  # flow fidelity: the head asking a chip on the way (no data)
 
 
 class _Queue(deque):  # type: ignore[type-arg]
@@ -385,15 +390,22 @@ class Flow:
 
     ``first_arrival`` and ``last_arrival`` are the ticks at which the first and the last packet
     reached the end of the path (tail included).
+
+    At ``ici.fidelity = flow`` the network moves the message as one flow (:mod:`tpu.fluid`): the
+    hooks see one packet holding the whole message (``npackets`` is 1) as its tail passes each
+    chip, and, before, a ``probe`` packet (no data) as its head reaches each chip on the way,
+    which the hook may hold as it would a packet.
     """
 
     __slots__ = (
         "_hop_spans",
         "_level",
         "arrived",
+        "body",
         "data",
         "done",
         "first_arrival",
+        "fluid",
         "id",
         "itemsize",
         "last_arrival",
@@ -410,6 +422,7 @@ class Flow:
         "ports",
         "tag",
         "visit",
+        "wire_packets",
     )  # fmt: skip
 
     def __init__(
@@ -438,13 +451,17 @@ class Flow:
         self.name = name
         self.tag = tag
         self.packet_bytes = net.cfg.packet_bytes
-        self.npackets = packet_count(nbytes, self.packet_bytes)
+        #: packets on the wire (what the links count); the hooks see ``npackets`` of them
+        self.wire_packets = packet_count(nbytes, self.packet_bytes)
+        self.npackets = 1 if net.fluid is not None else self.wire_packets
+        self.fluid: Any = None  # the flow fidelity's state
+        self.body: Packet | None = None  # the flow fidelity's one packet
         # the ports crossed (a DCN hop is four stages) and the chip reached after each (-1: none)
         self.ports: list[IciLink] = []
         self.port_hop: list[int] = []
         for i, lk in enumerate(self.links):
             if isinstance(lk, DcnHop):
-                lk.packets += self.npackets
+                lk.packets += self.wire_packets
                 lk.bytes += nbytes
                 self.ports += lk.stages
                 self.port_hop += [-1, -1, -1, i + 1]
@@ -471,6 +488,11 @@ class Flow:
     def hops(self) -> int:
         return len(self.links)
 
+    @property
+    def traced(self) -> bool:
+        """Whether the message's hops are traced (trace level ops or finer)."""
+        return self._level >= TraceLevel.OPS
+
     def start(self) -> None:
         """Offer the message's packets to the first link: they leave as it takes them."""
         if not self.links:
@@ -479,7 +501,25 @@ class Flow:
             if self.done is not None:
                 self.done(self)
             return
+        if self.net.fluid is not None:
+            self.net.fluid.start(self)
+            return
         self.ports[0].offer(self, _Source(self))
+
+    def make_packet(self, index: int, lo: int, data: Any) -> Packet:
+        """The flow fidelity's packet: the whole message (or a probe, with no data)."""
+        pkt = Packet(self, index, self.nbytes, lo, data)
+        pkt.tail_at = self.net.env._now
+        return pkt
+
+    def trace_hop(self, port: IciLink, hop: int, start: int, dur: int) -> None:
+        """The flow fidelity's trace of the message on one port of its path."""
+        port.trace(
+            "ici_msg", self.name, start, dur, bytes=self.nbytes, packets=self.wire_packets,
+            flow=self.id, hop=hop,
+            flow_out=self.id * 256 + hop + 1 if hop < self.last_port else None,
+            flow_in=self.id * 256 + hop if hop else None,
+        )  # fmt: skip
 
     def _trace(self, link: IciLink, pkt: Packet, start: int, end: int) -> None:
         span = self._hop_spans[pkt.port]
@@ -536,6 +576,9 @@ class Flow:
 
     def forward(self, pkt: Packet) -> None:
         """Send ``pkt`` on from where it is (or count it in, at the end of the path)."""
+        if self.net.fluid is not None:
+            self.net.fluid.forward(self, pkt)
+            return
         if pkt.hop < len(self.links):
             self.ports[pkt.port].accept(pkt)
             return

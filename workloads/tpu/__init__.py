@@ -15,7 +15,8 @@
   own reader, :mod:`.chakra_et`) run as an op graph (:mod:`tpu.graph`);
 
 Analytical models (the spec's formulas) are in :mod:`.models`; ``wafersim validate tpu
-tpu-explained`` compares them with the simulation (:mod:`.validation`).
+tpu-explained`` compares them with the simulation (:mod:`.validation`), and ``wafersim validate
+tpu-fidelity`` the ICI's flow fidelity with its packet fidelity.
 """
 
 from __future__ import annotations

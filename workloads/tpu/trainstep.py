@@ -122,7 +122,7 @@ class StepRun:
     gathers: list[list[Collective]] = dataclasses.field(default_factory=list)  # [pass][block]
     gather_done: list[list[Any]] = dataclasses.field(default_factory=list)
     chip_end: dict[Coord, int] = dataclasses.field(default_factory=dict)
-    work: dict[Coord, int] = dataclasses.field(default_factory=dict)  # ticks in matmul jobs
+    work: dict[Coord, int] = dataclasses.field(default_factory=dict)  # ticks with a matmul on
     fsdp_shards: dict[Coord, dict[int, np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
@@ -159,22 +159,30 @@ class StepProgram(Component):
         return _unshard(coll.outputs[c], r.n, r.p.d_model) if coll.real else None
 
     def _chip(self, c: Coord) -> Any:
+        """Chip ``c``'s step: each matmul queued on the chip as soon as its operands are there
+        (its copies then start while the one before computes, as a compiled program prefetches),
+        its results taken in order; each dW block joins its collective the moment it is done."""
         r, p = self.run, self.run.p
         chip = r.chips[c]
         b, d, f, nb = p.batch, p.d_model, p.d_ff, p.blocks
         fb = f // nb
         x, dy = r.x.get(c), r.dy.get(c)
         real = x is not None
+        jobs: list[Job] = []
         # forward: Y = X·W, block by block (FSDP: each block as soon as it is gathered)
         y = np.empty((b, f), np.float32) if real else None
+        fwd = []
         for blk in range(nb):
             if p.strategy == "fsdp":
                 w_blk = yield from self._weights(c, 0, blk)
             else:
                 w_blk = None if r.w is None else r.w[:, blk * fb : (blk + 1) * fb]
             job = Job(b, d, fb, x, w_blk, name=f"fwd{blk}")
-            yield chip.matmul(job)
-            r.work[c] = r.work.get(c, 0) + job.end_ticks - job.start_ticks
+            fwd.append((blk, job, chip.matmul(job)))
+            jobs.append(job)
+        for blk, job, ev in fwd:
+            if not ev.processed:
+                yield ev
             if real:
                 y[:, blk * fb : (blk + 1) * fb] = job.out  # type: ignore[index]
         r.y[c] = y  # type: ignore[assignment]
@@ -184,32 +192,42 @@ class StepProgram(Component):
         # backward: dW = Xᵀ·dY and dX = dY·Wᵀ, block by block; dW blocks leave at once
         dx = np.zeros((b, d), np.float32) if real else None
         xt = None if x is None else np.ascontiguousarray(x.T)
+        bwd = []
         for blk in range(nb):
             cols = slice(blk * fb, (blk + 1) * fb)
             dyb = None if dy is None else np.ascontiguousarray(dy[:, cols])
             job = Job(d, b, fb, xt, dyb, name=f"dW{blk}")
-            yield chip.matmul(job)
-            r.work[c] = r.work.get(c, 0) + job.end_ticks - job.start_ticks
-            grad = None
-            if real:
-                grad = job.out
-                if p.strategy == "fsdp":  # rank-major shards of the block, for ReduceScatter
-                    grad = grad.reshape(d, r.n, -1).transpose(1, 0, 2)  # type: ignore[union-attr]
-                grad = np.ascontiguousarray(grad).ravel()
-            r.grads[blk].join(c, grad)
+            ev = chip.matmul(job)
+            ev.callbacks.append(lambda _e, job=job, blk=blk: self._grad(c, blk, job))
+            jobs.append(job)
             if p.strategy == "fsdp":
                 w_blk = yield from self._weights(c, 1, blk)
             else:
                 w_blk = None if r.w is None else r.w[:, cols]
             wt = None if w_blk is None else np.ascontiguousarray(w_blk.T)
             job = Job(b, fb, d, dyb, wt, name=f"dX{blk}")
-            yield chip.matmul(job)
-            r.work[c] = r.work.get(c, 0) + job.end_ticks - job.start_ticks
+            bwd.append((job, chip.matmul(job)))
+            jobs.append(job)
+        for job, ev in bwd:
+            if not ev.processed:
+                yield ev
             if real:
                 dx += job.out  # type: ignore[operator]
         r.dx[c] = dx  # type: ignore[assignment]
+        r.work[c] = _union((j.start_ticks, j.end_ticks) for j in jobs)
         r.chip_end[c] = self.env.now
         self.left -= 1
+
+    def _grad(self, c: Coord, blk: int, job: Job) -> None:
+        """dW block ``blk`` is in HBM: it joins its AllReduce (FSDP: ReduceScatter)."""
+        r = self.run
+        grad = None
+        if job.out is not None and r.x.get(c) is not None:
+            grad = job.out
+            if r.p.strategy == "fsdp":  # rank-major shards of the block, for ReduceScatter
+                grad = grad.reshape(r.p.d_model, r.n, -1).transpose(1, 0, 2)
+            grad = np.ascontiguousarray(grad).ravel()
+        r.grads[blk].join(c, grad)
 
     def pending(self) -> str | None:
         return f"{self.left} chip step(s) unfinished" if self.left else None
@@ -321,7 +339,12 @@ def metrics(sim: Simulation, p: TrainStepParams, run: StepRun, result: RunResult
 def _in_flight(colls: list[Collective]) -> int:
     """Ticks during which at least one of ``colls`` was in progress (the union of their
     intervals from the first chip joining to the last chip finishing)."""
-    spans = sorted((c.start_ticks, c.end_ticks) for c in colls if c.start_ticks >= 0)
+    return _union((c.start_ticks, c.end_ticks) for c in colls if c.start_ticks >= 0)
+
+
+def _union(intervals: Any) -> int:
+    """Ticks covered by at least one of the ``(start, end)`` intervals."""
+    spans = sorted(intervals)
     total, reach = 0, -1
     for a, b in spans:
         if b > reach:
