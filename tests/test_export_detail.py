@@ -97,4 +97,6 @@ def test_small_wafers_are_untouched_and_the_cli_says_what_it_did(tmp_path, capsy
     with pytest.raises(SystemExit) as exc:
         cli.main(["trace", "export", str(big), "--to", "perfetto", "--detail-region", "4:1,0:2"])
     assert exc.value.code == 2
-    assert "is an empty region; give 0 <= x0 < x1 and 0 <= y0 < y1; or all" in capsys.readouterr().err
+    assert "is an empty region; give 0 <= x0 < x1 and 0 <= y0 < y1; or all" in (
+        capsys.readouterr().err
+    )

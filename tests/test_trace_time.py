@@ -40,7 +40,7 @@ TE = pb.TrackEvent
 #:   (pim/controller.py).
 MEASURED_WITHIN = {
     "wse-fmac": 4, "wse-bcast": 4, "summa": 4, "spmv": 4, "ws-matmul": 4, "wafer-program": 4,
-    "hbm-read": 19, "hbm-trace": 9, "jitq": 1,
+    "gemv": 4, "hbm-read": 19, "hbm-trace": 9, "jitq": 1,
 }  # fmt: skip
 
 #: Kinds whose run goes on after what ``time_s`` measures, by this many simulated ns: the TPU

@@ -671,7 +671,7 @@ def plot_stacked(
     ax.set_xticks(pos, labels, rotation=30, ha="right")
     ax.set_ylabel(unit)
     ax.legend()
-    _title(fig, ax, title)
+    fit_title(fig, ax, title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
