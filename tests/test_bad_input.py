@@ -571,7 +571,7 @@ def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, valu
          "decimal integer, 1 .. inf; write it in decimal: --set bytes=8"),
         (["run", "spmv", "--set", "density=0o7"],
          "config key 'density' = '0o7': a hexadecimal, octal or binary literal; allowed: a "
-         "decimal number; write it in decimal: --set density=7"),
+         "decimal number, (0.0 .. 1.0]; write it in decimal: --set density=7"),
         (["run", "tpu-collective", "--set", "topology=0b1"],
          "config key 'topology' = '0b1': not a slice shape; allowed: X x Y or X x Y x Z, e.g. "
          "4x4 or 4x4x8; set it with --set topology=4x4"),

@@ -189,7 +189,9 @@ def test_square_pe_block_for_iterations():
 def test_density_out_of_range():
     with pytest.raises(ConfigError) as exc:
         cfg.load(spmv.SpmvParams, {"matrix": "random", "density": 1.5})
-    assert str(exc.value) == "config key 'density' = 1.5: must be in (0, 1]; allowed: (0, 1]"
+    assert str(exc.value) == (
+        "config key 'density' = 1.5: out of range; allowed: (0.0 .. 1.0]; change density"
+    )
 
 
 def test_poisson_needs_square_n():

@@ -28,7 +28,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.collectives import OPS, RINGS, SCHEDULES, Collective
 from tpu.network import IciNetwork
-from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
+from tpu.slice import AXES_ALLOWED, SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Slice
 from workloads.tpu import models
 from workloads.tpu.common import (
@@ -45,7 +45,9 @@ from workloads.tpu.common import (
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CollectiveParams(SliceParams):
     op: str = param("allgather", "the collective", choices=OPS)
-    axes: str = param("x", "axes it runs over: x, y, z or a combination such as xy")
+    axes: str = param(
+        "x", "axes it runs over: x, y, z or a combination such as xy", allowed=AXES_ALLOWED
+    )
     bytes: int = param(33_554_432, "size V of the full (gathered) array per group", min=1)
     dtype: str = param("bf16", "element type (bytes counted at its size)", choices=tuple(DTYPES))
     ring: str = param("bidirectional", "ring algorithm on wrapped axes", choices=RINGS)

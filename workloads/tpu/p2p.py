@@ -28,7 +28,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from simcore.tracing import TraceLevel
 from tpu.network import Flow, IciNetwork, Packet
-from tpu.slice import SliceParams, build_slice, link_utilisation
+from tpu.slice import COORD_ALLOWED, SliceParams, build_slice, link_utilisation
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.common import footprint as common_footprint
@@ -37,8 +37,10 @@ from workloads.tpu.common import seconds
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class P2pParams(SliceParams):
-    src: str = param("0,0", "source chip coordinates, e.g. 0,0 (or 0,0,0 on 3-D slices)")
-    dst: str = param("3,3", "destination chip coordinates")
+    src: str = param("0,0", "source chip coordinates", allowed=COORD_ALLOWED)
+    dst: str = param(
+        "3,3", "destination chip coordinates", allowed=COORD_ALLOWED + "; not the source"
+    )
     bytes: int = param(17_000_000, "message size", min=1)
     paths: int = param(
         0,
