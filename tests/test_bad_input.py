@@ -589,6 +589,11 @@ def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, valu
         (["run", "tpu-train-step", "--set", "batch=100000000"],
          "config key 'batch' = 100000000: the layer needs 4,505,633,554,432 bytes per chip but a "
          "v5e chip has 16,000,000,000 bytes of HBM; allowed: 1 .. 354,368; lower batch"),
+        (["run", "tpu-collective", "--set", "topology=1x1"],
+         "config key 'axes' = 'x': spans 1 chip of the 1x1 slice (x: 1): a collective over one "
+         "chip moves no bytes over the ICI, so it has no time or bandwidth to measure; allowed: "
+         "axes spanning 2 or more chips; use a larger topology (--set topology=2x2 or larger) or "
+         "other axes"),
         (["run", "gpt-ws", "--set", "cs2.sram_bytes=1"],
          "config key 'cs2.sram_bytes' = 1: the stored activations of 1 sequence(s) need "
          "157,286,400 B but a wafer holds 1 B; allowed: at least 157,286,400; raise "
