@@ -213,6 +213,11 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
     hint = f"set it with --set {key}=<value>"
     if origin is Literal:
         allowed = typing.get_args(tp)
+        if not isinstance(value, str) and all(isinstance(a, str) for a in allowed):
+            raise ConfigError(
+                key, value, EXPECTED_STRING, allowed=", ".join(repr(a) for a in allowed),
+                hint=hint,
+            )  # fmt: skip
         if value not in allowed:
             close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
             raise ConfigError(
@@ -365,6 +370,43 @@ def parse_override(text: str) -> tuple[str, Any]:
 RADIX_INT = re.compile(
     r"[+-]?0(?:[xX][0-9A-Fa-f](?:_?[0-9A-Fa-f])*|[oO][0-7](?:_?[0-7])*|[bB][01](?:_?[01])*)"
 )
+
+
+_TOML_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_TOML_KEY = re.compile(
+    r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=\s*(.*)$"
+)
+
+
+def _toml_key(text: str) -> str:
+    return ".".join(
+        p.strip().strip("\"'") for p in re.split(r"\.(?=(?:[^\"']|\"[^\"]*\"|'[^']*')*$)", text)
+    )
+
+
+def toml_literal(text: str, dotted: str) -> tuple[int, str] | None:
+    """Where a TOML document sets key ``dotted`` (``a.b``), as it is written: (line number from
+    1, the value's source text), or None if no line of it does. :mod:`tomllib` keeps no source
+    positions, so the text is scanned again: ``[table]`` headers, ``key = value`` lines (dotted
+    and quoted keys too) and, failing those, ``key = value`` inside an inline table. Used to
+    quote a value as the user wrote it (``0x4``: TOML has already made it the integer 4)."""
+    lines = text.splitlines()
+    table = ""
+    for n, line in enumerate(lines, 1):
+        head = _TOML_TABLE.match(line)
+        if head and not line.lstrip().startswith("[["):
+            table = _toml_key(head.group(1)) + "."
+            continue
+        m = _TOML_KEY.match(line)
+        if m and table + _toml_key(m.group(1)) == dotted:
+            return n, m.group(2).split("#", 1)[0].strip()
+    last = re.escape(dotted.rsplit(".", 1)[-1])
+    inline = re.compile(rf"[{{,]\s*{last}\s*=\s*([^,}}#]+)")
+    for n, line in enumerate(lines, 1):
+        m = inline.search(line)
+        if m:
+            return n, m.group(1).strip()
+    return None
 
 
 def apply_override(data: dict[str, Any], text: str) -> None:

@@ -8,7 +8,15 @@ from typing import Literal
 
 import pytest
 
-from simcore.config import apply_override, describe, load, param, parse_override, section
+from simcore.config import (
+    apply_override,
+    describe,
+    load,
+    param,
+    parse_override,
+    section,
+    toml_literal,
+)
 from simcore.errors import ConfigError
 
 
@@ -160,3 +168,21 @@ def test_params_show_the_real_constraint_of_every_key(name, cls):
     bare = [(key, allowed) for key, _, allowed, _ in describe(cls)
             if allowed in BARE and (name, key) not in FREE]  # fmt: skip
     assert not bare, name
+
+
+def test_toml_literal_finds_a_key_as_written():
+    text = (
+        'kind = "x"\n'
+        "topology = 0x4   # hex\n"
+        "[ici]\n"
+        "packet_bytes = 0o17\n"
+        '"a" . b = 0b1\n'
+        "[wafer.pe]\n"
+        "x = {y = 0x10, z = 3}\n"
+    )
+    assert toml_literal(text, "topology") == (2, "0x4")
+    assert toml_literal(text, "ici.packet_bytes") == (4, "0o17")
+    assert toml_literal(text, "ici.a.b") == (5, "0b1")
+    assert toml_literal(text, "wafer.pe.x.y") == (7, "0x10")  # in an inline table
+    assert toml_literal(text, "packet_bytes") is None  # under [ici], not at the top
+    assert toml_literal(text, "nope") is None
