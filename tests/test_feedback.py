@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 
 from app import cli
 from app.progress import PointProgress, RunProgress
 from runner import budget, registry, scenario
+from simcore import config as cfg
 from simcore.errors import BuildError
 from simcore.sim import Simulation
 
@@ -164,3 +166,32 @@ def test_build_progress(monkeypatch):
 def test_json_stays_clean_with_progress(capsys):
     assert cli.main(["run", "link-chain", "--json"]) == 0
     json.loads(capsys.readouterr().out)
+
+
+def _modelled_kinds() -> list[str]:
+    registry.load_all()
+    return sorted(name for name, kind in registry.KINDS.items() if kind.model is not None)
+
+
+@pytest.mark.parametrize("name", _modelled_kinds())
+def test_every_modelled_kind_shows_a_fraction_and_an_eta(name, monkeypatch):
+    """Every kind with a model shows, while it runs, its simulated time as a fraction of the
+    model's end and an ETA (issue 27: gpt-ws and the TPU kinds showed neither; wafer runs at
+    the lock-step fidelity showed nothing, the hook waiting for 20,000 events). The hook is
+    called after every event here, so the smallest point shows it; a kind that runs its work
+    as sub-runs shows it on the sub-run lines."""
+    from simcore.sim import Simulation
+    from tests.test_metric_names import POINTS
+
+    monkeypatch.setattr(Simulation, "progress_every_events", 1)
+    kind = registry.KINDS[name]
+    params = kind.params if not hasattr(kind.params, "for_data") else kind.params.for_data({})
+    point = cfg.load(params, POINTS[name][0][0])
+    stream = io.StringIO()
+    progress = RunProgress(stream, after_s=0.0, every_s=0.0)
+    out = scenario.run_scenario(scenario.Scenario(name, "<test>", kind, "", {}), point,
+                                progress=progress)  # fmt: skip
+    lines = stream.getvalue().splitlines()
+    assert out.result.status == "completed" and progress.expected_s, name
+    shown = [ln for ln in lines if re.search(r"~\d+% of the model's .*ETA ~\d+ s", ln)]
+    assert shown, (name, lines[:5])
