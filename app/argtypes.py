@@ -1,4 +1,4 @@
-"""Checked argparse types for the command line's numeric options.
+"""Checked argparse types for the command line's numeric options (and ``--trace-region``).
 
 Every numeric option uses one of these (a test walks the parser for raw ``int``/``float``), so a
 negative count, a zero worker count or a NaN time limit is refused by argparse with a message
@@ -33,6 +33,27 @@ def positive(text: str) -> int:
     return _whole(text, 1)
 
 
+def region(text: str) -> tuple[int, int, int, int]:
+    """``x0:x1,y0:y1``: a block of a PE array, half-open (x0 <= x < x1, y0 <= y < y1)."""
+    if "-" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is negative; give x0:x1,y0:y1 with 0 <= x0 < x1 and 0 <= y0 < y1"
+        )
+    try:
+        xs, ys = text.split(",")
+        x0, x1 = (int(v) for v in xs.split(":"))
+        y0, y1 = (int(v) for v in ys.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a region; give x0:x1,y0:y1 (half-open, e.g. 0:16,0:16)"
+        ) from None
+    if x1 <= x0 or y1 <= y0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is an empty region; give 0 <= x0 < x1 and 0 <= y0 < y1"
+        )
+    return x0, x1, y0, y1
+
+
 def seconds(text: str) -> float:
     """A finite number of seconds > 0."""
     try:
@@ -46,3 +67,14 @@ def seconds(text: str) -> float:
     if value == 0:
         raise argparse.ArgumentTypeError("0 seconds is too small; give seconds > 0")
     return value
+
+
+def detail_region(text: str) -> str:
+    """A PE region as :func:`region` reads it, or ``all``; the text is returned as given
+    (``traces.perfetto.parse_region`` reads it)."""
+    if text.strip() != "all":
+        try:
+            region(text)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"{e}; or all (every PE)") from None
+    return text

@@ -140,6 +140,11 @@ def _add_run(sub: _Subparsers) -> None:
         "--trace-level", default="ops", choices=LEVEL_NAMES,
         help="how much the trace records (default: ops)",
     )  # fmt: skip
+    p.add_argument(
+        "--trace-region", type=argtypes.region, metavar="X0:X1,Y0:Y1",
+        help="record detail-level events (wavelets, stalls, queues) only for the PEs with "
+        "X0 <= x < X1 and Y0 <= y < Y1 (wafer kinds; the rest keep their ops-level events)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object of metrics")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
@@ -152,6 +157,7 @@ def _add_run(sub: _Subparsers) -> None:
         help="after the run, export the trace to OUT (.pftrace) for ui.perfetto.dev "
         "(the Arrow trace goes to --trace, or next to OUT)",
     )  # fmt: skip
+    _detail_region_argument(p)
 
 
 def _add_model(sub: _Subparsers) -> None:
@@ -215,6 +221,22 @@ def _add_trace(sub: _Subparsers) -> None:
     q.add_argument(
         "-o", "--output", metavar="OUT", help="output file (default: PATH with .pftrace or .json)"
     )
+    _detail_region_argument(q)
+
+
+def _detail_region_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--detail-region", metavar="X0:X1,Y0:Y1", type=argtypes.detail_region,
+        help="Perfetto export of a wafer of more than 1,024 PEs: keep every track of the PEs "
+        "x0 <= x < x1, y0 <= y < y1 (e.g. 0:8,0:8), or of all PEs with 'all'; the other PEs "
+        "show as one active %% track per 8x8 block (default: every PE in blocks)",
+    )  # fmt: skip
+
+
+#: ``plot heatmap``'s choices, spelled here so that building the parser imports no matplotlib
+#: (tests/test_heatmap.py checks they are traces.heatmap's).
+HEATMAP_UNITS = ("auto", "pe", "link", "chip", "bank", "component")
+HEATMAP_METRICS = ("active", "busy", "async", "fabric")
 
 
 def _image_argument(q: argparse.ArgumentParser) -> None:
@@ -230,9 +252,9 @@ def _add_plot(sub: _Subparsers) -> None:
         "--metric", choices=("busy", "async", "fabric", "link"), default="busy",
         help="busy: %% of the run each PE or chip (with what is under it) computes; async: "
         "%% with an asynchronous operation or collective in flight; fabric: %% with wavelets "
-        "or link transfers under way; link: mean link and queue occupancy of each PE, as a "
-        "fraction of capacity where the trace gives it (default: busy; link needs a "
-        "detail-level trace)",
+        "or link transfers under way; link: mean depth of each PE's router buffers and queues "
+        "(entries: occupancy, not utilisation, which is `plot links`) (default: busy; link "
+        "needs a detail-level trace)",
     )  # fmt: skip
     _image_argument(q)
     q = psub.add_parser(
@@ -243,6 +265,53 @@ def _add_plot(sub: _Subparsers) -> None:
         help="an Arrow trace: a wafer run at --trace-level detail (wavelets) or a TPU run",
     )  # fmt: skip
     _image_argument(q)
+    q = psub.add_parser(
+        "heatmap", help="activity of PEs, links, chips, banks or components over time bins",
+        description="Rows of units (PEs, links, chips, banks or components), columns of time "
+        "bins: the %% of each bin a unit is active (the union of its slices of the chosen "
+        "class, never counted twice). Works on every family's trace at any size.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of any family")
+    q.add_argument(
+        "--by", choices=HEATMAP_UNITS, default="auto",
+        help="rows: pe (pe[x,y], with what is under it), link (a wafer router's output port "
+        "at --trace-level detail, a TPU link), chip, bank (HBM pch/bank), component (whole "
+        "paths: the cluster); auto: the first of pe, bank, chip the trace has, else component",
+    )  # fmt: skip
+    q.add_argument(
+        "--metric", choices=HEATMAP_METRICS, default="active",
+        help="active: any activity (default); busy: compute; async: asynchronous operations "
+        "and collectives in flight; fabric: wavelets and link transfers",
+    )  # fmt: skip
+    q.add_argument(
+        "--bins", type=argtypes.positive, default=200, metavar="N",
+        help="time bins (default 200, at most 5000)",
+    )  # fmt: skip
+    _image_argument(q)
+    q = psub.add_parser(
+        "roofline", help="achieved FLOP/s vs arithmetic intensity per PE or chip, under roofs",
+        description="A roofline of a wafer kernel (per PE: FLOP from its instructions, bytes "
+        "from the fabric wavelets into its CE) or a TPU step (per chip: FLOP from its MXU "
+        "products, bytes from its HBM transfers), against the configured hardware's peak "
+        "compute and bandwidth. Needs a --trace-level detail trace; other families are "
+        "refused.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of a wafer or TPU run (detail)")
+    _image_argument(q)
+    q = psub.add_parser(
+        "banks", help="HBM bank states over time: idle, active (row open), precharging, "
+        "refreshing",
+        description="Each HBM bank's state over time, from the DRAM commands it was issued "
+        "(ACT opens a row until PRE/PREA; precharging nRP and refreshing nRFC cycles of the "
+        "run's timing table after PRE/PREA and REF; idle otherwise), one cell per bank and "
+        "time bin coloured by its main state. Needs a --trace-level detail HBM or PIM trace.",
+    )  # fmt: skip
+    q.add_argument("path", metavar="PATH", help="an Arrow trace of hbm-read, hbm-trace or jitq")
+    q.add_argument(
+        "--bins", type=argtypes.positive, default=1000, metavar="N",
+        help="time bins (default 1000, at most 5000)",
+    )  # fmt: skip
+    _image_argument(q)
     q = psub.add_parser("timeline", help="per-component timeline of a trace, whole run")
     q.add_argument(
         "path", metavar="PATH",
@@ -251,6 +320,12 @@ def _add_plot(sub: _Subparsers) -> None:
     _image_argument(q)
     q = psub.add_parser("validate", help="simulated vs model (vs reference) for a case")
     q.add_argument("case", metavar="CASE", help="a validation case (wafersim validate --help)")
+    _image_argument(q)
+    q = psub.add_parser(
+        "jitq-breakdown",
+        help="jitq time per placement and direction, shift-related and other instructions",
+    )
+    _set_argument(q, "override a jitq parameter (repeatable), e.g. --set rows=1024")
     _image_argument(q)
     q = psub.add_parser("sweep", help="a metric of a sweep table against a parameter")
     q.add_argument("path", metavar="TABLE.parquet", help="a table written by wafersim sweep")
@@ -268,6 +343,15 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     return str(v)
+
+
+def _print_records(records: list[dict[str, Any]]) -> None:
+    """A ``..._table`` metric's records, one line each, in aligned columns."""
+    keys = list(records[0])
+    cells = [[_fmt(r.get(k, "")) for k in keys] for r in records]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    for row in [keys, *cells]:
+        print(("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))).rstrip())
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -340,7 +424,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         out = scenario.run_scenario(
             sc, params, trace_path=args.trace, trace_level=level, progress=progress,
-            livelock_cycles=args.livelock_cycles,
+            livelock_cycles=args.livelock_cycles, trace_region=args.trace_region,
         )  # fmt: skip
     except KeyboardInterrupt:
         kept = f"; trace so far kept in {args.trace}" if args.trace else ""
@@ -352,13 +436,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         from traces.perfetto import export_perfetto  # pyarrow, perfetto
 
         with outputs.atomic(args.perfetto, "--perfetto") as tmp:
-            exported = export_perfetto(out.trace_path, tmp)
+            exported = export_perfetto(out.trace_path, tmp, detail_region=args.detail_region)
         data["perfetto"] = args.perfetto
     if args.json:
         print(json.dumps(data, default=_json_default))
         return 0
     print(f"scenario {sc.name} (kind {sc.kind.name}): {out.result.status}")
     for key, value in out.metrics.items():
+        if key.endswith("_table") and isinstance(value, list) and value:
+            print(f"  {key:<28} {len(value)} records:")
+            _print_records(value)
+            continue
         print(f"  {key:<28} {_fmt(value)}")
     r = out.result
     print(f"  wall {r.wall_s:.3f} s, {r.events:,} kernel events ({_fmt(r.events_per_s)} per s)")
@@ -368,6 +456,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  perfetto {args.perfetto} (open in https://ui.perfetto.dev)")
         if exported is not None:
             print(f"    {exported.describe()}")
+            if exported.detail:
+                print(f"    {exported.detail}")
     return 0
 
 
@@ -487,10 +577,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         out = export_path(args.path, args.to, args.output)
         outputs.check_paths({"the trace": args.path}, {"the export": out})
         with outputs.atomic(out, "the export") as tmp:
-            _, stats = export(args.path, args.to, tmp)
+            _, stats = export(args.path, args.to, tmp, detail_region=args.detail_region)
         if stats.note:
             print(f"wafersim: warning: {stats.note}", file=sys.stderr)
         print(f"wrote {out}: {stats.describe()}")
+        if stats.detail:
+            print(f"  {stats.detail}")
         return 0
     s = summarize(args.path)
     if args.json:
@@ -503,8 +595,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     # Imported here, not at the top: matplotlib adds about a second to every command's start,
     # and only `plot` draws.
-    from app.plots import plot_sweep, plot_validate
-    from traces import plots
+    from app.plots import (
+        plot_banks,
+        plot_jitq_breakdown,
+        plot_roofline,
+        plot_sweep,
+        plot_validate,
+    )
+    from traces import heatmap, plots
 
     plots.check_format(args.output)
     trace = getattr(args, "path", None)
@@ -514,11 +612,20 @@ def cmd_plot(args: argparse.Namespace) -> int:
             plots.plot_mesh(args.path, tmp, metric=args.metric)
         elif args.plot_command == "timeline":
             plots.plot_timeline(args.path, tmp)
+        elif args.plot_command == "heatmap":
+            heatmap.plot_heatmap(args.path, tmp, unit=args.by, metric=args.metric,
+                                 bins=args.bins)  # fmt: skip
+        elif args.plot_command == "banks":
+            plot_banks(args.path, tmp, bins=args.bins)
+        elif args.plot_command == "roofline":
+            plot_roofline(args.path, tmp)
         elif args.plot_command == "links":
             plots.plot_links(args.path, tmp)
         elif args.plot_command == "sweep":
             plot_sweep(args.path, tmp, x=args.x, y=args.y, hue=args.hue,
                        logx=args.logx, logy=args.logy)  # fmt: skip
+        elif args.plot_command == "jitq-breakdown":
+            plot_jitq_breakdown(tmp, args.overrides)
         else:
             plot_validate(args.case, tmp)
     print(f"wrote {args.output}")

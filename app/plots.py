@@ -5,21 +5,32 @@ workloads; drawing the resulting numbers belongs to :mod:`traces.plots`, which t
 and imports nothing above simcore. This module joins the two: it runs the case and hands the
 labels, simulated, model and reference values and a title (naming the rows' unit) to
 :func:`traces.plots.plot_comparison`. :func:`plot_sweep` reads a sweep table (``wafersim
-sweep``) and hands its columns to :func:`traces.plots.plot_series`.
+sweep``) and hands its columns to :func:`traces.plots.plot_series`. :func:`plot_jitq_breakdown`
+runs the ``jitq`` scenario at every placement and direction and hands each run's time, split
+into shift-related and other, to :func:`traces.plots.plot_stacked`. :func:`plot_roofline`
+gives :mod:`traces.roofline` the FLOP per element of the wafer's instructions (the PE's ISA
+table) and the roofs of the configured hardware (the run's header: the wafer's PE config and
+clock, the TPU chip's table row).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
 
-from runner import registry
+from pe import isa
+from pim.standard import PRESETS as HBM_PRESETS
+from runner import registry, scenario
 from runner.scenario import run_points
-from simcore.errors import WafersimError
+from simcore.errors import TraceError, WafersimError
 from sweeps import tables
 from sweeps.grid import META_KEY
-from traces.plots import check_output, plot_comparison, plot_series
+from tpu.chips import CHIPS
+from traces import banks, roofline
+from traces.plots import check_output, plot_comparison, plot_series, plot_stacked
+from traces.reader import read_header
 
 
 def plot_validate(
@@ -43,6 +54,33 @@ def plot_validate(
         unit=units[0] if len(units) == 1 else "",
     )
     return rows
+
+
+def plot_jitq_breakdown(
+    out: str, overrides: list[str], runner: registry.Runner = run_points
+) -> list[dict]:
+    """The built-in ``jitq`` scenario with ``overrides`` (``--set``), run at every placement
+    and direction: each run's ``time_s`` as a bar of ``shift_time_s`` (the cycles of the
+    shift-related instructions: bitSHIFT, laneSHIFT, and the compares and adds of a variable
+    shift) under ``other_time_s``; returns the runs' metrics."""
+    check_output(out)
+    base = scenario.resolve_params(scenario.find("jitq"), overrides)
+    choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(base)}
+    combos = [(pl, d) for pl in choices["placement"] for d in choices["direction"]]
+    points = [dataclasses.replace(base, placement=pl, direction=d) for pl, d in combos]
+    runs = runner("jitq", points)
+    plot_stacked(
+        out,
+        labels=[f"{pl} {d}" for pl, d in combos],
+        parts={
+            "shift-related": [m["shift_time_s"] * 1e6 for m in runs],
+            "other": [m["other_time_s"] * 1e6 for m in runs],
+        },
+        title=f"jitq {base.rows} x {base.cols} {base.format} ({base.master} master): time per "
+        "placement and direction, shift-related and other instructions",
+        unit="us",
+    )
+    return runs
 
 
 def plot_sweep(
@@ -135,3 +173,92 @@ def _order(text: str) -> tuple[int, float, str]:
         return (0, float(text), "")
     except ValueError:
         return (1, 0.0, text)
+
+
+#: FLOP per element of each wafer tensor instruction: a multiply-add 2, an add, subtract or
+#: multiply 1; moves, maxima, negation and integer adds no floating-point arithmetic (0).
+#: tests/test_roofline.py checks that every instruction of ``pe.isa.OPS`` is here.
+WAFER_FLOP_PER_ELEMENT = {
+    "fmacs": 2.0, "fmach": 2.0, "fmachs": 2.0, "fadds": 1.0, "faddh": 1.0, "fsubs": 1.0,
+    "fmuls": 1.0, "fmulh": 1.0, "fmaxs": 0.0, "fnegs": 0.0, "fmovs": 0.0, "fmovh": 0.0,
+    "mov32": 0.0, "mov16": 0.0, "add16": 0.0, "add32": 0.0,
+}  # fmt: skip
+
+
+def wafer_roofs(config: dict) -> roofline.Roofs:
+    """One PE's roofs from a wafer run's config: FP16 (``fmach``) and FP32 (``fmacs``)
+    multiply-add peaks (2 FLOP x SIMD width / cycles per beat x clock), and the fabric's
+    delivery into the CE: one 4-byte wavelet per cycle off the router's ramp."""
+    wafer = config["wafer"]
+    pe, clock = wafer["pe"], float(wafer["clock_hz"])
+    compute = {}
+    for op, label in (("fmach", "FP16 fmach"), ("fmacs", "FP32 fmacs")):
+        spec = isa.OPS[op]
+        interval = pe[spec.interval_param] if spec.interval_param else 1
+        compute[label] = WAFER_FLOP_PER_ELEMENT[op] * pe[spec.simd_width_param] / interval * clock
+    return roofline.Roofs(compute, roofline.WAVELET_BYTES * clock, "fabric input", "PE")
+
+
+def tpu_roofs(config: dict) -> roofline.Roofs:
+    """One chip's roofs from its table row: peak bf16 FLOP/s and HBM bandwidth."""
+    spec = CHIPS[config["chip"]]
+    return roofline.Roofs({"bf16 peak": spec.bf16_flops}, spec.hbm_bytes_per_s, "HBM", "chip")
+
+
+def _config(path: str) -> tuple[dict, dict]:
+    """The trace's header and its run's configuration (empty if the header has none)."""
+    header = read_header(path)
+    config = header.get("config")
+    return header, config if isinstance(config, dict) else {}
+
+
+def _damaged(path: str, what: str) -> TraceError:
+    return TraceError(f"'{path}' has a damaged header: its config does not give {what}")
+
+
+def roofs_of(path: str) -> roofline.Roofs:
+    """The roofs of the hardware a trace's run configured; a trace of another family (the
+    cluster, HBM-PIM, a link chain) is refused: it carries no FLOP and byte counts to place."""
+    header, config = _config(path)
+    try:
+        if isinstance(config.get("wafer"), dict) and "pe" in config["wafer"]:
+            return wafer_roofs(config)
+        chip = config.get("chip")
+        if isinstance(chip, str) and chip in CHIPS:
+            return tpu_roofs(config)
+    except (KeyError, TypeError, ValueError):
+        raise _damaged(path, "the hardware's roofs") from None
+    raise TraceError(
+        f"'{path}' ({header.get('kind', 'unknown kind')}) carries no FLOP/byte counts: "
+        "plot roofline reads wafer kernels and TPU steps traced at --trace-level detail"
+    )
+
+
+def plot_roofline(path: str, out: str) -> None:
+    """Each PE's or chip's achieved FLOP/s against its arithmetic intensity, under the
+    configured hardware's roofs (:mod:`traces.roofline`)."""
+    check_output(out)
+    roofs = roofs_of(path)
+    counts = roofline.count(path, WAFER_FLOP_PER_ELEMENT)
+    roofline.plot_roofline(path, out, counts, roofs)
+
+
+def bank_timing_of(path: str) -> banks.BankTiming:
+    """The timing a trace's HBM run used (its ``hbm.preset``'s table), for the bank states;
+    a trace of another family is refused."""
+    header, config = _config(path)
+    hbm = config.get("hbm")
+    preset = hbm.get("preset") if isinstance(hbm, dict) else None
+    if not isinstance(preset, str) or preset not in HBM_PRESETS:
+        raise TraceError(
+            f"'{path}' ({header.get('kind', 'unknown kind')}) is no HBM or PIM run: plot banks "
+            "reads the DRAM commands of hbm-read, hbm-trace, jitq traces (--trace-level detail)"
+        )
+    t = HBM_PRESETS[preset]().timing
+    return banks.BankTiming(clock_hz=t.clock_hz, nRP=t.nRP, nRFC=t.nRFC)
+
+
+def plot_banks(path: str, out: str, *, bins: int = 1000) -> None:
+    """Each bank's state over time (:mod:`traces.banks`) with its run's timing table."""
+    check_output(out)
+    banks.plot_banks(path, out, bank_timing_of(path), bins=bins)

@@ -2,7 +2,9 @@
 
 For a few scenarios: build (no run) under ``tracemalloc`` and print the components built, the
 memory they hold, bytes per component and the kind's :class:`registry.Footprint` estimate.
-The per-PE figure is where ``workloads/wafer/footprint.py``'s ``PE_BYTES`` comes from.
+Then an idle wafer (no program) and the full-array kinds (``spmv``, ``gemv``) built and run,
+per PE at the peak (Python objects plus the SRAM pages touched): where
+``workloads/wafer/footprint.py``'s ``IDLE_PE_BYTES`` and the kinds' ``PROGRAM_BYTES`` come from.
 
     python bench/footprint_bench.py
 """
@@ -10,11 +12,15 @@ The per-PE figure is where ``workloads/wafer/footprint.py``'s ``PE_BYTES`` comes
 from __future__ import annotations
 
 import gc
+import sys
 import time
 import tracemalloc
 
+from pe.program import Layout
 from runner import registry, scenario
 from simcore.sim import Simulation
+from wafer.system import Wafer, WaferConfig
+from workloads.wafer import footprint
 
 POINTS = (
     ("summa", ["p=16"]),
@@ -47,7 +53,55 @@ def measure(name: str, sets: list[str]) -> str:
     )
 
 
+def idle(side: int) -> str:
+    gc.collect()
+    tracemalloc.start()
+    wafer = Wafer(Simulation(), WaferConfig(), Layout(side, side))
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return (
+        f"idle wafer {side} x {side}: {held / len(wafer.pes):,.0f} B per PE "
+        f"(estimate {footprint.IDLE_PE_BYTES:,})"
+    )
+
+
+#: (kind, parameters) built and run: bytes per PE at the peak against the estimate.
+RUN_POINTS = (
+    ("spmv", ["matrix=poisson2d", "n=4096", "px=32", "py=32", "iterations=1"]),
+    ("spmv", ["matrix=powerlaw", "n=4096", "degree=4", "px=32", "py=32", "iterations=1"]),
+    ("gemv", ["m=128", "n=128", "px=32", "py=32"]),
+)
+
+
+def peak_per_pe(name: str, sets: list[str]) -> str:
+    sc = scenario.find(name)
+    params = scenario.resolve_params(sc, sets)
+    warm = Simulation(seed=params.seed)  # (imports and caches first: not counted)
+    sc.kind.build(warm, scenario.resolve_params(sc, ["px=2", "py=2"]))
+    warm.run()
+    gc.collect()
+    tracemalloc.start()
+    sim = Simulation(seed=params.seed)
+    handle = sc.kind.build(sim, params)
+    sim.check()
+    sim.run()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    pes = handle.wafer.pes.values()
+    pages = sum(footprint.data_pages_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
+    module = sys.modules[sc.kind.origin]
+    est = footprint.per_pe(0, module.PROGRAM_BYTES) - footprint.data_pages_bytes(0)
+    return (
+        f"{name} {' '.join(sets)}: {(peak + pages) / len(pes):,.0f} B per PE at the peak "
+        f"({pages / len(pes):,.0f} of SRAM pages); estimate {est:,} + its data's pages"
+    )
+
+
 if __name__ == "__main__":
     registry.load_all()
     for name, sets in POINTS:
         print(measure(name, sets), flush=True)
+    for side in (64, 128):
+        print(idle(side), flush=True)
+    for name, sets in RUN_POINTS:
+        print(peak_per_pe(name, sets), flush=True)

@@ -46,9 +46,11 @@ def main() -> None:
     if args.hbm_read:
         hbm_read(args.hbm_read)
         return
-    print(f"{'placement':<9} {'dir':<4} {'wall s':>7} {'cpu s':>6} {'sim us':>9} {'commands':>9} "
-          f"{'cmd/cpu s':>9} {'ACT':>6} {'shift':>7} correct")  # fmt: skip
-    for placement in ("tiled", "strided", "opt"):
+    print(f"{'placement':<15} {'dir':<4} {'wall s':>7} {'cpu s':>6} {'sim us':>9} {'commands':>9} "
+          f"{'cmd/cpu s':>9} {'ACT':>6} {'shift':>7} {'shift us':>8} correct")  # fmt: skip
+    from pim.jitq import PLACEMENTS
+
+    for placement in PLACEMENTS:
         for direction in ("row", "col"):
             p = JitqParams(rows=args.rows, cols=args.cols, format=args.format,
                            placement=placement, direction=direction)  # fmt: skip
@@ -57,9 +59,9 @@ def main() -> None:
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             per = m["commands_per_pch"]
             n = sum(per[k] for k in ("ACT", "PRE", "PREA", "RD", "WR", "REF"))
-            print(f"{placement:<9} {direction:<4} {wall:7.1f} {cpu:6.1f} {m['time_s'] * 1e6:9.1f} "
+            print(f"{placement:<15} {direction:<4} {wall:7.1f} {cpu:6.1f} {m['time_s'] * 1e6:9.1f} "
                   f"{n:9,} {n / cpu:9,.0f} {per['ACT']:6,} {per['shift_related']['total']:7,} "
-                  f"{m['correct']}", flush=True)  # fmt: skip
+                  f"{m['shift_time_s'] * 1e6:8.1f} {m['correct']}", flush=True)  # fmt: skip
     if args.study:
         t0, c0 = time.perf_counter(), time.process_time()
         run_kind("jitq-study", StudyParams(model="all", format=args.format))

@@ -10,6 +10,9 @@ Run: ``python bench/wafer_bench.py [--sizes 16 64] [--words 1024] [--fidelity re
 mesh and reports its memory without running it: run one size per process for clean figures;
 ``--rounds N`` runs N broadcasts per row instead of W, which is how the reference fidelity is
 measured at 64x64: PE-cycles/s is a rate, and a row's broadcasts all cost alike).
+``--full-wafer`` runs one of :mod:`full_wafer`'s points on the full 750 x 994 array instead (or
+``--array WxH`` for the same blocks per PE on a smaller one): build and run time, CPU and
+wall, and peak memory (``ru_maxrss``).
 PE-cycles/s divide by the run's wall seconds; the CPU seconds beside them say how much of
 that the process had (the machine may be shared).
 """
@@ -23,6 +26,7 @@ import pstats
 import resource
 import time
 
+import full_wafer  # (bench/, beside this file)
 import numpy as np
 
 from pe.program import Layout
@@ -113,7 +117,20 @@ def main() -> None:
         "--rounds", type=int, default=None, help="broadcasts per row (default: one per PE)"
     )
     ap.add_argument("--build-only", action="store_true", help="build and report memory only")
+    ap.add_argument(
+        "--full-wafer", action="store_true",
+        help="the full 750 x 994 array instead (bench/full_wafer.py: --point, --array)",
+    )  # fmt: skip
+    ap.add_argument("--point", default="spmv-poisson2d", help="--full-wafer: which workload")
+    ap.add_argument("--array", default="750x994", help="--full-wafer: the PE array, WxH")
+    ap.add_argument(
+        "--max-gb", type=float, default=12.0,
+        help="--full-wafer: refuse a point whose footprint estimate is above this (GB)",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.full_wafer:
+        full_wafer.main(args.point, args.array, args.build_only, args.max_gb)
+        return
     cfg = dataclasses.replace(WaferConfig(), fidelity=args.fidelity)
     if args.build_only:
         print(f"build only: row broadcasts of {args.words} words")

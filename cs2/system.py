@@ -403,6 +403,7 @@ class Cs2(Component):
         self.pe = pe
         self.in_port("weights")
         self.out_port("to_io")
+        self.flow_code = len(self.sim.components)  # its ordinal: unique, deterministic
         self.io = _GradPort(self, cfg.io_bits_per_s, gradients)
         parent.sim.connect(
             self.ports["to_io"],
@@ -464,14 +465,20 @@ class Cs2(Component):
             self.flops[key] = self.flops.get(key, 0) + e.work.flops(
                 self.shape.sequence, self.shape.hidden, self.seqs
             )
+            grad_chunk = (Chunk(e, e.grad_bytes, grad).sent_by(self.flow_code)
+                          if e.returns_gradient else None)  # fmt: skip
             if ops:
                 if now > t0:
                     self.trace("wait", "wait for weights", t0, now - t0, entry=e.index)
+                self.trace("queue", "weights_buffer_chunks", now, phase="counter",
+                           value=float(inp.channel.occupancy))  # fmt: skip
                 self.trace(
                     "compute",
                     f"{e.pass_} {e.work}",
                     now,
                     dur,
+                    flow_in=chunk.flow,
+                    flow_out=grad_chunk.flow if grad_chunk else None,
                     step=e.step,
                     layer=e.work.layer,
                     lo=e.lo,
@@ -480,8 +487,8 @@ class Cs2(Component):
                 )
                 if self.fidelity == "pe" and self.function is not None:
                     self._trace_programs(now, e)
-            if e.returns_gradient:
-                yield out.put(Chunk(e, e.grad_bytes, grad))
+            if grad_chunk is not None:
+                yield out.put(grad_chunk)
             self.done += 1
             self.step_end[e.step] = self.env.now
 
@@ -500,6 +507,7 @@ class _GradPort(Component):
 
     def __init__(self, cs2: Cs2, bits_per_s: float, gradients: int) -> None:
         super().__init__(cs2, "io")
+        self.flow_code = len(self.sim.components)  # its ordinal: unique, deterministic
         self.iface = Interface(f"{self.path}", self.domain, bits_per_s)
         self.gradients = gradients
         self.in_port("in")
@@ -515,13 +523,16 @@ class _GradPort(Component):
             chunk = yield inp.get()
             start, end = self.iface.reserve(self.env.now, chunk.nbytes)
             yield self.env.timeout(end - self.env.now)
+            sent = chunk.sent_by(self.flow_code)
             if ops:
                 self.trace(
                     "stream",
                     "gradient",
                     start,
                     end - start,
+                    flow_in=chunk.flow,
+                    flow_out=sent.flow,
                     bytes=chunk.nbytes,
                     entry=chunk.entry.index,
                 )
-            yield out.put(chunk)
+            yield out.put(sent)

@@ -29,7 +29,6 @@ mesh ports to a :class:`~fabric.endpoints.LinkPeer`), so it is independent of th
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic
 
@@ -78,7 +77,8 @@ class Router:
         self.xy = xy
         self.index = index
         self.routes: dict[int, ColourRoute] = {}
-        self.bufs: dict[tuple[Dir, int], deque[Wavelet]] = {}
+        # (lists, not deques: a few wavelets each, and an empty deque takes 760 B to a list's 56)
+        self.bufs: dict[tuple[Dir, int], list[Wavelet]] = {}
         self.buffered = 0  # wavelets in all of bufs (a credit wakes the router only if > 0)
         self.pending: dict[tuple[Dir, int], list[Dir]] = {}
         self.credits: dict[tuple[Dir, int], int] = {}
@@ -195,7 +195,7 @@ class Router:
         key = (port, colour)
         buf = self.bufs.get(key)
         if buf is None:
-            buf = self.bufs[key] = deque()
+            buf = self.bufs[key] = []
         buf.append(w)
         self.buffered += 1
         if engine.detail:
@@ -268,7 +268,7 @@ class Router:
                     self._done(t, key)
                     continue
                 del pending[key]
-                bufs[key].popleft()
+                del bufs[key][0]
                 self.buffered -= 1
                 self.forwarded += 1
                 src_port = key[0]
@@ -285,7 +285,7 @@ class Router:
         colour = key[1]
         buf = self.bufs[key]
         del self.pending[key]
-        w = buf.popleft()
+        w = buf.pop(0)
         self.buffered -= 1
         self.forwarded += 1
         if engine.detail:
@@ -376,6 +376,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
         self.schedules = SourceSchedules()  # express streams' schedules, per parameter set
         self.fast = False  # express streams on (the 'fast' fidelity)
         self.detail = False  # trace wavelets, stalls and buffer occupancy (level 'detail')
+        # With ``detail``: the paths whose detail events are kept (None: all; a trace region)
+        self.detail_paths: frozenset[str] | None = None
         self.express_streams = 0
         self.express_wavelets = 0
         self.fast_conflicts = 0
@@ -416,6 +418,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
 
     def trace(self, path: str, category: str, name: str, t: int, dur: int, **args: Any) -> None:
         """A slice of ``dur`` cycles from cycle ``t`` on component ``path``."""
+        if self.detail_paths is not None and path not in self.detail_paths:
+            return
         p = self.sched.period
         self.sim.tracer.emit(
             t * p, dur * p, t, dur, self.sched.domain.name, path, category, name, args=args
@@ -423,6 +427,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
 
     def counter(self, path: str, name: str, value: float) -> None:
         """A counter sample at the current cycle (buffer and queue occupancy)."""
+        if self.detail_paths is not None and path not in self.detail_paths:
+            return
         now = self.env._now
         self.sim.tracer.emit(
             now, 0, now // self.sched.period, 0, self.sched.domain.name, path, "queue", name,

@@ -68,3 +68,10 @@ class Chunk:
     entry: Entry
     nbytes: int
     payload: Any = None
+    flow: int | None = None  # trace flow id of the send that carried it last (None: untraced)
+
+    def sent_by(self, code: int, *, back: bool = False) -> Chunk:
+        """This chunk as sent on by the component whose ``flow_code`` is ``code`` (below
+        2**23), on the way back (gradients) if ``back``: its flow id is unique per (plan entry,
+        sender, direction), so the trace can draw each hop as a flow."""
+        return dataclasses.replace(self, flow=(self.entry.index + 1) << 24 | int(back) << 23 | code)

@@ -180,6 +180,7 @@ class MemoryX(Component):
 class _Reader(Component):
     def __init__(self, mx: MemoryX) -> None:
         super().__init__(mx, "reader")
+        self.flow_code = len(self.sim.components)  # its ordinal: unique, deterministic
         self.mx = mx
         self.out_port("out")
 
@@ -207,15 +208,19 @@ class _Reader(Component):
             start, end = mx.tier(e.tensor).reserve(now, e.stream_bytes if e.tensor else 0)
             if end > now:
                 yield self.env.timeout(end - now)
+            chunk = Chunk(e, e.stream_bytes, self._payload(e))
             if ops and end > start:
-                self.trace("memoryx", f"read {e.tensor}", start, end - start, **_args(e))
-            yield out.put(Chunk(e, e.stream_bytes, self._payload(e)))
+                chunk = chunk.sent_by(self.flow_code)
+                self.trace("memoryx", f"read {e.tensor}", start, end - start,
+                           flow_out=chunk.flow, **_args(e))  # fmt: skip
+            yield out.put(chunk)
             self.stats["chunks"] += 1
 
 
 class _IoPort(Component):
     def __init__(self, mx: MemoryX) -> None:
         super().__init__(mx, "io")
+        self.flow_code = len(self.sim.components)  # its ordinal: unique, deterministic
         self.mx = mx
         self.in_port("in")
         self.out_port("out")
@@ -230,12 +235,14 @@ class _IoPort(Component):
             chunk = yield inp.get()
             start, end = io.reserve(self.env.now, chunk.nbytes)
             yield self.env.timeout(end - self.env.now)
+            sent = chunk.sent_by(self.flow_code)
             if ops:
                 e = chunk.entry
                 self.trace(
-                    "stream", f"{e.pass_} {e.tensor or e.work}", start, end - start, **_args(e)
-                )
-            yield out.put(chunk)
+                    "stream", f"{e.pass_} {e.tensor or e.work}", start, end - start,
+                    flow_in=chunk.flow, flow_out=sent.flow, **_args(e),
+                )  # fmt: skip
+            yield out.put(sent)
             self.stats["chunks"] += 1
             self.stats["bytes"] += chunk.nbytes
 
@@ -278,6 +285,7 @@ class _Updater(Component):
                     f"update {e.tensor}",
                     min(t0, t1),
                     end - min(t0, t1),
+                    flow_in=chunk.flow,
                     bound="memory" if t_mem >= t_alu else "compute",
                     **_args(e),
                 )

@@ -58,7 +58,6 @@ either); stolen cycles moving the side effects inside the task that suffered the
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,7 +86,7 @@ if TYPE_CHECKING:
 
 RAMP = Dir.RAMP
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
-_NO_QUEUE: Any = ()  # the input queues no colour is bound to (see ComputeEngine.in_queues)
+_NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
@@ -145,9 +144,9 @@ class ComputeEngine:
         self.blocked = bytearray(TASK_IDS)
         self.queue_of_colour: dict[int, int] = {}
         self.colour_of_queue: dict[int, int] = {}  # the reverse map, kept by bind_queue
-        # An input queue's deque is made when a colour is bound to it (only bound queues hold
-        # wavelets); unbound ones share an empty tuple.
-        self.in_queues: list[deque[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
+        # An input queue's list is made when it is first used (input_queue); until then it is
+        # a shared empty tuple.
+        self.in_queues: list[list[Wavelet]] = [_NO_QUEUE] * len(INPUT_QUEUE_DEPTHS)
         self.data_task_of_queue: dict[int, int] = {}
         self.ops_in: dict[int, AsyncOp] = {}
         self.ops_out: dict[int, AsyncOp] = {}
@@ -227,8 +226,16 @@ class ComputeEngine:
                 )
         self.queue_of_colour[colour] = queue
         self.colour_of_queue[queue] = colour
-        if self.in_queues[queue] is _NO_QUEUE:
-            self.in_queues[queue] = deque()
+
+    def input_queue(self, q: int) -> list[Wavelet]:
+        """Input queue ``q``'s list, made when the first wavelet arrives or an operation first
+        reads it (until then the queue is the shared empty tuple, which reads as empty). A list,
+        not a deque: a queue holds at most 6 wavelets, and an empty deque takes 760 B to a
+        list's 56, which on a full array's 745,500 PEs is gigabytes."""
+        queue = self.in_queues[q]
+        if queue is _NO_QUEUE:
+            queue = self.in_queues[q] = []
+        return queue
 
     def down_credits(self, colour: int) -> int:
         q = self.queue_of_colour.get(colour)
@@ -253,6 +260,8 @@ class ComputeEngine:
             self.act_on_control(w)
             return
         queue = self.in_queues[q]
+        if queue is _NO_QUEUE:
+            queue = self.input_queue(q)
         queue.append(w)
         engine = self.engine
         if engine.detail:
@@ -277,7 +286,7 @@ class ComputeEngine:
         """Consume the control wavelets at the head of input queue ``q``."""
         queue = self.in_queues[q]
         while queue and queue[0].ctrl:
-            w = queue.popleft()
+            w = queue.pop(0)
             self._return_down_credit(self._colour_of_queue(q))
             self.act_on_control(w)
 
@@ -382,7 +391,7 @@ class ComputeEngine:
         engine = self.engine
         value: Any
         if op.fab_in is not None:
-            w = op.in_queue.popleft()  # type: ignore[union-attr]
+            w = op.in_queue.pop(0)  # type: ignore[union-attr]
             if engine.detail:
                 engine.counter(f"{self.path}/ce", f"input queue {op.fab_in}", len(op.in_queue))
             colour = self.colour_of_queue.get(op.fab_in)
@@ -458,7 +467,7 @@ class ComputeEngine:
         """Register ``op`` now (queue conflicts are checked at once) and start it at a cycle."""
         if op.fab_in is not None:
             self._claim(self.ops_in, "input", op.fab_in, op)
-            op.in_queue = self.in_queues[op.fab_in]
+            op.in_queue = self.input_queue(op.fab_in)
         if op.out_colour is not None:
             self._claim(self.ops_out, "output", op.microthread, op)
         if self.trace_level >= _OPS:
@@ -657,7 +666,7 @@ class ComputeEngine:
         flow_in = self._task_flow_in.pop(task.id, None) if self._task_flow_in else None
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
-            w = queue.popleft()
+            w = queue.pop(0)
             self._return_down_credit(task.colour)  # type: ignore[arg-type]
             if w.ctrl:
                 # A control wavelet in the data stream, acted on in its turn; then the scheduler

@@ -8,7 +8,6 @@ Shared by the compute engine (:mod:`pe.ce`), which runs them, and the task API
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -85,7 +84,7 @@ class AsyncOp:
         self.done = 0
         self.func: Callable[..., Any] | None = None
         self.fab_in: int | None = None  # input queue id
-        self.in_queue: deque | None = None
+        self.in_queue: list | None = None
         # Per-source plan for element-wise ops: ("f",) the fabric value, ("m", array) a
         # gathered memory tensor, ("s", value) a scalar; kept in the instruction's operand order.
         self.plan: list[tuple] = []

@@ -78,6 +78,14 @@ class Issued(NamedTuple):
     col: int
 
 
+#: A stream's commands go in order, each at its first legal cycle, and nothing outside the
+#: controller changes when that is (the stream is fixed, the state is its own): so the process
+#: lets the kernel's clock lag behind the commands it issues by up to this many cycles, waking
+#: the kernel only then (the commands and their cycles are the same; the run's progress hooks,
+#: checked every 20,000 kernel events, see time advance in these steps: a small lag keeps them
+#: within a few CPU seconds, bench/notes/pim-requests.md).
+STREAM_LAG_CYCLES = 16
+
 #: Cycles per window of the bus-utilisation and PIM-trigger counters in traces.
 TRACE_WINDOW_CYCLES = 256
 
@@ -139,6 +147,7 @@ class Controller(Component):
         self._hits = [0] * self.std.org.banks  # column accesses since each bank's ACT
         self.counts: dict[str, int] = {}
         self.bus_busy_cycles = 0
+        self.shift_cycles = 0  # cycles charged to shift-related PIM triggers (see _issue)
         self.host_bytes = 0
         self.first_cycle = -1
         self.last_cycle = -1
@@ -186,6 +195,9 @@ class Controller(Component):
             and self.pch.open[bank] != (self.pch.row_conf)
         )
         out = self.pch.apply(cmd, bank, row, col, data)
+        if trig and self.pch.units.last_role.startswith("shift"):
+            # each command is charged the cycles since the command before it
+            self.shift_cycles += cycle - max(self.last_cycle, 0)
         self.counts[cmd] = self.counts.get(cmd, 0) + 1
         t = self.std.timing
         if cmd == "ACT":
@@ -302,8 +314,11 @@ class Controller(Component):
                 roles, self._program_name = c.note
                 pch.units.roles = list(roles) + [""] * (32 - len(roles))
             t = max(self._next_free, checker.earliest(c.cmd, pch.targets(c.cmd, c.bank)))
-            yield self._wait_until(t)
+            if t - self.env.now // self.domain.period_ticks >= STREAM_LAG_CYCLES:
+                yield self._wait_until(t)
             self._issue(c.cmd, c.bank, c.row, c.col, c.data, t)
+        if self.last_cycle >= 0:
+            yield self._wait_until(self.last_cycle)
 
     # -- the request scheduler -------------------------------------------------------------------
     def _next_command(self, req: Request) -> str:
@@ -427,10 +442,12 @@ class Controller(Component):
                         cands.append((1, b, "PRE", b, None))
             best = None
             soonest = -1
+            times = []
             for cand in cands:
                 t = checker.earliest1(cand[2], cand[3])
                 if t < now:
                     t = now
+                times.append(t)
                 if soonest < 0 or t < soonest:
                     soonest = t
                 if t == now and (best is None or cand[:2] < best[:2]):
@@ -439,16 +456,25 @@ class Controller(Component):
                 wake = soonest if soonest >= 0 else now + 1
                 # an arrival wakes it when its queue has room (a full queue frees an entry only
                 # at a command, which is a wake of its own); so does a refresh falling due
+                other = wake + 1
                 if nxt is not None and (
                     len(writes) < wq_depth
                     if nxt.is_write and wq_depth > 0
                     else len(reads) < self.queue_depth
                 ):
-                    wake = min(wake, max(nxt.arrival, now + 1))
+                    other = max(nxt.arrival, now + 1)
                 if self.refresh == "all-bank" and due_hits is None and self.next_refresh > now:
-                    wake = min(wake, self.next_refresh)
-                yield self._wait_until(wake)
-                continue
+                    other = min(other, self.next_refresh)
+                if soonest < 0 or other <= soonest or due_hits is not None:
+                    yield self._wait_until(min(wake, other))
+                    continue
+                # Nothing can change before ``soonest``: no arrival is admitted, no refresh falls
+                # due, no command issues, so the decision there is the one these candidates
+                # give. Take it without rebuilding them (the same command at the same cycle).
+                now = soonest
+                for cand, t in zip(cands, times, strict=True):
+                    if t == now and (best is None or cand[:2] < best[:2]):
+                        best = cand
             _, _, cmd, bank, req = best
             if now * self.domain.period_ticks > self.env.now:  # already there: no kernel event
                 yield self._wait_until(now)

@@ -57,6 +57,9 @@ class PimUnits:
         self.decode_once = decode_once
         self.grf = np.zeros((units, 16, LANES), np.uint16)  # GRF_A 0-7, GRF_B 8-15
         self.srf = np.zeros(16, np.uint16)  # SRF_M 0-7, SRF_A 8-15 (broadcast: same in all)
+        self._srf_lanes: list[np.ndarray | None] = [None] * 16
+        self._zeros = np.zeros((units, LANES), np.uint16)
+        self._zeros.flags.writeable = False  # the old value of a bank or SRF destination
         self.counter = np.zeros((units, LANES), np.int16)
         self.a_out = np.zeros((units, LANES), np.uint16)
         self.m_out = np.zeros((units, LANES), np.uint16)
@@ -69,12 +72,17 @@ class PimUnits:
         self.by_op: dict[str, int] = {}
         self.by_role: dict[str, int] = {}
         self.roles: list[str] = [""] * CRF_ENTRIES
+        self.last_role = ""  # the role of the instruction the last trigger ran
 
     def write_crf(self, first: int, words: list[int]) -> None:
         for k, w in enumerate(words):
             self.crf[first + k] = w
             if self.decode_once:
                 self._decoded[first + k] = decode(w)
+
+    def write_srf(self, lanes: np.ndarray) -> None:
+        self.srf[:] = lanes
+        self._srf_lanes = [None] * 16
 
     def reset_pc(self) -> None:
         self.pc, self.loops, self.done = 0, {}, False
@@ -109,10 +117,12 @@ class PimUnits:
             return self.grf[:, idx]
         if kind == "GRF_B":
             return self.grf[:, 8 + idx]
-        if kind == "SRF_M":
-            return np.broadcast_to(self.srf[idx], (self.units, LANES))
-        if kind == "SRF_A":
-            return np.broadcast_to(self.srf[8 + idx], (self.units, LANES))
+        if kind in ("SRF_M", "SRF_A"):
+            k = idx if kind == "SRF_M" else 8 + idx
+            lanes = self._srf_lanes[k]
+            if lanes is None:  # a scalar broadcast to every lane, until the SRF is written
+                lanes = self._srf_lanes[k] = np.broadcast_to(self.srf[k], (self.units, LANES))
+            return lanes
         if kind == "EVEN_BANK":
             if even is None:
                 raise ProtocolError("PIM operand EVEN_BANK but the even banks have no open row")
@@ -144,7 +154,7 @@ class PimUnits:
                 f"CRF entry {self.pc} ({ins}) writes a bank: trigger it with a WR, not a RD"
             )
         if bank_dst or kind in ("SRF_M", "SRF_A"):
-            old = np.zeros((self.units, LANES), np.uint16)
+            old = self._zeros
         else:
             old = self._read(ins.dst, even, odd)
         addend = np.broadcast_to(self.srf[8 + idx], old.shape) if ins.op == "MAD" else None
@@ -154,7 +164,7 @@ class PimUnits:
             raise ProtocolError(str(err)) from None
         self.triggers += 1
         self.by_op[ins.op] = self.by_op.get(ins.op, 0) + 1
-        role = self.roles[self.pc]
+        role = self.last_role = self.roles[self.pc]
         if role:
             self.by_role[role] = self.by_role.get(role, 0) + 1
         self.pc += 1
@@ -305,7 +315,7 @@ class PseudoChannel:
             words = lanes.view(np.uint32).tolist()
             u.write_crf(col * 8, [int(w) for w in words])
         elif col == COL_SRF:
-            u.srf[:] = lanes
+            u.write_srf(lanes)
         elif COL_GRF_A <= col < COL_GRF_A + 8:
             u.grf[:, col - COL_GRF_A] = lanes
         elif COL_GRF_B <= col < COL_GRF_B + 8:

@@ -20,7 +20,9 @@ ones, the extension fields are this model's)::
     [7:0]   extension field:
               BSHIFT: [7] right (1) / left (0); [6:5] lanes: 0 all, 1 where src1 != 0,
                       2 where the shift counter S > 0 (which then decrements: the "opt" ALU)
-              LSHIFT: [2:0] log2 of the lane distance d: lane i takes lane i XOR d
+              LSHIFT: [2:0] log2 of the lane distance d; [4:3] mode: 0 butterfly (lane i
+                      takes lane i XOR d), 1 down (lane i takes lane i + d, the top d lanes
+                      get 0), 2 up (lane i takes lane i - d, the bottom d lanes get 0)
               MOV:    [7] destination is the shift counter S (the "opt" ALU)
     JUMP:   [26:16] repeat count, [4:0] offset back (entries); zero-cycle
     EXIT:   no fields; ends the program
@@ -28,7 +30,8 @@ ones, the extension fields are this model's)::
 Semantics: FP16 operations (ADD, MUL, MAC dst += src0*src1 rounded twice, MAD dst = src0*src1 +
 SRF_A[dst idx]) round to nearest even (numpy float16). The extensions are integer operations on
 the lanes as int16: CMP gives 0xFFFF where src0 > src1 else 0, MAX the larger, BSHIFT a one-bit
-logical shift, LSHIFT a butterfly exchange of lanes (no cross-lane arithmetic exists). Scalars
+logical shift, LSHIFT a butterfly exchange or a zero-filling shift of the lanes by d (no
+cross-lane arithmetic exists). Scalars
 (SRF_M, SRF_A) are broadcast to every lane.
 """
 
@@ -56,6 +59,8 @@ LANES = 16
 CRF_ENTRIES = 32
 #: Lane-mode field of BSHIFT.
 SHIFT_ALL, SHIFT_MASKED, SHIFT_COUNTER = 0, 1, 2
+#: Mode field of LSHIFT.
+LANE_XOR, LANE_DOWN, LANE_UP = 0, 1, 2
 
 
 class IsaError(WafersimError):
@@ -76,6 +81,7 @@ class Instr:
     right: bool = True
     lanes: int = SHIFT_ALL
     distance: int = 1
+    lane_mode: int = LANE_XOR
     to_counter: bool = False
     count: int = 0
     offset: int = 0
@@ -100,7 +106,7 @@ class Instr:
         if self.op == "BSHIFT":
             parts.append(("R", "L")[not self.right] + ("", " mask", " S")[self.lanes])
         if self.op == "LSHIFT":
-            parts.append(f"xor {self.distance}")
+            parts.append(("xor ", "down ", "up ")[self.lane_mode] + str(self.distance))
         return " ".join(parts)
 
 
@@ -137,7 +143,9 @@ def encode(i: Instr) -> int:
     elif i.op == "LSHIFT":
         if i.distance not in (1, 2, 4, 8):
             raise IsaError(f"LSHIFT distance {i.distance} is not 1, 2, 4 or 8")
-        word |= i.distance.bit_length() - 1
+        if i.lane_mode not in (LANE_XOR, LANE_DOWN, LANE_UP):
+            raise IsaError(f"LSHIFT mode {i.lane_mode} is not 0 (xor), 1 (down) or 2 (up)")
+        word |= i.distance.bit_length() - 1 | i.lane_mode << 3
     elif i.op == "MOV":
         word |= int(i.to_counter) << 7
     return word
@@ -160,6 +168,7 @@ def decode(word: int) -> Instr:
         kw["right"], kw["lanes"] = bool(word >> 7 & 1), (word >> 5) & 3
     elif op == "LSHIFT":
         kw["distance"] = 1 << (word & 7)
+        kw["lane_mode"] = (word >> 3) & 3
     elif op == "MOV":
         kw["to_counter"] = bool(word >> 7 & 1)
     return Instr(op, **kw)
@@ -186,8 +195,14 @@ def evaluate(
     ``dst`` is the destination's old value (MAC accumulates into it), ``counter`` the shift
     counters S, ``addend`` MAD's SRF_A scalar. Returns (result, new counters).
     """
+    if i.integer or i.op not in _FLOAT_OPS:  # integer lanes raise no floating-point flags
+        return _evaluate(i, src0, src1, dst, counter, addend)
     with np.errstate(all="ignore"):  # FP16 overflow to Inf is the hardware's result, not an error
         return _evaluate(i, src0, src1, dst, counter, addend)
+
+
+#: Opcodes with FP16 arithmetic (without the INT flag): the only ones that can overflow.
+_FLOAT_OPS = frozenset(("ADD", "MUL", "MAC", "MAD"))
 
 
 def _evaluate(
@@ -231,7 +246,15 @@ def _evaluate(
         live = counter > 0
         return np.where(live, shifted, src0), np.where(live, counter - 1, counter).astype(np.int16)
     if op == "LSHIFT":
-        return src0[..., np.arange(LANES) ^ i.distance], counter
+        d = i.distance
+        if i.lane_mode == LANE_XOR:
+            return src0[..., np.arange(LANES) ^ d], counter
+        out = np.zeros_like(src0)
+        if i.lane_mode == LANE_DOWN:
+            out[..., : LANES - d] = src0[..., d:]
+        else:
+            out[..., d:] = src0[..., : LANES - d]
+        return out, counter
     if op == "NOP":
         return dst, counter
     raise IsaError(f"{op} has no lane function (JUMP and EXIT act on the program counter)")

@@ -42,6 +42,7 @@ it only decides instructions and addresses. Bits read back equal :mod:`numerics.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 
 import numpy as np
@@ -49,11 +50,14 @@ import numpy as np
 from numerics.mx import BLOCK, MANTISSA_BITS
 from pim.controller import Command
 from pim.device import COL_OP_MODE, COL_SRF, PseudoChannel, crf_payload
-from pim.isa import SHIFT_COUNTER, SHIFT_MASKED, Instr
+from pim.isa import LANE_DOWN, LANE_UP, SHIFT_COUNTER, SHIFT_MASKED, Instr
 from pim.standard import Organisation
 from simcore.errors import ConfigError
 
-PLACEMENTS = ("tiled", "strided", "opt")
+#: The study's placements, then the variants kept beside them (docs/pim/design.md).
+PLACEMENTS = ("tiled", "strided", "opt", "tiled-butterfly")
+#: Placements whose tiles are whole: a block of the row direction is one word (lane blocks).
+TILED = ("tiled", "tiled-butterfly")
 DIRECTIONS = ("row", "col")
 FORMATS = tuple(MANTISSA_BITS)
 WORDS_PER_GROUP = 16
@@ -184,22 +188,48 @@ def phase_scales_words(k: Consts, groups: int) -> list:
 
 
 def phase_exponents_lanes(k: Consts, groups: int) -> list:
-    """Lane blocks (tiled rows), phase 1: E, E_max and pair maxima by lane butterflies, Es
+    """Lane blocks, the study's kernel (``tiled`` rows), phase 1: E; E_max by a linear
+    reduction, 15 steps of a one-lane shift down and a MAX (lane 0 ends with the block's
+    maximum), then 15 steps of a one-lane shift up and a MAX to align it in every lane; the pair
+    maxima by a swap of neighbouring lanes; Es (scale slot of the word) and k (slot)."""
+    sh = "shift:LSHIFT"
+    down = dict(distance=1, lane_mode=LANE_DOWN, role=sh)
+    up = dict(distance=1, lane_mode=LANE_UP, role=sh)
+    word = _exponent(k, "x", A[1])
+    word += [
+        _op("LSHIFT", A[3], A[1], **down),
+        _op("MAX", A[2], A[1], A[3]),
+        Loop([_op("LSHIFT", A[3], A[2], **down), _op("MAX", A[2], A[2], A[3])], BLOCK - 2),
+        Loop([_op("LSHIFT", A[3], A[2], **up), _op("MAX", A[2], A[2], A[3])], BLOCK - 1),
+    ]
+    word += _pair_scale(k)
+    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
+
+
+def phase_exponents_butterfly(k: Consts, groups: int) -> list:
+    """Lane blocks, the butterfly variant (``tiled-butterfly`` rows), phase 1: E, E_max and
+    pair maxima by lane butterflies (every lane ends with the maximum after four exchanges), Es
     (scale slot of the word) and k (slot)."""
     sh = "shift:LSHIFT"
     word = _exponent(k, "x", A[1])
     word += [_op("LSHIFT", A[2], A[1], distance=8, role=sh), _op("MAX", A[2], A[1], A[2])]
     for d in (4, 2, 1):
         word += [_op("LSHIFT", A[3], A[2], distance=d, role=sh), _op("MAX", A[2], A[2], A[3])]
-    word += [
-        _op("LSHIFT", A[3], A[1], distance=1, role=sh),
+    word += _pair_scale(k)
+    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
+
+
+def _pair_scale(k: Consts) -> list:
+    """From E (A1) and E_max in every lane (A2): the pair maximum (a swap of neighbouring lanes),
+    mu, Es = E_max - mu to the word's scale slot, and k to its slot."""
+    return [
+        _op("LSHIFT", A[3], A[1], distance=1, role="shift:LSHIFT"),
         _op("MAX", A[3], A[1], A[3]),
         _op("CMP", A[4], A[2], A[3]),
         _op("ADD", A[5], A[2], A[4], integer=True),
         _op("MOV", ODD, A[5], tag="wslot"),
+        *_shift_of(k, A[5], A[1], "slot"),
     ]
-    word += _shift_of(k, A[5], A[1], "slot")
-    return [Loop([Loop(word, WORDS_PER_GROUP, "w")], groups, "g")]
 
 
 def _shifted_significand(k: Consts, counter: bool) -> list:
@@ -304,21 +334,50 @@ class Layout:
 
     @property
     def lane_blocks(self) -> bool:
-        return self.placement == "tiled" and self.direction == "row"
+        return self.placement in TILED and self.direction == "row"
+
+    @property
+    def row_major(self) -> bool:
+        """The study's ``tiled``: each unit's tiles lie row-major in its bank, a DRAM row holding
+        one tile row of ``width`` tiles side by side (a stretch of one matrix row)."""
+        return self.placement == "tiled"
+
+    @property
+    def width(self) -> int:
+        """Words per DRAM row of one plane."""
+        return self.columns // self.planes
 
     @property
     def groups(self) -> int:
         """Groups of 16 words each unit processes."""
-        return self.per_unit * (1 if self.placement == "tiled" else 16)
+        return self.per_unit * (1 if self.placement in TILED else 16)
 
     @property
     def input_words(self) -> int:
-        return self.per_unit * (16 if self.placement == "tiled" else 256)
+        if self.row_major:  # whole strips of 16 DRAM rows x width words
+            return -(-self.per_unit // self.width) * 16 * self.width
+        return self.per_unit * (16 if self.placement in TILED else 256)
+
+    @functools.cached_property
+    def _tile_words(self) -> np.ndarray:
+        """Row-major tiles: (per_unit, 16) word offsets of tile p's row r: strip p // width,
+        DRAM row strip * 16 + r, column p % width."""
+        p = np.arange(self.per_unit)[:, None]
+        r = np.arange(BLOCK)[None, :]
+        return ((p // self.width) * BLOCK + r) * self.width + p % self.width
+
+    @functools.cached_property
+    def _row_groups(self) -> np.ndarray:
+        """Row-major tiles, row direction: the used words in address order, 16 a group (a
+        group's words are one DRAM row's, or two's when a strip is not 16-aligned)."""
+        return np.sort(self._tile_words.ravel()).reshape(-1, WORDS_PER_GROUP)
 
     def group_words(self, g: int) -> np.ndarray:
         """Even-bank word offsets of group ``g``'s 16 words, in block-element order."""
+        if self.row_major:
+            return self._row_groups[g] if self.direction == "row" else self._tile_words[g]
         w = np.arange(WORDS_PER_GROUP)
-        if self.placement == "tiled":
+        if self.placement in TILED:
             return g * 16 + w
         p, i = divmod(g, 16)
         if self.direction == "row":
@@ -338,12 +397,16 @@ class Layout:
         """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded."""
         tr, tc = self.rows // BLOCK, self.cols // BLOCK
         tiles = mat.reshape(tr, BLOCK, tc, BLOCK).transpose(0, 2, 1, 3).reshape(-1, BLOCK, BLOCK)
-        if self.placement == "tiled":
+        if self.placement in TILED:
             n = self.units * self.per_unit
             padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
             padded[: len(tiles)] = tiles
             # tile t -> unit t % units, position t // units; a tile is 16 words (its rows)
             per = padded.reshape(self.per_unit, self.units, BLOCK, BLOCK).transpose(1, 0, 2, 3)
+            if self.row_major:
+                out = np.zeros((self.units, self.input_words, BLOCK), np.uint16)
+                out[:, self._tile_words] = per
+                return out
             return per.reshape(self.units, self.input_words, BLOCK)
         n = self.units * self.per_unit * 16
         padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
@@ -356,7 +419,9 @@ class Layout:
     def gather(self, words: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`scatter` for (units, input_words, 16) arrays."""
         tr, tc = self.rows // BLOCK, self.cols // BLOCK
-        if self.placement == "tiled":
+        if self.placement in TILED:
+            if self.row_major:
+                words = words[:, self._tile_words]
             per = words.reshape(self.units, self.per_unit, BLOCK, BLOCK).transpose(1, 0, 2, 3)
             tiles = per.reshape(-1, BLOCK, BLOCK)[: tr * tc]
         else:
@@ -393,7 +458,7 @@ def make_layout(
             )  # fmt: skip
     units = pchs * org.banks // 2
     tiles = (rows // BLOCK) * (cols // BLOCK)
-    per_unit = -(-tiles // units) if placement == "tiled" else -(-tiles // (16 * units))
+    per_unit = -(-tiles // units) if placement in TILED else -(-tiles // (16 * units))
     lay = Layout(rows, cols, placement, direction, units, per_unit, org.columns, planes)
     data_rows = org.rows - 3
     need = max(-(-lay.input_words * lay.planes // org.columns), lay.groups)
@@ -457,8 +522,9 @@ def compile_jitq(
 
     for first in range(0, lay.groups, batch_groups):
         n = min(batch_groups, lay.groups - first)
+        lanes = phase_exponents_lanes if lay.placement == "tiled" else phase_exponents_butterfly
         builders = (
-            [lambda k, n=n: phase_exponents_lanes(k, n)]
+            [lambda k, n=n, lanes=lanes: lanes(k, n)]
             if lay.lane_blocks
             else [lambda k, n=n: phase_exponents_words(k, n),
                   lambda k, n=n: phase_scales_words(k, n)]

@@ -294,6 +294,8 @@ def _header(scenario: Scenario, params: Any, sim: Simulation) -> dict[str, Any]:
         "config": cfg.to_dict(params),
         "tick_hz": sim.timebase.tick_hz,
         "domains": sim.timebase.describe(),
+        # (only when set: a trace of the whole array keeps the header it always had)
+        **({"trace_region": list(sim.trace_region)} if sim.trace_region is not None else {}),
     }
 
 
@@ -305,8 +307,10 @@ def run_scenario(
     trace_level: TraceLevel = TraceLevel.OPS,
     progress: Progress | None = None,
     livelock_cycles: int = 1_000_000,
+    trace_region: tuple[int, int, int, int] | None = None,
 ) -> RunOutput:
-    """Build, check, trace and run one scenario. See the module docstring."""
+    """Build, check, trace and run one scenario. See the module docstring. ``trace_region``
+    limits detail-level events to a block of the PE array (:attr:`Simulation.trace_region`)."""
     # Imported here: they load SimPy and numpy, which finding and describing scenarios
     # (``wafersim list``, ``params``) do without (docs/cli.md, "Start time").
     from runner.progress import RunHooks
@@ -314,6 +318,7 @@ def run_scenario(
     from simcore.sim import Simulation
 
     sim = Simulation(seed=params.seed, progress=progress, livelock_cycles=livelock_cycles)
+    sim.trace_region = trace_region
     sim.sub_runs = RunnerSubRuns(sim, progress)
     writer: TraceWriter | None = None
     tmp_trace = ""

@@ -13,14 +13,17 @@ Run control: a run stops when nothing is left to do, at an optional time limit, 
 empties while non-daemon processes still wait, the run is *stalled*: the result carries a report
 naming each blocked process, what it waits on, and the state of the channels involved. Runs
 longer than a couple of seconds print progress to stderr (simulated time, events/s, ETA when a
-limit is known): the hook is called between chunks of 1,000 events.
+limit is known); the clock is looked at every few events, fewer when events are slow (one cycle
+of a full wafer is one event and can take a second), so lines come every couple of seconds
+whatever an event costs.
 
 Livelock: events can keep flowing while nothing useful happens (a task that re-activates itself
 waiting for a flag nobody sets). Components that do useful work report a ``progress_count()``
 (the wafer: wavelets forwarded, instructions run, operations finished, edge words); when the sum
 has not moved for ``livelock_cycles`` main-domain cycles, the run ends with status ``livelock``
 and a report naming what kept running (each component's ``activity()`` over one more batch of
-events). Checked between batches of events, so it costs nothing per event; 0 turns it off.
+events). Checked between batches of 20,000 events, so it costs nothing per event; 0 turns it
+off.
 
 Garbage collection: during a run the objects built before it (the model: components, routers,
 programs; most of a large wafer's heap) are frozen out of Python's cyclic collector and young
@@ -215,13 +218,6 @@ class SubRuns:
 class Simulation:
     """One simulated system: time base, component tree, channels, tracer and run control."""
 
-    #: Events between two calls of the progress hook. A batch of the livelock check (20,000
-    #: events) can take minutes where one event does much work (a lock-step phase steps the
-    #: whole wafer a cycle: summa at P = 12 runs 5,457 events in 11 s), and the progress line
-    #: and a sweep's deadline need a look at the clock every second or so; reading it costs
-    #: nothing against 1,000 events. It divides 20,000.
-    progress_every_events = 1_000
-
     def __init__(
         self,
         *,
@@ -236,6 +232,10 @@ class Simulation:
         self.seed = seed
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.trace_level = self.tracer.level
+        #: (x0, x1, y0, y1), half-open: the block of a model's array of parts (the wafer's PEs)
+        #: whose detail-level events are recorded; None records them everywhere. Cycles and data
+        #: do not depend on it (``run --trace-region``).
+        self.trace_region: tuple[int, int, int, int] | None = None
         self.progress = progress
         self.components: dict[str, Component] = {}
         self.channels: list[Channel] = []
@@ -384,14 +384,20 @@ class Simulation:
         ev0 = self.events_so_far()
         wall0 = time.perf_counter()
         status = "completed"
-        batch = 20_000  # events between livelock checks (fixed: its report is deterministic)
-        chunk = self.progress_every_events
-        done = 0
+        batch = 20_000  # events between livelock checks; a Ctrl-C lands within one batch
+        # Progress is looked at every ``chunk`` events, a divisor of the batch that shrinks when
+        # events are slow (a cycle of a full wafer's 745,500 PEs can take seconds: 20,000 of
+        # them would leave a run silent for hours) and grows back when they are fast. The
+        # livelock check stays on whole batches, so its verdicts do not depend on the chunk.
+        ladder = (batch, 2_000, 200, 20, 2, 1)  # each divides the ones before it
+        rung = 3  # from 20 events: a slow model's first line comes within seconds
+        chunk, done = ladder[rung], 0
         watch = self._livelock_watch()
         report: list[str] = []
         try:
             with _run_gc():
                 while True:
+                    t_chunk = time.perf_counter()
                     if until_ticks is None:
                         for _ in range(chunk):
                             step()
@@ -401,12 +407,16 @@ class Simulation:
                                 raise _LimitReached
                             step()
                     done += chunk
-                    if done >= batch:
-                        done = 0
-                        if watch is not None and watch.stuck():
-                            status = "livelock"
-                            report = self._livelock_report(watch, batch, until_ticks)
-                            break
+                    took = time.perf_counter() - t_chunk
+                    if took > 0.5 and rung + 1 < len(ladder):
+                        rung += 1
+                    elif took < 0.05 and rung > 0 and done % ladder[rung - 1] == 0:
+                        rung -= 1
+                    chunk = ladder[rung]
+                    if done % batch == 0 and watch is not None and watch.stuck():
+                        status = "livelock"
+                        report = self._livelock_report(watch, batch, until_ticks)
+                        break
                     if self.progress is not None:
                         self.progress.update(
                             self,

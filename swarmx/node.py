@@ -120,6 +120,7 @@ class BroadcastReduceNode(Component):
         ]
         self.up = Interface(f"{self.path}/up", self.domain, rate)
         self.reduced = 0
+        self.flow_code = len(self.sim.components)  # its ordinal: unique, deterministic
 
     def interfaces(self) -> list[Interface]:
         return [*self.down, self.up]
@@ -142,17 +143,21 @@ class BroadcastReduceNode(Component):
             spans = [iface.reserve(now, chunk.nbytes) for iface in self.down]
             end = max(e for _, e in spans)
             yield self.env.timeout(end - now)
+            sent = chunk.sent_by(self.flow_code)
             if ops:
                 self.trace(
                     "swarmx",
                     "broadcast",
                     spans[0][0],
                     end - spans[0][0],
+                    flow_in=chunk.flow,
+                    flow_out=sent.flow,
                     bytes=chunk.nbytes,
                     entry=chunk.entry.index,
                 )
+                self._link_counter("down_link_bytes", spans[0][0], end, chunk.nbytes)
             for out in outs:
-                yield out.put(chunk)
+                yield out.put(sent)
             self.stats["broadcast"] += 1
 
     def _reduce(self) -> Any:
@@ -169,18 +174,28 @@ class BroadcastReduceNode(Component):
             chunk = dataclasses.replace(first, payload=reduce_payloads([p.payload for p in parts]))
             start, end = self.up.reserve(self.env.now, chunk.nbytes)
             yield self.env.timeout(end - self.env.now)
+            sent = chunk.sent_by(self.flow_code, back=True)
             if ops:
+                # a slice ends one flow: the first child's (the others arrive the same way)
                 self.trace(
                     "swarmx",
                     "reduce",
                     start,
                     end - start,
+                    flow_in=first.flow,
+                    flow_out=sent.flow,
                     bytes=chunk.nbytes,
                     entry=chunk.entry.index,
                     children=self.children,
                 )
-            yield out.put(chunk)
+                self._link_counter("up_link_bytes", start, end, chunk.nbytes)
+            yield out.put(sent)
             self.reduced += 1
+
+    def _link_counter(self, name: str, start: int, end: int, nbytes: int) -> None:
+        """Bytes on a link while a chunk crosses it (``nbytes`` from start to end, then 0)."""
+        self.trace("link", name, start, phase="counter", value=float(nbytes))
+        self.trace("link", name, end, phase="counter", value=0.0)
 
     def pending(self) -> str | None:
         left = self.gradients - self.reduced

@@ -98,7 +98,12 @@ def test_non_finite_floats_are_refused(capsys, tmp_path, kind, key, value):
 
 def _scenario_of(kind: str, tmp_path) -> str:
     path = tmp_path / f"{kind}.toml"
-    path.write_text(f'kind = "{kind}"\n')
+    extra = ""
+    if kind == "tpu-chakra":  # no default trace: a one-rank set (a file not named X.RANK.et)
+        one = tmp_path / "one.et"
+        one.write_bytes((Path(__file__).parent / "data/chakra/mlp-dp.0.et").read_bytes())
+        extra = f'et = "{one}"\ntopology = "1x1"\n'
+    path.write_text(f'kind = "{kind}"\n{extra}')
     return str(path)
 
 
@@ -236,9 +241,20 @@ MODEL_IGNORES = {
     "(its validation points are reads only)",
     ("jitq", "zero_fraction"): "values only: the command stream, and so the time, is the same "
     "whatever the data",
+    ("tpu-hlo", "slices"): "the module's devices must be the slice's chips: a module for one "
+    "slice is refused on several (no other value is valid)",
     ("tpu-p2p", "slices"): "src and dst name the two chips (and their slices): more slices do "
     "not change the path between them",
+    ("tpu-chakra", "slices"): "the trace's ranks must be the slice's chips: a set for one slice "
+    "is refused on several (no other value is valid)",
+    ("tpu-chakra", "groups"): "a groups file is checked against the traces: a valid one names "
+    "exactly the ranks that hold each group's collectives, which is what the traces imply",
+    ("tpu-chakra", "other_collectives"): "skip runs a trace that refuse refuses; a trace without "
+    "such collectives runs the same under both",
+    ("tpu-chakra", "ops_listed"): "how many ops op_table lists: reporting only",
 }  # fmt: skip
+CHAKRA = Path(__file__).parent / "data" / "chakra"
+HLO = Path(__file__).parent / "data" / "hlo"
 #: Base points where each parameter's effect shows (a parameter passes if any base shows it).
 _TINY_GPT = {"model": "custom", "layers": 2, "hidden": 16, "sequence": 8, "vocab": 64, "batch": 1}
 BASES = {
@@ -249,7 +265,7 @@ BASES = {
     "hbm-read": [{}, {"pattern": "random"}],
     "spmv": [{}, {"matrix": "random"}, {"matrix": "banded"}, {"matrix": "laplacian"},
              {"matrix": "laplacian", "graph": "erdos_renyi"},
-             {"matrix": "random", "layout": "dcsr"}],
+             {"matrix": "random", "layout": "dcsr"}, {"matrix": "powerlaw", "n": 1024}],
     "tpu-collective": [{}, {"op": "allreduce"},
                        {"chip": "v4p", "topology": "4x4x4", "payload": "size"},
                        {"slices": 2, "axes": "xs", "payload": "size"},
@@ -258,6 +274,10 @@ BASES = {
     "tpu-p2p": [{}, {"slices": 2, "src": "0,0,0", "dst": "1,3,3"},
                 {"chip": "v4p", "topology": "4x4x4", "src": "0,0,0", "dst": "0,0,3"}],
     "tpu-train-step": [{}, {"slices": 2, "axes": "xs"}, {"tile_k": 96, "tile_n": 96}],
+    "tpu-chakra": [{"et": str(CHAKRA / "mlp-dp.0.et"), "topology": "2x4"},
+                   {"et": str(CHAKRA / "ctrl.0.et"), "topology": "2x4"}],
+    "tpu-hlo": [{}, {"hlo": str(HLO / "mlp-fsdp.hlo.txt")},
+                {"hlo": str(HLO / "async-dot.hlo.txt"), "tile_k": 160, "tile_n": 160}],
 }  # fmt: skip
 #: Other values to try for free-form text parameters (the first one valid at a base is used).
 OTHER_VALUES = {
@@ -267,6 +287,13 @@ OTHER_VALUES = {
                                                             "tpu-p2p", "tpu-train-step")},
     **{(k, "axes"): ["xy", "x", "xys"] for k in ("tpu-collective", "tpu-matmul",
                                                    "tpu-train-step")},
+    ("tpu-chakra", "chip"): ["v6e"],
+    ("tpu-chakra", "topology"): ["8x1"],  # the sets' 8 ranks
+    ("tpu-chakra", "et"): [str(CHAKRA / "pipe.0.et")],
+    ("tpu-chakra", "groups"): [str(CHAKRA / "pipe.groups.json")],
+    ("tpu-hlo", "chip"): ["v6e"],
+    ("tpu-hlo", "topology"): ["8x1"],  # the modules' 8 devices
+    ("tpu-hlo", "hlo"): [str(HLO / "mlp-tp.hlo.txt")],
     ("tpu-p2p", "src"): ["1,0", "0,0,1"],
     ("tpu-p2p", "dst"): ["2,3", "1,2,3"],
     ("spmv", "matrix"): ["random", "banded"],
@@ -483,9 +510,19 @@ def _a_good_file(kind: str, key: str, tmp_path) -> str:
     if kind == "wafer-program":
         path = tmp_path / "input.py"
         path.write_text((root / "workloads/wafer/kernels/axpy.py").read_text())
+    elif kind == "tpu-hlo":
+        path = tmp_path / "input.hlo.txt"
+        path.write_text((root / "tests/data/hlo/mlp-dp.hlo.txt").read_text())
     elif kind == "hbm-trace":
         path = tmp_path / "input.trace"
         path.write_text("0x0 READ 0\n0x40 WRITE 4\n")
+    elif kind == "tpu-chakra":  # one rank (the scenario's slice is one chip), no process groups
+        if key == "et":
+            path = tmp_path / "input.et"
+            path.write_bytes((root / "tests/data/chakra/mlp-dp.0.et").read_bytes())
+        else:
+            path = tmp_path / "input.json"
+            path.write_text("{}\n")
     else:
         path = tmp_path / "input.mtx"
         path.write_text(MTX)

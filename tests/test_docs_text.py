@@ -51,7 +51,16 @@ def test_docs_have_no_internal_references(path):
 
 # -- references in the docs resolve -------------------------------------------------------------
 #: Top-level folders of the repository: a path in the docs that starts with one names a file.
-TOP = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+#: Top-level folders of the source tree; `out/` (the runs' outputs) and the virtualenv's
+#: install metadata are made by runs, not part of the tree a doc may name.
+TOP = sorted(
+    p.name
+    for p in ROOT.iterdir()
+    if p.is_dir()
+    and not p.name.startswith(".")
+    and p.name not in {"out"}
+    and not p.name.endswith(".egg-info")
+)
 #: Every file of the tree by base name, for bare names such as `wsgrad.py`.
 BASENAMES = {
     p.name

@@ -96,7 +96,22 @@ def test_perfetto_export_structure(tmp_path):
     assert {"wafer", "pe[*,0]", "pe[*,1]", "pe[2,1]", "router", "lane 1: task", "east"} <= names
     kinds = collections.Counter(p.track_event.type for p in packets if p.HasField("track_event"))
     assert kinds[TE.TYPE_SLICE_BEGIN] == kinds[TE.TYPE_SLICE_END]
-    assert kinds[TE.TYPE_SLICE_BEGIN] + kinds[TE.TYPE_INSTANT] == counts["slices"]
+    assert kinds[TE.TYPE_SLICE_BEGIN] + kinds[TE.TYPE_INSTANT] == (
+        counts["slices"] + stats.path_slices
+    )
+    # the critical path of `trace summary`: the first track under the root, slices that
+    # never overlap (each the time its step adds), named by component and event
+    (path,) = [td for td in tracks.values() if td.name == "critical path"]
+    assert path.parent_uuid == 1 and path.description.startswith("critical path (trace summary)")
+    assert all(td.sibling_order_rank >= path.sibling_order_rank for td in tracks.values()
+               if td.parent_uuid == 1)  # fmt: skip
+    on_path = [p for p in packets if p.track_event.track_uuid == path.uuid]
+    assert stats.path_slices > 1 and len(on_path) == 2 * stats.path_slices
+    times = [p.timestamp for p in on_path]
+    assert times == sorted(times) and all(
+        a < b for a, b in zip(times[::2], times[1::2], strict=True)
+    )
+    assert all("wafer/pe[" in p.track_event.name for p in on_path[::2])
     assert kinds[TE.TYPE_INSTANT] == counts["instants"]
     assert kinds[TE.TYPE_COUNTER] == counts["counters"] + stats.overview_values
     # each row group shows its PEs' busy % in its own (collapsed) row

@@ -301,7 +301,12 @@ def _fuzz_traces(data, good: bytes) -> None:
         with open(trace, "wb") as fh:
             fh.write(_trace_bytes(data, good))
         before = _read(trace)
-        verb = data.draw(st.sampled_from(["summary", "export", "mesh", "timeline"]), label="verb")
+        verb = data.draw(
+            st.sampled_from(
+                ["summary", "export", "mesh", "timeline", "heatmap", "roofline", "banks"]
+            ),
+            label="verb",
+        )
         out = _output(data, tmp, trace)
         if verb == "summary":
             argv: tuple[str, ...] = ("trace", "summary", trace)
@@ -344,11 +349,24 @@ _GOOD = {
         Path(__file__).parent.parent / "workloads" / "wafer" / "kernels" / "axpy.py"
     ).read_text(),
 }
+
+
+def _good(name: str, key: str) -> bytes:
+    """A readable file for ``key`` of scenario ``name``: a sample above, else the file the
+    built-in scenario names (a Chakra trace, an HLO module), else nothing."""
+    if key in _GOOD:
+        return _GOOD[key].encode()
+    value: object = scenario.find(name).data
+    for part in key.split("."):
+        value = value.get(part, "") if isinstance(value, dict) else ""
+    return Path(value).read_bytes() if isinstance(value, str) and os.path.isfile(value) else b""
+
+
 #: What each kind needs besides the file to stay small.
 _SMALL = {"spmv": ["iterations=1", "px=1", "py=1"], "wafer-program": ["n=16", "pes=2"]}
 
 
-def _file_content(data, key: str) -> bytes | str:
+def _file_content(data, name: str, key: str) -> bytes | str:
     """A file for file-valued parameter ``key``: good, corrupt, huge (megabytes of blanks or
     comments after a good start), non-finite, random bytes, or a special path (str: a
     directory, a device, a FIFO, a missing file, a symlink loop)."""
@@ -356,7 +374,7 @@ def _file_content(data, key: str) -> bytes | str:
     if key == "matrix":
         kinds += ["values", "header"]
     how = data.draw(st.sampled_from(kinds), label="file")
-    good = _GOOD[key].encode()
+    good = _good(name, key)
     if how == "good":
         return good
     if how == "huge":
@@ -387,8 +405,9 @@ def _file_content(data, key: str) -> bytes | str:
 def _fuzz_file_params(data) -> None:
     name, key = data.draw(st.sampled_from(FILE_KEYS), label="parameter")
     with tempfile.TemporaryDirectory() as tmp:
-        content = _file_content(data, key)
-        path = os.path.join(tmp, "in." + {"matrix": "mtx", "trace": "trace"}.get(key, "py"))
+        content = _file_content(data, name, key)
+        suffix = {"matrix": "mtx", "trace": "trace", "program": "py", "et": "0.et"}.get(key, "txt")
+        path = os.path.join(tmp, "in." + suffix)
         if isinstance(content, bytes):
             with open(path, "wb") as fh:
                 fh.write(content)

@@ -63,6 +63,7 @@ HEAVY = {
     "distributed": "half a second: the Dask engine, for `sweep` and `validate --workers` only",
     "dask": "with distributed",
     "tqdm": "progress bars, drawn on a terminal only",
+    "jax": "an optional extra, not installed by default: workloads/tpu/jaxhlo.py's helper only",
 }
 
 #: wafersim's own modules that may be imported late, each because importing it loads one of
@@ -78,6 +79,7 @@ LATE = {
     "traces.perfetto": "perfetto, pyarrow: `run --perfetto`, `trace export --to perfetto`",
     "traces.chrome_json": "pyarrow: `trace export --to json`",
     "traces.plots": "matplotlib: `plot`",
+    "traces.heatmap": "matplotlib (through traces.plots): `plot heatmap`",
     "app.plots": "matplotlib: `plot`",
     "sweeps.engine": "distributed: `sweep` and `validate --workers`",
 }

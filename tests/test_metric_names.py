@@ -83,6 +83,9 @@ NOT_A_CLOCK = {
 
 #: The user-kernel examples (wafer-program).
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: The project's Chakra trace sets (tpu-chakra).
+CHAKRA = Path(__file__).resolve().parent / "data" / "chakra"
+GROUPS = CHAKRA / "pipe.groups.json"
 
 #: A tiny GPT for gpt-ws.
 GPT = {"model": "custom", "layers": 1, "hidden": 16, "sequence": 8, "vocab": 32, "heads": 2,
@@ -103,7 +106,9 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "spmv": [
         ({"matrix": "poisson2d", "n": 16, "px": 2, "py": 2}, True),
         ({"matrix": "poisson2d", "n": 16, "px": 2, "py": 2, "iterations": 2}, True),
+        ({"matrix": "powerlaw", "n": 64, "degree": 3, "px": 2, "py": 2}, True),
     ],
+    "gemv": [({"m": 12, "n": 10, "px": 2, "py": 3}, True)],
     "gpt-ws": [
         ({**GPT, "steps": 1, "functional": True}, True),
         ({**GPT, "systems": 2}, False),
@@ -128,6 +133,14 @@ POINTS: dict[str, list[tuple[dict[str, Any], bool]]] = {
     "tpu-train-step": [
         ({"topology": "2x1", "batch": 16, "d_model": 16, "d_ff": 32, "payload": "real"}, True),
         ({"topology": "2x1", "batch": 16, "d_model": 16, "d_ff": 32, "strategy": "fsdp"}, False),
+    ],
+    "tpu-chakra": [
+        ({"et": str(CHAKRA / "mlp-dp.0.et"), "topology": "2x4"}, False),
+        ({"et": str(CHAKRA / "pipe.0.et"), "topology": "2x4", "groups": str(GROUPS)}, False),
+    ],
+    "tpu-hlo": [
+        ({}, False),  # the bundled data-parallel MLP step
+        ({"hlo": "tests/data/hlo/mlp-tp.hlo.txt", "order": "dataflow"}, False),
     ],
     "hbm-read": [({"requests": 128}, True), ({"requests": 128, "pattern": "random"}, True)],
     "hbm-trace": [

@@ -39,14 +39,23 @@ OUTPUTS = {
     (("plot", "mesh"), "--output"),
     (("plot", "timeline"), "--output"),
     (("plot", "links"), "--output"),
+    (("plot", "heatmap"), "--output"),
+    (("plot", "roofline"), "--output"),
+    (("plot", "banks"), "--output"),
     (("plot", "validate"), "--output"),
     (("plot", "sweep"), "--output"),
+    (("plot", "jitq-breakdown"), "--output"),
     (("sweep",), "--output"),
 }
 #: Outputs the two tests below do not drive, and why they are safe: both write through
 #: runner/outputs.py (plot sweep in cmd_plot beside the other plots; the sweep table in
-#: sweep.write_table), and need a Dask cluster to produce their input.
-COVERED_BY_THE_SAME_PATH = {(("plot", "sweep"), "--output"), (("sweep",), "--output")}
+#: sweep.write_table), and need a Dask cluster to produce their input; plot jitq-breakdown
+#: writes in cmd_plot beside the other plots too, and runs eight jitq simulations.
+COVERED_BY_THE_SAME_PATH = {
+    (("plot", "sweep"), "--output"),
+    (("plot", "jitq-breakdown"), "--output"),
+    (("sweep",), "--output"),
+}
 #: Option names (dests) that are files a command writes.
 OUTPUT_DESTS = {"trace", "perfetto", "output"}
 
@@ -98,6 +107,9 @@ def _collisions(trace: str, tmp) -> list[list[str]]:
         ["plot", "mesh", png, "-o", png],
         ["plot", "timeline", trace, "-o", png],
         ["plot", "links", png, "-o", png],
+        ["plot", "heatmap", png, "-o", png],
+        ["plot", "roofline", trace, "-o", png],
+        ["plot", "banks", png, "-o", png],
         ["plot", "sweep", png, "--x", "a", "--y", "b", "-o", png],
         ["sweep", str(scen), "--grid", "elements=4,8", "-o", table],
     ]  # fmt: skip
@@ -142,6 +154,9 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
         "mesh": out / "mesh.png",
         "timeline": out / "timeline.png",
         "links": out / "links.png",
+        "heatmap": out / "heatmap.png",
+        "roofline": out / "roofline.png",
+        "banks": out / "banks.png",
         "validate": out / "validate.png",
         "sweep": out / "s.parquet",
         "plot sweep": out / "sweep.png",
@@ -151,6 +166,13 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
     table = tmp_path / "table.parquet"  # a sweep table to plot, written before the limit
     assert cli.main(["sweep", "link-chain", "--grid", "items=10,20,40", "--workers", "1",
                      "--quiet", "-o", str(table)]) == 0  # fmt: skip
+    # traces the roofline and the bank states can draw, written before the limit
+    kernel, dram = str(tmp_path / "summa.arrows"), str(tmp_path / "jitq.arrows")
+    for argv in (
+        ["run", "summa", "--set", "p=2", "--set", "mt=4", "--trace", kernel],
+        ["run", "jitq", "--set", "rows=16", "--set", "cols=64", "--trace", dram],
+    ):
+        assert cli.main([*argv, "--quiet", "--trace-level", "detail"]) == 0
     # The --perfetto case writes its trace fine (ops level, small) and fails on the export.
     small = str(tmp_path / "small.arrows")
     argvs = [
@@ -163,6 +185,9 @@ def test_a_failed_write_leaves_the_named_file_as_it_was(trace, tmp_path):
         ["plot", "mesh", trace, "-o", str(targets["mesh"])],
         ["plot", "timeline", trace, "-o", str(targets["timeline"])],
         ["plot", "links", trace, "-o", str(targets["links"])],
+        ["plot", "heatmap", trace, "-o", str(targets["heatmap"])],
+        ["plot", "roofline", kernel, "-o", str(targets["roofline"])],
+        ["plot", "banks", dram, "-o", str(targets["banks"])],
         ["plot", "validate", "wse-fmac", "-o", str(targets["validate"])],
         ["sweep", "link-chain", "--grid", "items=10,20", "--workers", "1", "--quiet", "--overwrite",
          "-o", str(targets["sweep"])],

@@ -188,6 +188,13 @@ DIGESTS = {
     "closed": "a7d83bc971b7c366",
     "stream": "01f69acebae570d4",
     "jitq": "e58c54660da194b2",
+    # the study's tiled kernel (rows: lane reduction; columns over 16 DRAM rows, FP32 planes),
+    # the butterfly variant (the stream main's tiled issued before the study's kernels came:
+    # same digest), opt with FP32's fourth phase
+    "jitq tiled row 64 bf16": "4453166f4790045f",
+    "jitq tiled col 64 fp32": "1279db5c346bcaf3",
+    "jitq tiled-butterfly row 32 bf16": "169e44f1e539d77b",
+    "jitq opt row 32 fp32": "ad8c6af5109b9a99",
 }
 
 
@@ -209,4 +216,14 @@ def test_command_streams_are_pinned():
     jr.stack.controllers[0].record = True
     sim.run()
     got["jitq"] = digest(jr.stack.controllers[0].trace_log)
+    for pl, d, n, master in (
+        ("tiled", "row", 64, "bf16"), ("tiled", "col", 64, "fp32"),
+        ("tiled-butterfly", "row", 32, "bf16"), ("opt", "row", 32, "fp32"),
+    ):  # fmt: skip
+        sim = Simulation()
+        p = jitq.JitqParams(rows=n, cols=n, placement=pl, direction=d, master=master)
+        jr = jitq.build(sim, p)
+        jr.stack.controllers[0].record = True
+        sim.run()
+        got[f"jitq {pl} {d} {n} {master}"] = digest(jr.stack.controllers[0].trace_log)
     assert got == DIGESTS

@@ -144,26 +144,94 @@ def test_two_fidelities_give_one_answer():
         assert one[key] == full[key], key
 
 
-def test_placement_costs_follow_their_mechanisms():
-    """At a size without padding: strided needs no lane shifts, opt fewer shift commands,
-    column blocks of strided tiles open more rows than row blocks."""
-    out = {}
-    for placement in jitq.PLACEMENTS:
-        for direction in jitq.DIRECTIONS:
-            p = JitqParams(rows=256, cols=256, placement=placement, direction=direction)
-            out[placement, direction] = model(p)
-    keys = (("tiled", "row"), ("strided", "row"), ("opt", "row"), ("strided", "col"))
-    m = {
-        k: run_kind("jitq", JitqParams(rows=64, cols=256, placement=k[0], direction=k[1]))
-        for k in keys
+@pytest.mark.parametrize(
+    "master,direction",
+    [
+        ("bf16", "col"),
+        ("fp32", "row"),
+        *(pytest.param(*c, marks=pytest.mark.slow) for c in (("bf16", "row"), ("fp32", "col"))),
+    ],
+)
+def test_row_major_tiles_wrap_into_strips_bit_exact(direction, master):
+    """34 tiles a unit: two strips of a DRAM row's width (BF16: 32 words) or three (FP32: 16),
+    the last partly filled; groups of the row direction then straddle DRAM rows."""
+    rng = np.random.default_rng(3)
+    vals = rng.standard_normal((17 * 16, 256)) * np.exp2(rng.integers(-9, 9, (17 * 16, 256)))
+    bits = bf16_bits(vals.astype(np.float32))
+    if master == "fp32":
+        bits = (bits.astype(np.uint32) << 16) | rng.integers(0, 1 << 16, bits.shape, np.uint32)
+    codes, scale, _ = quantize_on_pim(bits, "mx4", "tiled", direction)
+    want_codes, want_scale = reference(bits, "mx4", direction)
+    np.testing.assert_array_equal(codes, want_codes)
+    np.testing.assert_array_equal(scale, want_scale)
+
+
+#: 16 tiles a unit (1024 x 1024 on one stack): no padding (one strided super-tile), a strip of
+#: 16 tiles per DRAM row.
+COST_SIZE = dict(rows=1024, cols=1024)
+
+
+@pytest.fixture(scope="module")
+def costs() -> dict:
+    return {
+        (pl, d): run_kind("jitq", JitqParams(placement=pl, direction=d, **COST_SIZE))
+        for pl in jitq.PLACEMENTS
+        for d in jitq.DIRECTIONS
     }
-    assert all(v["correct"] for v in m.values())
-    assert m["tiled", "row"]["commands"]["shift_related"].get("LSHIFT", 0) > 0
-    assert "LSHIFT" not in m["strided", "row"]["commands"]["shift_related"]
-    opt = m["opt", "row"]["commands"]["shift_related"]["total"]
-    assert opt < m["strided", "row"]["commands"]["shift_related"]["total"]
-    assert m["strided", "col"]["row_activations"] > m["strided", "row"]["row_activations"]
-    assert out["opt", "row"]["cycles"] < out["strided", "row"]["cycles"]
+
+
+def test_kernels_contain_the_instructions_of_their_placement(costs):
+    """Counts per instruction class, per word of the unit (one word = 16 elements), as
+    docs/pim/design.md derives them: the study's tiled rows reduce E_max by 15 one-lane
+    shifts down and align it by 15 up, plus one pair swap (31 laneSHIFTs a word); the butterfly
+    variant needs 4 + 1; column blocks and strided tiles none. The 3-command variable shift
+    (CMP, masked bitSHIFT, ADD) of 8 steps becomes 8 counter bitSHIFTs with opt."""
+    words = 1024 * 1024 // 16 // 256  # per unit (a trigger runs in every unit at once)
+    cls = {k: v["commands_per_pch"]["pim_by_class"] for k, v in costs.items()}
+    per_word = {k: {c: n / words for c, n in v.items()} for k, v in cls.items()}
+    assert all(v["correct"] for v in costs.values())
+    assert per_word["tiled", "row"]["laneSHIFT"] == 31
+    assert per_word["tiled-butterfly", "row"]["laneSHIFT"] == 5
+    for k in (("tiled", "col"), ("strided", "row"), ("strided", "col"), ("opt", "row")):
+        assert per_word[k]["laneSHIFT"] == 0, k
+    # one MAX a reduction step, with the tiles unpacked: every word pays its own
+    assert per_word["tiled", "row"]["MAX/CMP"] - per_word["tiled-butterfly", "row"]["MAX/CMP"] == 26
+    # MAX: 30 reduction steps, the pair, k's floor; CMP: mu, k's floor, 8 shift steps, 3 to
+    # round. Strided: a pair's MAX and E_max's MAX and mu's CMP serve two words.
+    assert per_word["tiled", "row"]["MAX/CMP"] == 32 + 13
+    assert per_word["strided", "row"]["MAX/CMP"] == per_word["strided", "col"]["MAX/CMP"] == 14.5
+    # the variable shift: 8 x (CMP, bitSHIFT, ADD) -> 8 x bitSHIFT
+    s, o = per_word["strided", "row"], per_word["opt", "row"]
+    assert s["MAX/CMP"] - o["MAX/CMP"] == 8 and s["ADD"] - o["ADD"] == 8
+    assert s["bitSHIFT"] == o["bitSHIFT"]
+    shift = {k: v["commands_per_pch"]["shift_related"]["total"] for k, v in costs.items()}
+    assert shift["opt", "row"] < shift["strided", "row"] < shift["tiled", "row"]
+
+
+def test_placements_and_directions_differ_in_rows_and_time(costs):
+    """Row-major tiles put a column block's 16 words in 16 DRAM rows; strided super-tiles in 8:
+    column quantization opens more rows, and with it takes longer. The study's order of time:
+    tiled > strided > opt in both directions, and every run's time split into shift-related
+    and other."""
+    act = {k: v["row_activations"] for k, v in costs.items()}
+    t = {k: v["time_s"] for k, v in costs.items()}
+    assert act["tiled", "col"] > 4 * act["tiled", "row"]
+    assert act["strided", "col"] > 2 * act["strided", "row"]
+    assert act["opt", "col"] > 2 * act["opt", "row"]
+    for d in jitq.DIRECTIONS:
+        assert t["tiled", d] > t["strided", d] > t["opt", d], d
+    for pl in ("strided", "opt"):
+        assert t[pl, "col"] > t[pl, "row"], pl
+    for v in costs.values():
+        assert 0 < v["shift_time_s"] < v["time_s"]
+        assert v["shift_time_s"] + v["other_time_s"] == pytest.approx(v["time_s"])
+    shift = {k: v["shift_time_s"] for k, v in costs.items()}
+    assert shift["tiled", "row"] > shift["strided", "row"] > shift["opt", "row"]
+
+
+def test_the_model_orders_opt_below_strided():
+    p = {pl: JitqParams(rows=256, cols=256, placement=pl) for pl in ("strided", "opt")}
+    assert model(p["opt"])["cycles"] < model(p["strided"])["cycles"]
 
 
 def test_model_is_close_to_the_simulation():
@@ -238,3 +306,24 @@ def test_same_seed_same_trace_bytes(tmp_path):
         paths.append(path)
     a, b = (read_trace(p).table for p in paths)
     assert a.equals(b) and a.num_rows > 1000
+
+
+def test_plot_jitq_breakdown_draws_every_placement_and_direction(tmp_path, capsys, costs):
+    """The plot runs the jitq scenario with the overrides at every placement and direction
+    (here the runs of ``costs``, handed back by the runner it is given) and draws each."""
+    from app.plots import plot_jitq_breakdown
+
+    asked = []
+
+    def runner(kind, points):
+        asked.extend((kind, p.placement, p.direction, p.rows, p.cols) for p in points)
+        return [costs[p.placement, p.direction] for p in points]
+
+    sets = [f"rows={COST_SIZE['rows']}", f"cols={COST_SIZE['cols']}"]
+    runs = plot_jitq_breakdown(str(tmp_path / "c.svg"), sets, runner)
+    assert (tmp_path / "c.svg").stat().st_size > 0
+    want = [("jitq", pl, d, 1024, 1024) for pl in jitq.PLACEMENTS for d in jitq.DIRECTIONS]
+    assert asked == want and len(runs) == len(want)
+    out = tmp_path / "b.png"
+    assert cli.main(["plot", "jitq-breakdown", "--set", "rows=17", "-o", str(out)]) == 2
+    assert "rows" in capsys.readouterr().err and not out.exists()

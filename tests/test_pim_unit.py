@@ -31,6 +31,7 @@ def instructions(draw) -> Instr:
         kw["right"], kw["lanes"] = draw(st.booleans()), draw(st.integers(0, 2))
     if op == "LSHIFT":
         kw["distance"] = draw(st.sampled_from((1, 2, 4, 8)))
+        kw["lane_mode"] = draw(st.integers(0, 2))
     if op == "MOV":
         kw["to_counter"] = draw(st.booleans())
     return Instr(op, **kw)
@@ -75,6 +76,12 @@ def test_extension_functions_by_hand():
     lanes = np.arange(16, dtype=np.uint16)[None]
     sw, _ = isa.evaluate(Instr("LSHIFT", distance=4), lanes, lanes, lanes, c)
     assert sw[0].tolist() == [i ^ 4 for i in range(16)]
+    dn, _ = isa.evaluate(
+        Instr("LSHIFT", distance=1, lane_mode=isa.LANE_DOWN), lanes, lanes, lanes, c
+    )
+    assert dn[0].tolist() == [*range(1, 16), 0]
+    up, _ = isa.evaluate(Instr("LSHIFT", distance=2, lane_mode=isa.LANE_UP), lanes, lanes, lanes, c)
+    assert up[0].tolist() == [0, 0, *range(14)]
     add, _ = isa.evaluate(Instr("ADD", integer=True), x, y, x, c)
     assert add[0, :4].tolist() == [5, 0, 0x8005, 14]
 

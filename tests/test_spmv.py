@@ -143,8 +143,8 @@ def err_of(capsys, *sets):
 def test_missing_file(capsys):
     assert err_of(capsys, "matrix=nope/none.mtx") == (
         "wafersim: error: config key 'matrix' = 'nope/none.mtx': no such file; allowed: a Matrix "
-        "Market file (.mtx) or a generator: random, banded, poisson2d, laplacian; set it with "
-        "--set matrix=<path>\n"
+        "Market file (.mtx) or a generator: random, banded, poisson2d, laplacian, powerlaw; set it "
+        "with --set matrix=<path>\n"
     )
 
 
@@ -155,7 +155,7 @@ def test_malformed_file(capsys, tmp_path):
     assert err.startswith(f"wafersim: error: config key 'matrix' = '{bad}': not a readable Matrix ")
     assert err.endswith(
         "; allowed: a Matrix Market file (.mtx) or a generator: random, banded, poisson2d, "
-        "laplacian\n"
+        "laplacian, powerlaw\n"
     )
 
 
@@ -258,3 +258,59 @@ def test_a_file_larger_than_its_entries_need_is_refused_before_reading(tmp_path)
         "entries need at most 1,048,960 (128 bytes an entry, 1,048,576 of comments); allowed: "
         "a file no larger than its entries need; check the size line"
     )
+
+
+def _split_by_slicing(a, px, py, layout):
+    """The blocks cut from the matrix one slice at a time (the reference for sparse.split)."""
+    rb, cb = sparse.block_shape(a.shape, px, py)
+    out = {}
+    for y in range(py):
+        for x in range(px):
+            blk = sp.csr_matrix(a[y * rb : (y + 1) * rb, x * cb : (x + 1) * cb])
+            ptr = np.zeros(rb + 1, np.int64)
+            ptr[1 : blk.shape[0] + 1] = blk.indptr[1:]
+            ptr[blk.shape[0] + 1 :] = blk.indptr[-1]
+            out[(x, y)] = (blk, ptr)
+    return out
+
+
+@pytest.mark.parametrize("layout", sparse.LAYOUTS)
+@pytest.mark.parametrize("matrix", ["powerlaw", "random", "poisson2d"])
+def test_split_sorts_once_and_gives_the_sliced_blocks(matrix, layout):
+    a = sparse.load(matrix, 144, 0.05, 2, "grid", 3, 7)
+    blocks = sparse.split(a, 5, 4, layout)
+    assert len(blocks) == 20 and list(blocks)[:2] == [(0, 0), (1, 0)]
+    for xy, (blk, ptr) in _split_by_slicing(a, 5, 4, layout).items():
+        got = blocks[xy]
+        assert got.nnz == blk.nnz
+        np.testing.assert_array_equal(got.cols, blk.indices)
+        np.testing.assert_array_equal(got.vals, blk.data)
+        counts = np.diff(ptr)
+        rows = np.repeat(got.row_ids, np.diff(got.rowptr.astype(np.int64)))
+        np.testing.assert_array_equal(rows, np.repeat(np.arange(len(counts)), counts))
+        assert got.fmt == ("dcsr" if sparse.choose_format(blk.nnz, len(counts), layout) else "csr")
+
+
+def test_poisson2d_is_the_kronecker_stencil():
+    side = 7
+    t = sp.diags([-np.ones(side - 1), 4 * np.ones(side), -np.ones(side - 1)], [-1, 0, 1])
+    off = sp.diags([-np.ones(side - 1), -np.ones(side - 1)], [-1, 1])
+    ref = sp.kron(sp.identity(side), t) + sp.kron(off, sp.identity(side))
+    got = sparse.poisson2d(side)
+    assert got.nnz == ref.nnz and abs(got - ref).max() == 0
+
+
+def test_powerlaw_rows_are_heavy_tailed_and_the_product_is_right():
+    a = sparse.load("powerlaw", 4096, 0.0, 0, "grid", 4, 3)
+    counts = np.diff(a.indptr)
+    assert a.shape == (4096, 4096) and 3 * 4096 < a.nnz <= 4 * 4096
+    assert counts.max() > 20 * counts.mean()  # a power law's heavy rows, not a uniform spread
+    y, m, a2, x0 = sim_y(matrix="powerlaw", n=256, degree=3, px=4, py=4)
+    np.testing.assert_allclose(y, a2.astype(np.float64) @ x0.astype(np.float64), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+    assert m["correct"] is True
+
+
+def test_powerlaw_exponent_must_give_a_finite_mean():
+    with pytest.raises(ConfigError, match="exponent"):
+        sparse.powerlaw(100, 2, 1.5, 0)

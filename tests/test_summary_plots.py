@@ -15,7 +15,7 @@ from app.plots import plot_validate
 from runner import registry
 from simcore.errors import TraceError, WafersimError
 from tests.trace_samples import write_wafer_trace
-from traces import plots, read_trace
+from traces import heatmap, plots, read_trace
 from traces.summary import summarize, union_length
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -278,7 +278,12 @@ FAMILIES = {
                            "vocab": 32, "heads": 2, "batch": 1, "steps": 1}),
 }  # fmt: skip
 #: Plot commands that need a mesh or links: which families have them.
-NEEDS = {"mesh": {"wafer", "tpu"}, "links": {"wafer", "tpu"}, "timeline": set(FAMILIES)}
+NEEDS = {
+    "mesh": {"wafer", "tpu"},
+    "links": {"wafer", "tpu"},
+    "timeline": set(FAMILIES),
+    "heatmap": set(FAMILIES),
+}
 
 
 @pytest.fixture(scope="module")
@@ -304,6 +309,8 @@ def _figure(command: str, path: str):
         return plots.timeline_figure(path)
     if command == "links":
         return plots.links_figure(path)
+    if command == "heatmap":
+        return heatmap.heatmap_figure(path)
     for metric in plots.ACTIVITY_LABELS:  # the first class the run has (a TPU collective: async)
         try:
             grid = plots.mesh_values(path, metric) * 100
@@ -334,3 +341,28 @@ def test_every_plot_on_every_family_has_units_and_no_overlapping_text(
         for b, box_b in boxes[i + 1 :]:
             assert not box_a.overlaps(box_b), (family, command, a, b)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_banks_and_roofline_on_every_family(family, family_traces):
+    """`plot banks` draws the HBM-PIM trace (units, no overlapping text) and refuses the
+    others in one line; `plot roofline` refuses these small runs, which do no arithmetic or
+    carry no FLOP/byte counts (tests/test_roofline.py draws SUMMA and a TPU matmul)."""
+    from app.plots import WAFER_FLOP_PER_ELEMENT, bank_timing_of, roofs_of
+    from traces import banks, roofline
+
+    path = family_traces[family]
+    if family == "pim":
+        fig = banks.banks_figure(path, bank_timing_of(path), bins=200)
+        assert fig.axes[0].get_xlabel() == "simulated time (us)"
+        boxes = _text_boxes(fig)
+        for i, (a, box_a) in enumerate(boxes):
+            for b, box_b in boxes[i + 1 :]:
+                assert not box_a.overlaps(box_b), (a, b)
+        plt.close(fig)
+    else:
+        with pytest.raises(TraceError, match="is no HBM or PIM run"):
+            bank_timing_of(path)
+    with pytest.raises(TraceError, match="no FLOP") as err:
+        roofline.roofline_figure(path, roofline.count(path, WAFER_FLOP_PER_ELEMENT), roofs_of(path))
+    assert "\n" not in str(err.value)

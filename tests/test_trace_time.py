@@ -35,9 +35,12 @@ TE = pb.TrackEvent
 #: - hbm-read, hbm-trace: the controller's ``end_cycle`` counts the last read burst's data
 #:   transfer, which the kernel does not simulate as an event of its own
 #:   (workloads/pim/hbmread.py).
+#: - jitq: the study's tiled kernel ends on a precharge; ``end_cycle`` counts the cycle that
+#:   command takes, while the row's slice in the trace ends where the precharge is issued
+#:   (pim/controller.py).
 MEASURED_WITHIN = {
     "wse-fmac": 4, "wse-bcast": 4, "summa": 4, "spmv": 4, "ws-matmul": 4, "wafer-program": 4,
-    "hbm-read": 19, "hbm-trace": 9,
+    "gemv": 4, "hbm-read": 19, "hbm-trace": 9, "jitq": 1,
 }  # fmt: skip
 
 #: Kinds whose run goes on after what ``time_s`` measures, by this many simulated ns: the TPU
@@ -83,8 +86,13 @@ def test_perfetto_time_is_simulated_time(name, tmp_path):
                 if p.track_descriptor.description.startswith("overview:")}  # fmt: skip
     ends = [p.timestamp for p in packets if p.track_event.track_uuid in overview]
     assert not ends or max(ends) == ns(max(t + d for t, d in zip(ts, dur, strict=True)))
+    path = {p.track_descriptor.uuid for p in packets
+            if p.track_descriptor.name == "critical path"}  # fmt: skip
+    on_path = [p.timestamp for p in packets if p.track_event.track_uuid in path]
+    assert all(ns(0) <= t <= ns(max(t + d for t, d in zip(ts, dur, strict=True)))
+               for t in on_path)  # fmt: skip
     events = [p for p in packets if p.HasField("track_event")
-              and p.track_event.track_uuid not in overview]  # fmt: skip
+              and p.track_event.track_uuid not in overview | path]  # fmt: skip
     assert not any(p.HasField("timestamp_clock_id") for p in packets)
     assert not any(p.HasField("clock_snapshot") for p in packets)
     got = collections.Counter(p.timestamp for p in events)

@@ -126,3 +126,22 @@ def test_one_version_string_in_package_metadata_and_trace_headers(tmp_path):
     path = str(tmp_path / "v.arrows")
     scenario.run_scenario(sc, scenario.resolve_params(sc, ["items=3"]), trace_path=path)
     assert read_header(path)["wafersim_version"] == simcore.version.__version__
+
+
+def test_a_damaged_schema_is_a_clear_error(tmp_path):
+    """A header that says v1 over columns that are not v1's (a flipped byte in a field name)
+    is refused when the trace is opened, not as a crash in whatever reads a column."""
+    from traces import read_header
+    from traces.schema import META_PREFIX, SCHEMA, SCHEMA_VERSION
+
+    schema = pa.schema([f.with_name("kategory") if f.name == "category" else f for f in SCHEMA],
+                       metadata={f"{META_PREFIX}schema_version": str(SCHEMA_VERSION)})  # fmt: skip
+    path = tmp_path / "bad.arrows"
+    with pa.OSFile(str(path), "wb") as sink, ipc.new_stream(sink, schema):
+        pass
+    with pytest.raises(TraceError) as err:
+        read_header(path)
+    assert str(err.value) == (
+        f"'{path}' has a damaged schema: unexpected column kategory: "
+        "dictionary<values=string, indices=int32, ordered=0>, no column category"
+    )

@@ -10,6 +10,9 @@
 - chips (:mod:`tpu.chips`, :mod:`tpu.chip`): each generation's facts as data; a chip's HBM,
   VMEM and MXUs with the HBM -> VMEM -> MXU pipeline that runs its matmuls;
 - between slices, DCN hops through PCIe and host NICs (:class:`tpu.network.DcnHop`);
+- programs from outside (:mod:`tpu.graph`): an op graph (compute, memory, collectives with
+  replica groups, sends and receives, dependencies) run on a slice's chips and ICI, a compute
+  and a communication stream per chip, for the HLO and Chakra readers;
 - a slice assembled (:mod:`tpu.slice`): its parameters (generation, shape, links), its build
   (the pod's top component and the ICI network) and its link utilisation.
 

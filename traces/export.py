@@ -18,17 +18,23 @@ def export_path(path: str, to: str, output: str | None = None) -> str:
     return output or os.path.splitext(path)[0] + FORMATS[to]
 
 
-def export(path: str, to: str, output: str | None = None) -> tuple[str, ExportStats]:
+def export(
+    path: str, to: str, output: str | None = None, *, detail_region: str | None = None
+) -> tuple[str, ExportStats]:
     """Export the Arrow trace ``path`` to format ``to``; returns the output path and counts.
     ``stats.note`` says if the trace was cut off (what was readable is exported); a trace
-    with no readable event is refused."""
+    with no readable event is refused. ``detail_region``: see
+    :func:`traces.perfetto.export_perfetto` (Perfetto only)."""
     out = export_path(path, to, output)
     if os.path.abspath(out) == os.path.abspath(path):
         raise TraceError(f"export output '{out}' would overwrite its input; give another -o")
     if to == "perfetto":
         from traces.perfetto import export_perfetto
 
-        return out, export_perfetto(path, out)
+        return out, export_perfetto(path, out, detail_region=detail_region)
+    if detail_region is not None:
+        raise TraceError("--detail-region applies to --to perfetto only (the JSON export has "
+                         "no block summaries)")  # fmt: skip
     from traces.chrome_json import export_chrome_json
 
     return out, export_chrome_json(path, out)

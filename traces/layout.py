@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simcore.errors import TraceError
-from traces.reader import BatchStream
+from traces.reader import BatchStream, iter_batches
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]*)\]$")
 _NUM = re.compile(r"(\d+)")
@@ -271,19 +271,38 @@ def prepass(path: str) -> Prepass:
         end = max(end, last or 0)
         outs.append(_valid(batch.column("flow_out")))
         ins.append(_valid(batch.column("flow_in")))
-    sends = np.unique(np.concatenate(outs)) if outs else np.zeros(0, np.int64)
-    recv = np.concatenate(ins) if ins else np.zeros(0, np.int64)
-    rids, rcounts = np.unique(recv, return_counts=True)
-    has_send = np.isin(rids, sends)
-    ids, counts = rids[has_send], rcounts[has_send].astype(np.int64)
-    bases = np.concatenate(([1], 1 + np.cumsum(counts)[:-1])).astype(np.int64)[: len(ids)]
-    plan = FlowPlan(ids, counts, bases, orphan_receives=int(rcounts[~has_send].sum()))
+    plan = flow_plan(outs, ins)
     if stream.truncated and not events:
         raise TraceError(f"{stream.note}: nothing readable to export")
     return Prepass(
         sorted(comps, key=natural_key), plan, events, note=stream.note, end_ticks=end,
         sliced=frozenset(sliced),
     )  # fmt: skip
+
+
+def flow_plan(outs: list[np.ndarray], ins: list[np.ndarray]) -> FlowPlan:
+    """The viewer flow ids of the sends ``outs`` and receives ``ins`` (flow ids, per batch)."""
+    sends = np.unique(np.concatenate(outs)) if outs else np.zeros(0, np.int64)
+    recv = np.concatenate(ins) if ins else np.zeros(0, np.int64)
+    rids, rcounts = np.unique(recv, return_counts=True)
+    has_send = np.isin(rids, sends)
+    ids, counts = rids[has_send], rcounts[has_send].astype(np.int64)
+    bases = np.concatenate(([1], 1 + np.cumsum(counts)[:-1])).astype(np.int64)[: len(ids)]
+    return FlowPlan(ids, counts, bases, orphan_receives=int(rcounts[~has_send].sum()))
+
+
+def kept_flow_plan(path: str, dropped: set[str]) -> FlowPlan:
+    """:func:`flow_plan` of the events of components not in ``dropped`` only (a pass over the
+    component and flow columns): flows to or from a dropped component are left out."""
+    outs: list[np.ndarray] = []
+    ins: list[np.ndarray] = []
+    for batch in iter_batches(path):
+        col = batch.column("component")
+        keep = np.asarray([c not in dropped for c in col.dictionary.to_pylist()], bool)
+        mask = pa.array(keep[col.indices.to_numpy(zero_copy_only=False)])
+        outs.append(_valid(batch.column("flow_out").filter(mask)))
+        ins.append(_valid(batch.column("flow_in").filter(mask)))
+    return flow_plan(outs, ins)
 
 
 def map_rows(arr: pa.Array) -> list[list[tuple[str, object]] | None] | None:
@@ -325,6 +344,7 @@ _COUNT_UNITS = (
     ("_triggers", "triggers"),
     ("_commands", "commands"),
     ("_bytes", "bytes"),
+    ("_chunks", "chunks"),
 )
 
 

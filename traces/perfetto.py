@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import time
 from array import array
 from typing import BinaryIO
@@ -39,7 +40,9 @@ from traces.layout import (
     build_tree,
     counter_unit,
     display_segments,
+    kept_flow_plan,
     map_rows,
+    natural_key,
     open_output,
     prepass,
     start_order,
@@ -56,6 +59,91 @@ _COUNTER = pb.TrackEvent.TYPE_COUNTER
 _EXPLICIT = pb.TrackDescriptor.EXPLICIT
 
 
+#: Above this many PEs (a 32 x 32 mesh), a wafer trace's per-PE tracks are summarised into
+#: blocks of :data:`BLOCK_PES` x :data:`BLOCK_PES` PEs (one active % track each), except the
+#: PEs of ``detail_region``; ``detail_region="all"`` keeps every PE's tracks.
+SUMMARY_ABOVE_PES = 1024
+BLOCK_PES = 8
+_PE_SEG = re.compile(r"^pe\[(\d+),\s*(\d+)\]$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """PEs ``x0 <= x < x1``, ``y0 <= y < y1`` (``all``: every PE)."""
+
+    x0: int = 0
+    x1: int = 0
+    y0: int = 0
+    y1: int = 0
+    everything: bool = False
+
+    def __contains__(self, xy: tuple[int, int]) -> bool:
+        return self.everything or (self.x0 <= xy[0] < self.x1 and self.y0 <= xy[1] < self.y1)
+
+    def describe(self) -> str:
+        return "all" if self.everything else f"{self.x0}:{self.x1},{self.y0}:{self.y1}"
+
+
+def parse_region(text: str | None) -> Region | None:
+    """``x0:x1,y0:y1`` (half-open, like Python slices) or ``all``; None stays None. A bad
+    spelling is a :class:`TraceError` saying the form."""
+    if text is None:
+        return None
+    if text.strip() == "all":
+        return Region(everything=True)
+    m = re.fullmatch(r"\s*(\d+):(\d+)\s*,\s*(\d+):(\d+)\s*", text)
+    if not m or int(m[1]) >= int(m[2]) or int(m[3]) >= int(m[4]):
+        raise TraceError(
+            f"--detail-region {text!r}: give x0:x1,y0:y1 with x0 < x1 and y0 < y1 (PEs "
+            "x0 <= x < x1, y0 <= y < y1, e.g. 0:8,0:8), or all"
+        )
+    return Region(int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+
+
+@dataclasses.dataclass
+class DetailPlan:
+    """Which components keep their tracks, and the block each summarised one counts in."""
+
+    block_of: dict[str, str]  # summarised component -> its block's synthetic path
+    pes: int  # PEs in the trace
+    kept_pes: int
+    region: Region | None
+
+    def describe(self) -> str:
+        if not self.block_of:
+            return ""
+        where = f"detail kept for {self.region.describe()}" if self.region else "no detail region"
+        return (
+            f"{self.pes:,} PEs above {SUMMARY_ABOVE_PES:,}: summarised in {BLOCK_PES}x{BLOCK_PES} "
+            f"blocks ({where}, {self.kept_pes:,} PEs in full; --detail-region x0:x1,y0:y1 or all)"
+        )
+
+
+def detail_plan(components: list[str], region: Region | None) -> DetailPlan:
+    """Above :data:`SUMMARY_ABOVE_PES` PEs, every component under a PE outside ``region`` is
+    summarised into its block ``<prefix>/PE blocks/pe[x0:x1,y0:y1]``."""
+    pe_of: dict[str, tuple[str, int, int]] = {}
+    for comp in components:
+        parts = comp.split("/")
+        for i, part in enumerate(parts):
+            m = _PE_SEG.match(part)
+            if m:
+                pe_of[comp] = ("/".join(parts[:i]), int(m[1]), int(m[2]))
+                break
+    pes = {v for v in pe_of.values()}
+    if len(pes) <= SUMMARY_ABOVE_PES or (region is not None and region.everything):
+        return DetailPlan({}, len(pes), len(pes), region)
+    block_of = {}
+    for comp, (prefix, x, y) in pe_of.items():
+        if region is not None and (x, y) in region:
+            continue
+        bx, by = x // BLOCK_PES * BLOCK_PES, y // BLOCK_PES * BLOCK_PES
+        head = f"{prefix}/" if prefix else ""
+        block_of[comp] = f"{head}PE blocks/pe[{bx}:{bx + BLOCK_PES},{by}:{by + BLOCK_PES}]"
+    kept = len({v for c, v in pe_of.items() if c not in block_of})
+    return DetailPlan(block_of, len(pes), kept, region)
+
+
 @dataclasses.dataclass
 class ExportStats:
     """What an export wrote; the counts are what a trace processor should find."""
@@ -65,6 +153,8 @@ class ExportStats:
     instants: int = 0
     counters: int = 0
     overview_values: int = 0  # counter values of the groups' active % overview tracks
+    path_slices: int = 0  # slices of the critical-path track (not events of the trace)
+    summarised: int = 0  # events of summarised PEs, counted in their block's active % only
     flows: int = 0  # (send, receive) pairs
     orphan_receives: int = 0  # flow_in events whose id no event sends
     tracks: int = 0  # every track descriptor written
@@ -73,6 +163,7 @@ class ExportStats:
     wall_s: float = 0.0
     bytes: int = 0
     note: str = ""  # the input was cut off: what was lost (the readable part is exported)
+    detail: str = ""  # how a large wafer's PEs were summarised (empty: every PE in full)
 
     def describe(self) -> str:
         """One line for the command line."""
@@ -81,8 +172,8 @@ class ExportStats:
         return (
             f"{self.events:,} events -> {self.slices:,} slices ({self.instants:,} instants), "
             f"{self.counters:,} counter values, {self.flows:,} flows, {self.tracks:,} tracks "
-            f"({self.overview_values:,} overview values)"
-            f"{orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
+            f"({self.overview_values:,} overview values, {self.path_slices:,} critical-path "
+            f"slices){orphans}; {time_note}; {self.bytes / 1e6:.1f} MB in {self.wall_s:.2f} s"
         )
 
 
@@ -160,23 +251,34 @@ class _Out:
 
 
 def export_perfetto(
-    trace_path: str | os.PathLike[str], out_path: str | os.PathLike[str]
+    trace_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    detail_region: str | None = None,
 ) -> ExportStats:
-    """Write ``trace_path`` (a wafersim Arrow trace) as a Perfetto trace at ``out_path``."""
+    """Write ``trace_path`` (a wafersim Arrow trace) as a Perfetto trace at ``out_path``.
+    Above :data:`SUMMARY_ABOVE_PES` PEs, PEs outside ``detail_region`` (``x0:x1,y0:y1`` or
+    ``all``) are summarised in blocks (:func:`detail_plan`)."""
     t0 = time.perf_counter()
     trace_path, out_path = os.fspath(trace_path), os.fspath(out_path)
+    region = parse_region(detail_region)
     header = read_header(trace_path)
     pre = prepass(trace_path)
+    plan = detail_plan(pre.components, region)
+    if plan.block_of:
+        pre = dataclasses.replace(pre, flows=kept_flow_plan(trace_path, set(plan.block_of)))
     to_ns = TickToNs(int(header.get("tick_hz") or 0))
-    stats = ExportStats(tick_hz=to_ns.tick_hz)
+    stats = ExportStats(tick_hz=to_ns.tick_hz, detail=plan.describe())
     stats.orphan_receives = pre.flows.orphan_receives
     stats.note = pre.note
     fh = open_output(out_path, "wb")  # closed in the finally below
     try:
         out = _Out(fh)
         _write_preamble(out, header, to_ns)
-        nodes, uid_of = build_tree(pre.components, first_uid=2)
-        overview = Overview(nodes, pre)
+        kept = [c for c in pre.components if c not in plan.block_of]
+        blocks = sorted(set(plan.block_of.values()), key=natural_key)
+        nodes, uid_of = build_tree(kept + blocks, first_uid=2)
+        overview = Overview(nodes, pre, {c: uid_of[b] for c, b in plan.block_of.items()})
         for node in nodes:
             td = pb.TrackDescriptor(
                 uuid=node.uid,
@@ -196,14 +298,65 @@ def export_perfetto(
                 )
             out.add(_wrap(td))
         stats.tracks = len(nodes) + 1
-        _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns, overview).run(trace_path)
+        exporter = _Exporter(out, stats, uid_of, pre, 2 + len(nodes), to_ns, overview)
+        exporter.summarised = frozenset(plan.block_of)
+        exporter.run(trace_path)
         overview.write(out, to_ns, stats)
+        _write_critical_path(out, trace_path, exporter.next_uid, to_ns, stats)
         out.flush()
         stats.bytes = out.bytes
     finally:
         fh.close()
     stats.wall_s = time.perf_counter() - t0
     return stats
+
+
+#: The critical-path track lists at most this many steps (the path's first ones).
+CRITICAL_PATH_STEPS = 20_000
+
+
+def _write_critical_path(
+    out: _Out, path: str, uid: int, to_ns: TickToNs, stats: ExportStats
+) -> None:
+    """The critical path of ``trace summary`` as the first track under the root: one slice per
+    step, over the time that step adds to the path (from the later of its start and the
+    previous step's end, so the slices never overlap), named ``component: category:name``."""
+    from traces.summary import critical_path_of
+
+    cp = critical_path_of(path, events=CRITICAL_PATH_STEPS)
+    if not cp or "events" not in cp:
+        return
+    td = pb.TrackDescriptor(uuid=uid, parent_uuid=1, name="critical path",
+                            sibling_order_rank=-1_000_000)  # fmt: skip
+    td.description = (
+        f"critical path (trace summary): {to_ns.describe_span(cp['length_ticks'])} over "
+        f"{cp['steps']} slices, {cp['via_flows']} hops along flows; each slice is the time its "
+        "step adds to the path; gaps are time in flight or waiting"
+    )
+    out.add(_wrap(td))
+    stats.tracks += 1
+    stats.event_tracks += 1
+    pk = pb.TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=_NEEDS)
+    te = pk.track_event
+    reached = cp["events"][0]["ts_ticks"] if cp["events"] else 0
+    for e in cp["events"]:
+        start = max(e["ts_ticks"], reached)
+        stop = e["ts_ticks"] + e["dur_ticks"]
+        reached = max(reached, stop)
+        if stop <= start or to_ns(stop) <= to_ns(start):
+            continue
+        te.Clear()
+        te.type = _BEGIN
+        te.track_uuid = uid
+        te.name = f"{e['component']}: {e['event']}"
+        pk.timestamp = to_ns(start)
+        out.add(pk)
+        te.Clear()
+        te.type = _END
+        te.track_uuid = uid
+        pk.timestamp = to_ns(stop)
+        out.add(pk)
+        stats.path_slices += 1
 
 
 def _wrap(td: pb.TrackDescriptor) -> pb.TracePacket:
@@ -243,10 +396,14 @@ class Overview:
     BINS = 400
     VALUES = 200_000
 
-    def __init__(self, nodes: list[TrackNode], pre) -> None:
+    def __init__(
+        self, nodes: list[TrackNode], pre, block_uid: dict[str, int] | None = None
+    ) -> None:
         has_events = {display_segments(c) for c in pre.components}
         uid_of_key = {n.key: n.uid for n in nodes}
+        key_of_uid = {n.uid: n.key for n in nodes}
         groups = {n.key for n in nodes if n.has_children and n.key not in has_events}
+        block_uid = block_uid or {}
         bins = min(self.BINS, max(20, self.VALUES // max(1, len(groups))))
         self.width = max(1, -(-pre.end_ticks // bins))
         self.bins = max(1, -(-pre.end_ticks // self.width))
@@ -259,6 +416,11 @@ class Overview:
         for comp in sorted(pre.sliced):
             segs = display_segments(comp)
             uids = [uid_of_key[segs[:i]] for i in range(1, len(segs)) if segs[:i] in groups]
+            block = block_uid.get(comp)
+            if block is not None:  # a summarised PE's component: its block and the blocks' group
+                key = key_of_uid[block]
+                up = [uid_of_key[key[:i]] for i in range(1, len(key)) if key[:i] in groups]
+                uids += [u for u in up if u not in uids] + [block]
             self.groups_of[comp] = uids
             for uid in uids:
                 count[uid] = count.get(uid, 0) + 1
@@ -388,6 +550,7 @@ class _Exporter:
         self.cats: dict[str, int] = {}
         self.arg_names: dict[str, int] = {}
         self.seen: dict[int, int] = {}
+        self.summarised: frozenset[str] = frozenset()  # components drawn only in their block
 
     def _new_track(self, parent: int, name: str, rank: int) -> int:
         uid = self.next_uid
@@ -453,6 +616,7 @@ class _Exporter:
         ctr_te.type = _COUNTER
         flows = self.flows
         overview = self.overview
+        summarised = self.summarised
         num2, den, den2 = 2 * self.to_ns.num, self.to_ns.den, 2 * self.to_ns.den
         for batch in iter_batches(path):
             n = batch.num_rows
@@ -476,6 +640,12 @@ class _Exporter:
             ):
                 comp = comp_d[comp_i[r]]
                 t = ts[r]
+                if comp in summarised:
+                    d = dur[r]
+                    if d > 0 and ph_d[ph_i[r]] != "counter" and cat_d[cat_i[r]] != "stall":
+                        overview.add(comp, t, t + d)
+                    st.summarised += 1
+                    continue
                 t_ns = (t * num2 + den) // den2
                 if ph_d[ph_i[r]] == "counter":
                     ctr.timestamp = t_ns

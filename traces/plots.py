@@ -1,8 +1,8 @@
 """Plots of traces and of model comparisons (matplotlib, Agg backend: no display needed).
 
 * :func:`plot_mesh` — heatmap over the ``pe[x,y]`` grid of a wafer trace: busy fraction of each
-  PE (union of the slices of the PE and its children, from :mod:`traces.summary`) or link
-  utilisation (mean of the PE's link/queue counter series, as a fraction of capacity when known).
+  PE (union of the slices of the PE and its children, from :mod:`traces.summary`) or the mean
+  depth of its buffers and queues (their counters; occupancy in entries, not utilisation).
 * :func:`plot_timeline` — one row per component (or per ancestor, above :data:`MAX_ROWS`
   components), slices as bars over the whole run, time in seconds or a sub-unit, one colour
   per category (:data:`CATEGORY_COLOURS`, shared by every plot).
@@ -66,6 +66,19 @@ def activity_class(category: str) -> str | None:
 
 
 FORMATS = (".png", ".svg")
+
+
+def header_tick_hz(path: str) -> int:
+    """The trace's tick rate from its header (1 GHz if it gives none); a damaged value is a
+    :class:`TraceError`, not a crash."""
+    raw = read_header(path).get("tick_hz") or 1_000_000_000
+    try:
+        tick_hz = int(raw)
+    except (TypeError, ValueError):
+        raise TraceError(f"'{path}' has a damaged header (tick_hz {raw!r})") from None
+    if tick_hz <= 0:
+        raise TraceError(f"'{path}' has a damaged header (tick_hz {tick_hz})")
+    return tick_hz
 
 
 def check_format(out: str) -> None:
@@ -138,8 +151,9 @@ def _activity_values(path: str, metric: str) -> dict[tuple[int, int], list[float
 def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
     """Grid ``[y, x]`` of per-PE (wafer) or per-chip (TPU, z layers together) values, NaN where
     one has no data: ``busy``, ``async``, ``fabric`` as a share of the run (0..1, see
-    :func:`activity_class`), or ``link``: the mean of its link/queue counters, as a fraction
-    of capacity when known."""
+    :func:`activity_class`), or ``link``: the time-weighted mean depth of its link, buffer and
+    queue counters (entries: wavelets or items), averaged over them. That is occupancy, not
+    utilisation; link utilisation per direction is :func:`link_values`."""
     values: dict[tuple[int, int], list[float]] = {}
     if metric in ACTIVITY_LABELS:
         values = _activity_values(path, metric)
@@ -147,8 +161,7 @@ def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
         for row in summarize(path)["utilisation"]:
             xy = _pe_of(row["component"])
             if xy is not None:
-                u = row["utilisation"] if row["utilisation"] is not None else row["mean"]
-                values.setdefault(xy, []).append(u)
+                values.setdefault(xy, []).append(row["mean"])
     else:
         raise WafersimError(
             f"unknown mesh metric '{metric}'; choose {', '.join(ACTIVITY_LABELS)} or link"
@@ -170,14 +183,14 @@ def mesh_values(path: str, metric: str = "busy") -> np.ndarray:
 
 def plot_mesh(path: str, out: str, *, metric: str = "busy") -> None:
     """Heatmap per PE or chip of compute busy, async or fabric activity (% of the run), or
-    mean link/queue occupancy (``link``)."""
+    mean buffer and queue depth (``link``, in entries)."""
     check_output(out)
     grid = mesh_values(path, metric)
     if metric in ACTIVITY_LABELS:
         grid = grid * 100.0
         label = ACTIVITY_LABELS[metric]
     else:
-        label = "mean link/queue occupancy (fraction of capacity)"
+        label = "mean buffer / queue depth (entries; not utilisation: plot links)"
     title = f"{label.split(' (')[0]} per PE/chip: {os.path.basename(path)}"
     fig = mesh_figure(grid, label, title, vmax=100.0 if metric in ACTIVITY_LABELS else None)
     fig.savefig(out)
@@ -194,7 +207,7 @@ def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = N
     single row), the title wrapped to the figure's width."""
     h, w = grid.shape
     fig_w = max(6.0, min(12.0, 2.5 + 0.5 * w))
-    title_lines = len(_wrap(title, fig_w, 10).splitlines())
+    title_lines = len(wrap_title(title, fig_w, 10).splitlines())
     fig_h = (min(10.0, 2.2 + 0.5 * h) if h > 1 else 2.6) + 0.2 * title_lines
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
     # Square cells, unless the mesh is so long and thin that its rows or columns would be
@@ -212,7 +225,7 @@ def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = N
     ax.set_xlabel("x (column)")
     ax.set_ylabel("y (row)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    _title(fig, ax, title)
+    fit_title(fig, ax, title)
     fig.tight_layout()
     fig.canvas.draw()
     # A cell's size in points, once laid out: "0.00" is about 2.6 font sizes wide, 1.2 high.
@@ -231,13 +244,13 @@ def mesh_figure(grid: np.ndarray, label: str, title: str, vmax: float | None = N
     return fig
 
 
-def _title(fig: plt.Figure, ax: plt.Axes, title: str, fontsize: float = 10) -> None:
+def fit_title(fig: plt.Figure, ax: plt.Axes, title: str, fontsize: float = 10) -> None:
     """``title`` wrapped to the figure's width less the axis labels' margin (about 0.62 font
     sizes per character), so it is never cut at the figure's edges."""
-    ax.set_title(_wrap(title, fig.get_figwidth(), fontsize), fontsize=fontsize)
+    ax.set_title(wrap_title(title, fig.get_figwidth(), fontsize), fontsize=fontsize)
 
 
-def _wrap(title: str, fig_width_in: float, fontsize: float) -> str:
+def wrap_title(title: str, fig_width_in: float, fontsize: float) -> str:
     chars = max(20, int((fig_width_in - 1.8) * 72 / (0.62 * fontsize)))
     return textwrap.fill(title, chars, break_on_hyphens=True)
 
@@ -305,7 +318,7 @@ def timeline_figure(path: str, *, max_rows: int = MAX_ROWS) -> plt.Figure:
     time in seconds or a sub-unit. Above ``max_rows`` components, rows are their ancestors (a
     PE row of the wafer); slices closer than a pixel on one row and category merge into one
     bar, so any run draws whole, in bounded time and size."""
-    tick_hz = int(read_header(path).get("tick_hz") or 1_000_000_000)
+    tick_hz = header_tick_hz(path)
     end = 0
     comps: set[str] = set()
     for batch in iter_batches(path):
@@ -358,7 +371,7 @@ def timeline_figure(path: str, *, max_rows: int = MAX_ROWS) -> plt.Figure:
     ax.set_xlabel(f"simulated time ({unit})")
     ax.xaxis.get_major_formatter().set_useOffset(False)
     merged = f", {len(comps):,} components in {len(rows)} rows" if len(rows) < len(comps) else ""
-    _title(fig, ax, f"timeline: {os.path.basename(path)}{merged}")
+    fit_title(fig, ax, f"timeline: {os.path.basename(path)}{merged}")
     fig.tight_layout()
     return fig
 
@@ -433,7 +446,7 @@ def comparison_figure(
     else:
         ax.set_xticks(pos, labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(value_label)
-    _title(fig, ax, title, fontsize=9)
+    fit_title(fig, ax, title, fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     for axis in (ax.xaxis, ax.yaxis):
@@ -501,7 +514,7 @@ def series_figure(
             formatter.set_useOffset(False)  # a 0.2 ms change of a 48 s step reads as such
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    _title(fig, ax, title, fontsize=9)
+    fit_title(fig, ax, title, fontsize=9)
     if any(series):
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
@@ -535,27 +548,40 @@ def _torus_direction(x: int, y: int, x2: int, y2: int) -> str | None:
 
 def link_values(path: str) -> tuple[dict[str, np.ndarray], str]:
     """Per direction, grid ``[y, x]`` of link utilisation in % of the link's bandwidth: the
-    share of the run its link carries data (a wafer link carries one wavelet per cycle: its
-    wavelet slices; a TPU link sends at its bandwidth while a chunk's ``ici`` slice lasts, or
-    its ``ici_msg`` slice in an ops-level trace, an upper bound). Returns the grids and the
-    family, ``mesh`` or ``torus``."""
+    share of the run its link carries data. A wafer link carries one wavelet per cycle: its
+    wavelet slices (their union), and an express stream's ``wavelets``, a cycle each, on
+    each of its ``ports``; a TPU link sends at its bandwidth while a chunk's ``ici`` slice
+    lasts, or its ``ici_msg`` slice in an ops-level trace, an upper bound. Returns the grids
+    and the family, ``mesh`` or ``torus``."""
     spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+    streamed: dict[tuple[str, int, int], float] = {}  # ticks of express-stream wavelets
     end = 0
     family = ""
     msg_spans: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
     for batch in iter_batches(path):
         cols = [batch.column(c).to_pylist() for c in
-                ("component", "category", "ts_ticks", "dur_ticks", "args_str")]  # fmt: skip
-        for comp, cat, ts, dur, args in zip(*cols, strict=True):
+                ("component", "category", "ts_ticks", "dur_ticks", "args_str", "args_int",
+                 "dur_cycles")]  # fmt: skip
+        for comp, cat, ts, dur, args, ints, cycles in zip(*cols, strict=True):
             end = max(end, ts + dur)
             if dur <= 0:
                 continue
             if cat == "wavelet":
-                port = dict(args or ()).get("port")
+                named = dict(args or ())
                 xy = _pe_of(comp)
-                if port in MESH_DIRECTIONS and xy is not None:
-                    spans.setdefault((port, *xy), []).append((ts, ts + dur))
+                if xy is None:
+                    continue
+                if "port" in named and named["port"] in MESH_DIRECTIONS:
+                    spans.setdefault((named["port"], *xy), []).append((ts, ts + dur))
                     family = "mesh"
+                elif "ports" in named:  # an express stream: its wavelets, a cycle each
+                    count = dict(ints or ()).get("wavelets", 0)
+                    for port in named["ports"].split(","):
+                        if port in MESH_DIRECTIONS and count and cycles:
+                            key = (port, *xy)
+                            streamed[key] = streamed.get(key, 0.0) + count * dur / cycles
+                            spans.setdefault(key, [])
+                            family = "mesh"
             elif cat in ("ici", "ici_msg"):
                 m = _LINK_ENDS.search(comp)
                 if m is None:
@@ -581,8 +607,9 @@ def link_values(path: str) -> tuple[dict[str, np.ndarray], str]:
     # NaN (blank): no transfer traced on that link (an edge of the mesh, an unused link)
     grids = {d: np.full((h, w), np.nan) for d in directions}
     for (d, x, y), parts in spans.items():
-        arr = np.asarray(parts, dtype=np.int64)
-        grids[d][y, x] = 100.0 * union_length(arr[:, 0], arr[:, 1]) / end if end else 0.0
+        arr = np.asarray(parts, dtype=np.int64).reshape(-1, 2)
+        busy = union_length(arr[:, 0], arr[:, 1]) + streamed.get((d, x, y), 0.0)
+        grids[d][y, x] = min(100.0, 100.0 * busy / end) if end else 0.0
     return grids, family
 
 
@@ -615,6 +642,38 @@ def links_figure(path: str) -> plt.Figure:
         ax.set_ylabel("y (row)", fontsize=8)
     what = "PE" if family == "mesh" else "chip"
     fig.colorbar(im, ax=axes, label=f"link utilisation (% of bandwidth, out of each {what})")
-    fig.suptitle(_wrap(f"link utilisation per direction: {os.path.basename(path)}",
+    fig.suptitle(wrap_title(f"link utilisation per direction: {os.path.basename(path)}",
                        fig.get_figwidth(), 10), fontsize=10)  # fmt: skip
     return fig
+
+
+def plot_stacked(
+    out: str,
+    *,
+    labels: Sequence[str],
+    parts: dict[str, Sequence[float]],
+    title: str = "",
+    unit: str = "",
+) -> None:
+    """One bar per label, stacked from ``parts`` (name -> one value per label, bottom first),
+    on an axis of ``unit``."""
+    check_output(out)
+    if any(len(v) != len(labels) for v in parts.values()):
+        raise WafersimError(
+            f"plot_stacked needs one value per label in every part; got {len(labels)} labels, "
+            + ", ".join(f"{len(v)} {k}" for k, v in parts.items())
+        )
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 2), 4.5))
+    pos = np.arange(len(labels))
+    bottom = np.zeros(len(labels))
+    for name, values in parts.items():
+        v = np.asarray(values, float)
+        ax.bar(pos, v, 0.7, bottom=bottom, label=name)
+        bottom += v
+    ax.set_xticks(pos, labels, rotation=30, ha="right")
+    ax.set_ylabel(unit)
+    ax.legend()
+    _title(fig, ax, title)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from simcore.errors import TraceError
-from traces.schema import META_PREFIX, SCHEMA_VERSION
+from traces.schema import META_PREFIX, SCHEMA, SCHEMA_VERSION
 
 
 @dataclasses.dataclass
@@ -90,6 +90,16 @@ def _decode_header(schema: pa.Schema, path: str) -> dict[str, Any]:
         raise TraceError(
             f"'{path}' uses trace schema v{version}; this wafersim reads v{SCHEMA_VERSION} "
             "(re-run the scenario with this version)"
+        )
+    wrong = [f"{f.name}: {f.type}" for f in schema if SCHEMA.get_field_index(f.name) < 0
+             or SCHEMA.field(f.name).type != f.type]  # fmt: skip
+    missing = [n for n in SCHEMA.names if n not in schema.names]
+    if wrong or missing:
+        raise TraceError(
+            f"'{path}' has a damaged schema: "
+            + ", ".join(
+                [*(f"unexpected column {w}" for w in wrong), *(f"no column {m}" for m in missing)]
+            )
         )
     return header
 

@@ -33,13 +33,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from traces.layout import natural_key
-from traces.reader import BatchStream
+from traces.reader import BatchStream, iter_batches
 
 # Slices that are not work: stalls; run markers; ``async`` (an asynchronous operation's lifetime,
 # mostly waiting for its data); ``wavelet`` (fabric traffic through a router, reported as link
 # utilisation instead).
 NOT_BUSY = frozenset({"stall", "run", "async", "wavelet"})
 UTIL_CATEGORIES = ("link", "queue")
+#: Above this many PEs (components ``.../pe[x,y]``), the text summary gives busy per region of
+#: the array (at most REGION_GRID x REGION_GRID blocks) instead of a line per component.
+REGION_PES = 64
+REGION_GRID = 8
+_PE = re.compile(r"^(.*)/pe\[(\d+),(\d+)\]$")
 CRITICAL_PATH_MAX_SLICES = 5_000_000
 
 
@@ -104,7 +109,6 @@ def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]
         for a in anc:
             acc.intervals[a].append(pair)
     # stalls and utilisation counters are rare enough for per-row Python
-    names = batch.column("name")
     stall_rows = np.flatnonzero(
         is_slice & pc.equal(cat, "stall").to_numpy(zero_copy_only=False)
     ).tolist()
@@ -142,7 +146,17 @@ def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]
             for k, cap in a or []:
                 if k == "capacity":
                     acc.capacity[key] = cap
-    # critical-path material: every slice's span, component id and flow ids
+    _add_cp(acc, batch, is_slice, cat)
+
+
+def _add_cp(acc: _Acc, batch: pa.RecordBatch, is_slice: np.ndarray, cat: pa.Array) -> None:
+    """Critical-path material: every slice's span, component id, flow ids and label."""
+    ts = batch.column("ts_ticks").to_numpy()
+    end = ts + batch.column("dur_ticks").to_numpy()
+    comp_col = batch.column("component")
+    comp_idx = comp_col.indices.to_numpy(zero_copy_only=False)
+    comp_names = comp_col.dictionary.to_pylist()
+    names = batch.column("name")
     sl = np.flatnonzero(is_slice & ~pc.equal(cat, "run").to_numpy(zero_copy_only=False))
     if len(sl):
         gid = np.array(
@@ -184,8 +198,52 @@ def _utilisation(acc: _Acc, end_ticks: int) -> list[dict[str, Any]]:
     return rows
 
 
-def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
-    """Walk back from the last-ending slice along flows and same-component precedence."""
+def regions(busy: list[tuple[str, int, int]], end_ticks: int) -> dict[str, Any] | None:
+    """Busy by region of the PE array: the PEs (``.../pe[x,y]`` components: their router, CE
+    and tasks together) grouped in at most REGION_GRID x REGION_GRID blocks, each with its mean
+    and largest busy fraction and busiest PE (a PE with no busy slice counts as 0). None at or
+    below REGION_PES PEs."""
+    pes = {}
+    for comp, ticks, _ in busy:
+        m = _PE.match(comp)
+        if m:
+            pes[(int(m.group(2)), int(m.group(3)))] = (comp, ticks)
+    if len(pes) <= REGION_PES:
+        return None
+    width = 1 + max(x for x, _ in pes)
+    height = 1 + max(y for _, y in pes)
+    bw, bh = -(-width // REGION_GRID), -(-height // REGION_GRID)
+    rows = []
+    for y0 in range(0, height, bh):
+        for x0 in range(0, width, bw):
+            x1, y1 = min(x0 + bw, width), min(y0 + bh, height)
+            inside = [pes[(x, y)] for y in range(y0, y1) for x in range(x0, x1) if (x, y) in pes]
+            total = sum(t for _, t in inside)
+            top = max(inside, key=lambda r: r[1], default=("", 0))  # (first of a tie)
+            mean = total / ((x1 - x0) * (y1 - y0))
+            rows.append({
+                "region": f"{x0}:{x1},{y0}:{y1}", "pes": (x1 - x0) * (y1 - y0),
+                "mean_busy_fraction": mean / end_ticks if end_ticks else 0.0,
+                "max_busy_fraction": top[1] / end_ticks if end_ticks else 0.0,
+                "busiest": top[0],
+            })  # fmt: skip
+    return {"width": width, "height": height, "block": [bw, bh], "rows": rows}
+
+
+def critical_path_of(path: str, events: int = 10_000) -> dict[str, Any] | None:
+    """:func:`critical_path` of the trace at ``path`` alone (one pass reading what it needs),
+    listing up to ``events`` steps (the Perfetto export's critical-path track)."""
+    acc = _Acc()
+    for batch in iter_batches(path):
+        phase = batch.column("phase").cast(pa.string())
+        is_slice = pc.not_equal(phase, "counter").to_numpy(zero_copy_only=False)
+        _add_cp(acc, batch, is_slice, batch.column("category").cast(pa.string()))
+    return critical_path(acc, events=events)
+
+
+def critical_path(acc: _Acc, limit: int = 10_000, events: int = 200) -> dict[str, Any] | None:
+    """Walk back from the last-ending slice along flows and same-component precedence; list
+    the first ``events`` steps."""
     if not acc.cp:
         return None
     ts, end, comp, fo, fi, labels = (np.concatenate(x) for x in zip(*acc.cp, strict=True))
@@ -249,7 +307,7 @@ def critical_path(acc: _Acc, limit: int = 10_000) -> dict[str, Any] | None:
                 "ts_ticks": int(ts[i]),
                 "dur_ticks": int(end[i] - ts[i]),
             }
-            for i in steps[:200]
+            for i in steps[:events]
         ],
     }
 
@@ -336,6 +394,8 @@ def summarize(path: str) -> dict[str, Any]:
         },
         "utilisation": _utilisation(acc, end_ticks),
         "critical_path": critical_path(acc),
+        "regions": regions(busy, end_ticks),
+        "trace_region": header.get("trace_region"),
     }
 
 
@@ -356,8 +416,24 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
     lines.append(
         "  records by category: " + ", ".join(f"{k} {v:,}" for k, v in s["categories"].items())
     )
+    if s.get("trace_region"):
+        x0, x1, y0, y1 = s["trace_region"]
+        lines.append(f"  detail-level events recorded for the PEs {x0}:{x1},{y0}:{y1} only")
     leaves = [r for r in s["busy"] if r["leaf"]]
-    if leaves:
+    reg = s.get("regions")
+    if reg:
+        bw, bh = reg["block"]
+        lines.append(
+            f"  busy by region ({reg['width']} x {reg['height']} PEs in blocks of {bw} x {bh}; "
+            "detail for one region: run --trace-region X0:X1,Y0:Y1):"
+        )
+        lines += _table(
+            ("region (x0:x1,y0:y1)", "PEs", "mean busy (% of run)", "max busy (% of run)",
+             "busiest PE"),
+            [(r["region"], f"{r['pes']:,}", f"{100 * r['mean_busy_fraction']:.1f}",
+              f"{100 * r['max_busy_fraction']:.1f}", r["busiest"]) for r in reg["rows"]],
+        )  # fmt: skip
+    elif leaves:
         lines.append(f"  busiest components (top {min(top, len(leaves))} of {len(leaves)}):")
         lines += _table(
             ("component", "busy (% of run)", "busy (ticks)", "slices"),

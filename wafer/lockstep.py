@@ -391,7 +391,7 @@ class LockstepPhase:
             key = (entry.src, colour)
             buf = r.bufs.get(key)
             if buf is None:
-                buf = r.bufs[key] = deque()
+                buf = r.bufs[key] = []
             buf.extend(wavelet(w) for w in entry.buf)
             r.buffered += len(entry.buf)
             if entry.pend is not None:
@@ -400,7 +400,7 @@ class LockstepPhase:
         for (i, colour), queue in self.queues.items():
             if queue:
                 ce = self.ce_at[i]
-                ce.in_queues[ce.queue_of_colour[colour]].extend(wavelet(w) for w in queue)
+                ce.input_queue(ce.queue_of_colour[colour]).extend(wavelet(w) for w in queue)
         for i, ops in sorted(self.ops.items()):
             ce = self.ce_at[i]
             for op in ops:
@@ -1288,7 +1288,7 @@ class VectorPhase(LockstepPhase):
             key = (Dir(int(self.src_f[e])), colour)
             buf = r.bufs.get(key)
             if buf is None:
-                buf = r.bufs[key] = deque()
+                buf = r.bufs[key] = []
             c = int(self.cnt_f[e])
             buf.extend(wavelet(e, sid, n, s) for s in range(hd, hd + c))
             r.buffered += c
@@ -1303,11 +1303,11 @@ class VectorPhase(LockstepPhase):
             sid = int(self.qsid_f[e])
             first = int(self.odone[i, k]) if self.oact[i, k] else 0
             values = streams[sid].values
-            queue = ce.in_queues[ce.queue_of_colour[colour]]
+            queue = ce.input_queue(ce.queue_of_colour[colour])
             queue.extend(Wavelet(float(values[s])) for s in range(first, first + int(self.q_f[e])))
         for (i, k), w in self.qtok.items():
             ce = self.ce_at[i]
-            ce.in_queues[ce.queue_of_colour[cols[k]]].append(w)
+            ce.input_queue(ce.queue_of_colour[cols[k]]).append(w)
         gave = set()
         for (o, i, k), op in self.oref.items():  # (in the order they began)
             j = 2 * o + k

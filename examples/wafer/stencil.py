@@ -21,8 +21,8 @@ from pe.program import Layout
 from workloads.wafer.program import Param
 
 PARAMS = {
-    "px": Param(4, "PEs (grid points) along x", min=1, max=64),
-    "py": Param(4, "PEs (grid points) along y", min=1, max=64),
+    "px": Param(4, "PEs (grid points) along x", min=1, max=750),
+    "py": Param(4, "PEs (grid points) along y", min=1, max=994),
     "k": Param(16, "FP32 values per grid point (independent layers)", min=1, max=2048),
     "steps": Param(2, "Jacobi steps", min=1, max=100),
     "c0": Param(0.5, "weight of the point itself"),

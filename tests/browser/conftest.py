@@ -118,6 +118,21 @@ class PerfettoUI:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(path))
 
+    def visible_tracks(self) -> list[dict]:
+        """The tracks shown as the trace opens, before any click: the workspace's top level and
+        the children of every node the UI has expanded by itself (name, depth, expanded)."""
+        return self.page.evaluate(
+            """() => {
+              const out = [];
+              const walk = (n, depth) => {
+                out.push({name: n.name, depth, expanded: n.expanded, children: n.children.length});
+                if (n.expanded) n.children.forEach(c => walk(c, depth + 1));
+              };
+              window.app.trace.workspace.children.forEach(n => walk(n, 0));
+              return out;
+            }"""
+        )
+
     def scalar(self, sql: str):
         rows = self.query(sql)
         return next(iter(rows[0].values()))

@@ -22,9 +22,9 @@ BAD_STATS = (
 )
 
 
-def arrow_counts(path: Path, overview_values: int = 0) -> dict[str, int]:
-    """What the UI must show: the Arrow trace's events (plus the export's overview values),
-    first slice start and last slice end in simulated nanoseconds."""
+def arrow_counts(path: Path, overview_values: int = 0, path_slices: int = 0) -> dict[str, int]:
+    """What the UI must show: the Arrow trace's events (plus the export's overview values and
+    critical-path slices), first slice start and last slice end in simulated nanoseconds."""
     trace = read_trace(path)
     t = trace.table
     to_ns = TickToNs(int(trace.header["tick_hz"]))
@@ -36,7 +36,7 @@ def arrow_counts(path: Path, overview_values: int = 0) -> dict[str, int]:
     )
     received = zip(flows_in["flow_in"].to_pylist(), flows_in["ts_ticks"].to_pylist(), strict=True)
     return {
-        "slices": int(pc.sum(pc.not_equal(phase, "counter")).as_py()),
+        "slices": int(pc.sum(pc.not_equal(phase, "counter")).as_py()) + path_slices,
         "counters": int(pc.sum(pc.equal(phase, "counter")).as_py()) + overview_values,
         # Perfetto draws a flow only forward in time: a receive posted before its send began (a
         # wafer's async receive waiting for the neighbour's stream) keeps its id in the Arrow
@@ -48,6 +48,32 @@ def arrow_counts(path: Path, overview_values: int = 0) -> dict[str, int]:
                        zip(t["ts_ticks"].to_pylist(), t["dur_ticks"].to_pylist(),
                            phase.to_pylist(), strict=True) if p != "counter"),
     }  # fmt: skip
+
+
+def check_open_on_load(ui, overviews: set[str]) -> None:
+    """Without a click: the top level is open (Perfetto opens a single top-level group), and
+    shows the named overview tracks, each with its active % values in its collapsed row, and
+    the critical-path track with its slices."""
+    shown = ui.visible_tracks()
+    top = [t for t in shown if t["depth"] == 0]
+    assert len(top) == 1 and top[0]["expanded"] and top[0]["name"].startswith("wafersim "), top
+    names = {t["name"] for t in shown if t["depth"] == 1}
+    assert overviews | {"critical path"} <= names, names
+    for name in overviews:
+        assert (
+            ui.scalar(
+                f"select count(*) from counter join track on counter.track_id = track.id "
+                f"where track.name = '{name}'"
+            )
+            > 0
+        ), name
+    assert (
+        ui.scalar(
+            "select count(*) from slice join track on slice.track_id = track.id "
+            "where track.name = 'critical path'"
+        )
+        > 0
+    )
 
 
 def check_ui_matches(ui, counts: dict[str, int], event_tracks: int) -> dict[str, int]:
@@ -77,7 +103,9 @@ def test_synthetic_wafer_trace_in_perfetto_ui(tmp_path, open_in_ui):
     write_wafer_trace(src, w=4, h=3, steps=8)
     stats = export_perfetto(src, tmp_path / "wafer.pftrace")
     ui = open_in_ui(tmp_path / "wafer.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
+    got = check_ui_matches(
+        ui, arrow_counts(src, stats.overview_values, stats.path_slices), stats.event_tracks
+    )
     # the component tree: wafer -> row -> PE -> router
     chain = ui.query(
         "select r.name as r, pe.name as pe, row.name as row, w.name as w from track r "
@@ -101,7 +129,9 @@ def test_link_chain_run_in_perfetto_ui(tmp_path, open_in_ui):
     scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
     stats = export_perfetto(src, tmp_path / "chain.pftrace")
     ui = open_in_ui(tmp_path / "chain.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
+    got = check_ui_matches(
+        ui, arrow_counts(src, stats.overview_values, stats.path_slices), stats.event_tracks
+    )
     record("link_chain_2000", load_s=round(ui.load_s, 3), **got)
 
 
@@ -113,7 +143,10 @@ def test_jitq_run_in_perfetto_ui(tmp_path, open_in_ui):
     scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.DETAIL)
     stats = export_perfetto(src, tmp_path / "jitq.pftrace")
     ui = open_in_ui(tmp_path / "jitq.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
+    check_open_on_load(ui, {"hbm"})
+    got = check_ui_matches(
+        ui, arrow_counts(src, stats.overview_values, stats.path_slices), stats.event_tracks
+    )
     names = {r["name"] for r in ui.query("select distinct name from slice")}
     assert {"exponents", "scales", "significands", "ACT", "RD", "WR"} <= names
     record("jitq_strided_32x32_detail", load_s=round(ui.load_s, 3), **got)
@@ -142,7 +175,10 @@ def test_simulated_wafer_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert {"task", "instr", "async", "wavelet", "queue"} <= categories
     stats = export_perfetto(src, tmp_path / "summa.pftrace")
     ui = open_in_ui(tmp_path / "summa.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
+    check_open_on_load(ui, {"wafer"})
+    got = check_ui_matches(
+        ui, arrow_counts(src, stats.overview_values, stats.path_slices), stats.event_tracks
+    )
     chain = ui.query(
         "select ce.name as ce, pe.name as pe, row.name as row, w.name as w from track ce "
         "join track pe on ce.parent_id = pe.id join track row on pe.parent_id = row.id "
@@ -164,7 +200,10 @@ def test_tpu_matmul_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert {"mxu", "hbm", "ici", "ici_msg", "collective"} <= categories
     stats = export_perfetto(src, tmp_path / "tpu.pftrace")
     ui = open_in_ui(tmp_path / "tpu.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
+    check_open_on_load(ui, {"pod"})
+    got = check_ui_matches(
+        ui, arrow_counts(src, stats.overview_values, stats.path_slices), stats.event_tracks
+    )
     ui.screenshot(OUT / "perfetto-ui-tpu.png")
     record("tpu_matmul_2x2_detail", load_s=round(ui.load_s, 3), **got)
 
@@ -178,7 +217,10 @@ def test_weight_streaming_run_in_perfetto_ui(tmp_path, open_in_ui):
     scenario.run_scenario(sc, params, trace_path=str(src), trace_level=scenario.TraceLevel.OPS)
     stats = export_perfetto(src, tmp_path / "ws.pftrace")
     ui = open_in_ui(tmp_path / "ws.pftrace")
-    got = check_ui_matches(ui, arrow_counts(src, stats.overview_values), stats.event_tracks)
+    check_open_on_load(ui, {"memoryx", "swarmx", "cs2"})
+    got = check_ui_matches(
+        ui, arrow_counts(src, stats.overview_values, stats.path_slices), stats.event_tracks
+    )
     names = {r["name"] for r in ui.query("select distinct name from track")}
     assert {"cs2[0]", "cs2[3]", "reader", "updater", "node[1,0]"} <= names
     events = read_trace(src).table.to_pylist()

@@ -19,7 +19,7 @@ import numpy as np
 
 from simcore.config import ScenarioParams, param, section
 from simcore.errors import ConfigError
-from wafer.system import MAX_WIDTH, Wafer, WaferConfig
+from wafer.system import MAX_HEIGHT, MAX_WIDTH, Wafer, WaferConfig
 
 WORD_BYTES = 4
 FLAVOURS = ("fwd", "bwd", "wgrad")
@@ -40,7 +40,7 @@ class WsMatmulParams(ScenarioParams):
         min_open=True,
     )  # fmt: skip
     px: int = param(4, "PE columns; H0 and H1 are split over them", min=1, max=MAX_WIDTH)
-    py: int = param(2, "PE rows; the tokens are split over them", min=1, max=MAX_WIDTH)
+    py: int = param(2, "PE rows; the tokens are split over them", min=1, max=MAX_HEIGHT)
     ring_priority: str = param(
         "medium",
         "microthread priority of the reductions' async streams (ring, chain, row broadcast): "

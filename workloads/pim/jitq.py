@@ -135,8 +135,22 @@ def _counts(stack: HbmStack) -> dict[str, Any]:
     }
     out["pim_triggers"] = units.triggers
     out["pim_by_instruction"] = dict(sorted(units.by_op.items()))
+    out["pim_by_class"] = by_class(units.by_op)
     out["shift_related"] = {**shift, "total": sum(shift.values())}
     return out
+
+
+#: The instruction classes the study names, by opcode.
+CLASSES = {
+    "MAX/CMP": ("MAX", "CMP"), "bitSHIFT": ("BSHIFT",), "laneSHIFT": ("LSHIFT",),
+    "ADD": ("ADD",), "MUL": ("MUL", "MAC", "MAD"), "move": ("MOV", "FILL"),
+}  # fmt: skip
+
+
+def by_class(by_op: dict[str, int]) -> dict[str, int]:
+    """Executed PIM instructions per class of :data:`CLASSES` (``move``: between the row
+    buffer and the registers, register to register, and into the shift counter)."""
+    return {name: sum(by_op.get(op, 0) for op in ops) for name, ops in CLASSES.items()}
 
 
 def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> dict[str, Any]:
@@ -162,10 +176,13 @@ def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> 
     }
     busy = sum(c.bus_busy_cycles for c in stack.controllers) / len(stack.controllers)
     time_s = cycles / std.timing.clock_hz
-    m = model(p)
+    shift_s = stack.controllers[0].shift_cycles / std.timing.clock_hz
+    m = model(p, run.plan)
     return {
         "time_s": time_s,
         "cycles": cycles,
+        "shift_time_s": shift_s,
+        "other_time_s": time_s - shift_s,
         "commands": system,
         "commands_per_pch": per,
         "row_activations": system["ACT"],
@@ -183,15 +200,16 @@ def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> 
 
 
 # -- analytical model ----------------------------------------------------------------------------
-def stream_counts(p: JitqParams) -> dict[str, int]:
+def stream_counts(p: JitqParams, plan: kernel.Plan | None = None) -> dict[str, int]:
     """Static counts of the compiled stream (no simulation) and the cycles each column command
     waits beyond tCCD_L after the one before: a bus turnaround (RD -> WR, WR -> RD) or a row
     switch (the PRE waits for the precharged parity's last RD or WR, less the commands that went
     to the other parity since, then tRP, then tRCD), whichever is longer; and row visits shorter
-    than tRC."""
+    than tRC. ``plan``: the compiled stream of ``p`` when the caller has it (else compiled here)."""
     sim = Simulation()
     stack = HbmStack(sim, p.hbm, pchs=1)
-    _, plan = plan_for(p, stack)
+    if plan is None:
+        _, plan = plan_for(p, stack)
     conf = stack.pchs[0].row_conf
     t = p.hbm.standard().timing
     turn = {("RD", "WR"): t.nCL + t.nBL + 2 - t.nCWL, ("WR", "RD"): t.nCWL + t.nBL + t.nWTR_L}
@@ -238,13 +256,13 @@ def stream_counts(p: JitqParams) -> dict[str, int]:
     }  # fmt: skip
 
 
-def model(p: JitqParams) -> dict[str, Any]:
+def model(p: JitqParams, plan: kernel.Plan | None = None) -> dict[str, Any]:
     """T = (triggers + register writes) x tCCD_L + what each column command waits beyond
     tCCD_L (a bus turnaround or a row switch: ``wait_cycles``) + row visits shorter than tRC
     (``ras_wait_cycles``), stretched by refresh: (tRFC + tRP + tRCD) every tREFI."""
     std = p.hbm.standard()
     t = std.timing
-    n = stream_counts(p)
+    n = stream_counts(p, plan)
     cycles = (n["triggers"] + n["reg_writes"]) * t.nCCD_L + n["wait_cycles"] + n["ras_wait_cycles"]
     if p.hbm.refresh == "all-bank":
         cycles *= 1 + (t.nRFC + t.nRP + t.nRCD) / t.nREFI

@@ -8,6 +8,11 @@
   the collectives each needs overlapped with the chips' HBM -> VMEM -> MXU pipelines;
 - ``tpu-train-step`` (:mod:`.trainstep`): one layer's data-parallel or FSDP training step, to see
   the compute-bound / communication-bound crossover as the per-chip batch varies;
+- ``tpu-hlo`` (:mod:`.hlorun`, reader :mod:`.hlo`): an SPMD HLO module as JAX prints it, run as
+  an op graph (:mod:`tpu.graph`) on the slice; the metrics and the model every op-graph kind
+  shares are in :mod:`.opgraph`;
+- ``tpu-chakra`` (:mod:`.chakra`): a Chakra execution trace set (one file per rank, read by our
+  own reader, :mod:`.chakra_et`) run as an op graph (:mod:`tpu.graph`);
 
 Analytical models (the spec's formulas) are in :mod:`.models`; ``wafersim validate tpu
 tpu-explained`` compares them with the simulation (:mod:`.validation`).
@@ -25,4 +30,6 @@ def register() -> None:
     registry.declare("workloads.tpu.p2p", "tpu-p2p")
     registry.declare("workloads.tpu.matmul", "tpu-matmul")
     registry.declare("workloads.tpu.trainstep", "tpu-train-step")
+    registry.declare("workloads.tpu.chakra", "tpu-chakra")
+    registry.declare("workloads.tpu.hlorun", "tpu-hlo")
     registry.declare("workloads.tpu.validation")

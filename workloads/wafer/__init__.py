@@ -5,6 +5,7 @@
 - ``summa`` (:mod:`.summa`): the SDK's SUMMA GEMM with row and column broadcasts;
 - ``ws-matmul`` (:mod:`.wsmatmul`): weight-streamed sparse matmuls, fwd, bwd and wgrad;
 - ``spmv`` (:mod:`.spmv`): sparse matrix-vector products from .mtx files or generators;
+- ``gemv`` (:mod:`.gemv`): dense matrix-vector products, up to the full 750 x 994 array;
 - ``wafer-program`` (:mod:`.program`): a user's kernel from a Python file
   (docs/workloads-from-outside.md).
 
@@ -23,4 +24,5 @@ def register() -> None:
     registry.declare("workloads.wafer.summa", "summa")
     registry.declare("workloads.wafer.wsmatmul", "ws-matmul")
     registry.declare("workloads.wafer.spmv", "spmv")
+    registry.declare("workloads.wafer.gemv", "gemv")
     registry.declare("workloads.wafer.program", "wafer-program")

@@ -1,29 +1,61 @@
 """How big a wafer build is, estimated from a scenario's parameters before building.
 
-A built PE (router, compute engine, task table, SRAM model and their Python objects) takes about
-:data:`PE_BYTES` of host memory before its data; the data a program places in SRAM comes on top
-(the SRAM arena maps only the pages touched). The host also keeps the scenario's inputs and,
-after the run, the reference result that checks the simulated one. Measured with ``tracemalloc``
-over the build (``python bench/footprint_bench.py``): summa P = 16 and 32, Mt = 14, 32 kB per
-PE; Mt = 48, 80 kB (with 46 kB of data); ws-matmul on 32 x 32 PEs, 17 kB; wse-bcast on 256 PEs,
-14 kB.
+A PE's host memory has three parts:
+
+- an idle PE (its router, compute engine, task table, SRAM model and their Python objects, no
+  program): :data:`IDLE_PE_BYTES`. Everything an idle PE could need later is made on first use
+  (SRAM pages, input-queue deques, route state), which keeps a full 750 x 994 array's idle PEs
+  within a few gigabytes;
+- its program: the tasks, descriptors, routes and collectives a kind's PE code makes, a kind's
+  ``program_bytes`` (:data:`PROGRAM_BYTES` where a kind has not measured its own);
+- its data: the SRAM arena maps only the pages a PE touches, so data costs whole 4 kB pages
+  (:func:`data_pages_bytes`).
+
+The host also keeps the scenario's inputs and, after the run, the reference result that checks
+the simulated one. Measured with ``tracemalloc`` over the build, and as resident memory
+(``python bench/footprint_bench.py``, which prints each kind's measured bytes per PE beside its
+estimate; tests/test_footprint.py holds the estimate above the measurement at small sizes).
 """
 
 from __future__ import annotations
 
 from runner import registry
 
-#: Host memory of one built PE without its data (bytes; the largest measured, rounded up).
-PE_BYTES = 35_000
+#: Host memory of one idle built PE (bytes): 4.3 kB measured at 64 x 64 and 128 x 128
+#: (``bench/footprint_bench.py``), rounded up.
+IDLE_PE_BYTES = 5_000
+#: A PE's program beyond an idle PE where a kind has not measured its own (the largest measured
+#: before the split: summa's 32 kB per PE with its data), rounded up.
+PROGRAM_BYTES = 30_000
+#: The operating system's page: the SRAM arena's unit of memory.
+PAGE_BYTES = 4096
 WORD_BYTES = 4
 
 
+def data_pages_bytes(data_bytes_per_pe: int) -> int:
+    """Host memory of a PE's SRAM data: the pages it touches (data sits from address 0 up)."""
+    return -(-data_bytes_per_pe // PAGE_BYTES) * PAGE_BYTES
+
+
+def per_pe(data_bytes_per_pe: int, program_bytes: int = PROGRAM_BYTES) -> int:
+    """Host bytes of one PE running a program of ``program_bytes`` on that much SRAM data."""
+    return IDLE_PE_BYTES + program_bytes + data_pages_bytes(data_bytes_per_pe)
+
+
 def wafer(
-    pes: int, data_bytes_per_pe: int, host_bytes: int, size_key: str, edge_ports: int = 0
+    pes: int,
+    data_bytes_per_pe: int,
+    host_bytes: int,
+    size_key: str,
+    edge_ports: int = 0,
+    *,
+    program_bytes: int = PROGRAM_BYTES,
 ) -> registry.Footprint:
-    """A wafer build of ``pes`` PEs (one component each, plus the wafer and its edge ports)."""
+    """A wafer build of ``pes`` PEs (one component each, plus the wafer and its edge ports),
+    each running a program of ``program_bytes`` of host objects on ``data_bytes_per_pe`` of
+    SRAM data."""
     return registry.Footprint(
         components=pes + 1 + edge_ports,
-        bytes=pes * (PE_BYTES + data_bytes_per_pe) + host_bytes,
+        bytes=pes * per_pe(data_bytes_per_pe, program_bytes) + host_bytes,
         size_key=size_key,
     )

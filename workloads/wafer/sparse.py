@@ -3,8 +3,11 @@
 Sources (the ``matrix`` parameter): a Matrix Market file (``path/to/file.mtx``, read by
 :func:`read_mtx`), or a generator: ``random`` (seeded, a given ``density``), ``banded``
 (``bandwidth`` diagonals each side of the main one, seeded values), ``poisson2d`` (the 5-point
-stencil of a square grid, n = side²) or ``laplacian`` (the graph Laplacian of a seeded networkx
-graph). Every source gives a SciPy CSR matrix in float32.
+stencil of a square grid, n = side²), ``laplacian`` (the graph Laplacian of a seeded networkx
+graph) or ``powerlaw`` (a seeded Chung-Lu matrix: power-law row and column counts, ``degree``
+non-zeros per row on average). ``poisson2d``, ``banded``, ``random`` and ``powerlaw`` build CSR
+directly, never a dense matrix, so they scale to the full array's million-row matrices. Every
+source gives a SciPy CSR matrix in float32.
 
 Partition: A (n_rows x n_cols) over px x py PEs. PE (x, y) holds the block of rows
 ``y·rb .. (y+1)·rb`` and columns ``x·cb .. (x+1)·cb`` (rb = ceil(n_rows / py), cb = ceil(n_cols /
@@ -21,13 +24,14 @@ import math
 import os
 import re
 import warnings
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import scipy.sparse as sp
 
 from simcore.errors import ConfigError
 
-GENERATORS = ("random", "banded", "poisson2d", "laplacian")
+GENERATORS = ("random", "banded", "poisson2d", "laplacian", "powerlaw")
 GRAPHS = ("barabasi_albert", "erdos_renyi", "watts_strogatz", "grid")
 LAYOUTS = ("auto", "csr", "dcsr")
 #: The largest matrix a .mtx header may declare, checked before reading it (so that a corrupt
@@ -48,14 +52,24 @@ INDEX_BYTES = 2  # column indices, row pointers and row ids are 16-bit
 
 @functools.lru_cache(maxsize=16)
 def load(
-    matrix: str, n: int, density: float, bandwidth: int, graph: str, degree: int, seed: int
+    matrix: str,
+    n: int,
+    density: float,
+    bandwidth: int,
+    graph: str,
+    degree: int,
+    seed: int,
+    exponent: float = 2.5,
 ) -> sp.csr_matrix:
     """The matrix named by ``matrix`` (a generator name or a .mtx path), CSR float32.
 
     Errors name the ``matrix`` key: a missing file, a file that is not Matrix Market, a
     generator's bad size. Results are cached (``check`` and ``build`` both load)."""
     if matrix in GENERATORS:
-        a = _generate(matrix, n, density, bandwidth, graph, degree, seed)
+        if matrix == "powerlaw":
+            a = powerlaw(n, degree, exponent, seed)
+        else:
+            a = _generate(matrix, n, density, bandwidth, graph, degree, seed)
     else:
         a = read_mtx(matrix)
     a = sp.csr_matrix(a, dtype=np.float32)
@@ -228,11 +242,42 @@ def _generate(
 
 def poisson2d(side: int) -> sp.csr_matrix:
     """The 5-point Laplacian of a side x side grid (Dirichlet): 4 on the diagonal, -1 to each
-    grid neighbour; order side²."""
-    t = sp.diags([-np.ones(side - 1), 4 * np.ones(side), -np.ones(side - 1)], [-1, 0, 1])
-    i = sp.identity(side)
-    off = sp.diags([-np.ones(side - 1), -np.ones(side - 1)], [-1, 1])
-    return sp.csr_matrix(sp.kron(i, t) + sp.kron(off, i))
+    grid neighbour; order side². Built as CSR from its five diagonals (no dense matrix, no
+    Kronecker products: a million-row stencil takes a fraction of a second)."""
+    n = side * side
+    if side == 1:  # (one grid point: no neighbours, and the diagonals' offsets would clash)
+        return sp.csr_matrix(np.full((1, 1), 4.0))
+    horiz = -np.ones(n - 1)
+    horiz[side - 1 :: side] = 0.0  # no neighbour across the end of a grid row
+    vert = -np.ones(max(n - side, 0))
+    a = sp.diags([vert, horiz, 4 * np.ones(n), horiz, vert], [-side, -1, 0, 1, side], format="csr")
+    a.eliminate_zeros()
+    return a
+
+
+def powerlaw(n: int, degree: int, exponent: float, seed: int) -> sp.csr_matrix:
+    """A seeded n x n matrix whose rows' and columns' non-zero counts follow a power law (a
+    Chung-Lu random graph, as in web and social graphs): about ``n · degree`` entries, each
+    joining row i and column j drawn with probability proportional to the weight w = (k+1)^(-1 /
+    (exponent - 1)) of their rank k, ranks shuffled so the heavy rows are spread over the
+    array; standard normal values (entries drawn twice are summed). Built as CSR from the drawn
+    coordinates: no dense matrix."""
+    if degree < 1:
+        raise ConfigError("degree", degree, "must be at least 1 (mean non-zeros per row)")
+    if not exponent > 2.0:
+        raise ConfigError(
+            "exponent", exponent, "must be above 2 (a power law with a finite mean)",
+            allowed="> 2, e.g. 2.5",
+        )  # fmt: skip
+    rng = np.random.default_rng([seed, 13])
+    w = np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / (exponent - 1.0))
+    cdf = np.cumsum(w[rng.permutation(n)])
+    cdf /= cdf[-1]
+    m = n * degree
+    rows = np.minimum(np.searchsorted(cdf, rng.random(m), side="right"), n - 1)
+    cols = np.minimum(np.searchsorted(cdf, rng.random(m), side="right"), n - 1)
+    vals = rng.standard_normal(m)
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
 
 
 def laplacian(n: int, graph: str, degree: int, density: float, seed: int) -> sp.csr_matrix:
@@ -334,28 +379,63 @@ def choose_format(nnz: np.ndarray | int, rows: int, layout: str) -> np.ndarray:
     return np.asarray(nnz) < rows
 
 
-def split(a: sp.csr_matrix, px: int, py: int, layout: str) -> dict[tuple[int, int], Block]:
-    """Every PE's block, keyed (x, y)."""
-    rb, cb = block_shape(a.shape, px, py)
-    out = {}
-    for y in range(py):
-        rows = a[y * rb : min((y + 1) * rb, a.shape[0])]
-        for x in range(px):
-            blk = sp.csr_matrix(rows[:, x * cb : min((x + 1) * cb, a.shape[1])])
-            ptr = np.zeros(rb + 1, np.int64)
-            ptr[1 : blk.shape[0] + 1] = blk.indptr[1:]
-            ptr[blk.shape[0] + 1 :] = blk.indptr[-1]
-            dcsr = bool(choose_format(blk.nnz, rb, layout))
-            if dcsr:
-                counts = np.diff(ptr)
-                ids = np.flatnonzero(counts)
-                rowptr = np.concatenate(([0], np.cumsum(counts[ids])))
-            else:
-                ids = np.arange(rb)
-                rowptr = ptr
-            out[(x, y)] = Block(
-                "dcsr" if dcsr else "csr", rb, cb, rowptr.astype(np.uint16),
-                ids.astype(np.uint16), blk.indices.astype(np.uint16),
-                blk.data.astype(np.float32),
-            )  # fmt: skip
-    return out
+class Blocks(Mapping[tuple[int, int], Block]):
+    """Every PE's block, keyed (x, y), made when asked for: the non-zeros are sorted by PE once
+    (one stable sort of the matrix's entries, no per-block slicing of the matrix), and a PE's
+    :class:`Block` is cut from them on demand, so a full array's 745,500 blocks are never all
+    held at once. The empty blocks (most of them when the matrix is sparser than the array is
+    large) share one object per format."""
+
+    def __init__(self, a: sp.csr_matrix, px: int, py: int, layout: str) -> None:
+        self.px, self.py, self.layout = px, py, layout
+        self.rb, self.cb = rb, cb = block_shape(a.shape, px, py)
+        # (int64: scipy's int32 indices overflow in pe * rb at the full array's 745,500 PEs)
+        row = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
+        col = a.indices.astype(np.int64)
+        pe = (row // rb) * px + col // cb
+        order = np.argsort(pe, kind="stable")  # CSR order within a PE: by row, then column
+        self._row = (row[order] % rb).astype(np.uint16)
+        self._col = (col[order] % cb).astype(np.uint16)
+        self._val = a.data[order].astype(np.float32)
+        self.nnz = np.bincount(pe, minlength=px * py)
+        self._start = np.concatenate(([0], np.cumsum(self.nnz)))
+        self.dcsr = choose_format(self.nnz, rb, layout)
+        empty_u16, empty_f32 = np.zeros(0, np.uint16), np.zeros(0, np.float32)
+        self._empty = {
+            True: Block("dcsr", rb, cb, np.zeros(1, np.uint16), empty_u16, empty_u16, empty_f32),
+            False: Block("csr", rb, cb, np.zeros(rb + 1, np.uint16),
+                         np.arange(rb).astype(np.uint16), empty_u16, empty_f32),
+        }  # fmt: skip
+
+    def __getitem__(self, xy: tuple[int, int]) -> Block:
+        x, y = xy
+        if not (0 <= x < self.px and 0 <= y < self.py):
+            raise KeyError(xy)
+        k = y * self.px + x
+        dcsr = bool(self.dcsr.reshape(-1)[k])
+        lo, hi = self._start[k], self._start[k + 1]
+        if lo == hi:
+            return self._empty[dcsr]
+        rows = self._row[lo:hi]
+        counts = np.bincount(rows, minlength=self.rb)
+        if dcsr:
+            ids = np.flatnonzero(counts)
+            rowptr = np.concatenate(([0], np.cumsum(counts[ids])))
+        else:
+            ids = np.arange(self.rb)
+            rowptr = np.concatenate(([0], np.cumsum(counts)))
+        return Block(
+            "dcsr" if dcsr else "csr", self.rb, self.cb, rowptr.astype(np.uint16),
+            ids.astype(np.uint16), self._col[lo:hi], self._val[lo:hi],
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return ((x, y) for y in range(self.py) for x in range(self.px))
+
+    def __len__(self) -> int:
+        return self.px * self.py
+
+
+def split(a: sp.csr_matrix, px: int, py: int, layout: str) -> Blocks:
+    """Every PE's block, keyed (x, y) (made on demand: see :class:`Blocks`)."""
+    return Blocks(a, px, py, layout)

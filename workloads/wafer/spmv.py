@@ -78,8 +78,15 @@ class SpmvParams(registry.ScenarioParams):
     bandwidth: int = param(2, "diagonals each side of the main one (banded)", min=0)
     graph: str = param("barabasi_albert", "networkx graph of laplacian", choices=sparse.GRAPHS)
     degree: int = param(
-        2, "edges per new node (barabasi_albert), neighbours (watts_strogatz)", min=1,
-        allowed="1 .. n - 1 (barabasi_albert), 2 .. n - 1 (watts_strogatz)",
+        2,
+        "edges per new node (barabasi_albert), neighbours (watts_strogatz), mean non-zeros per "
+        "row (powerlaw)",
+        min=1,
+        allowed="1 .. n - 1 (barabasi_albert), 2 .. n - 1 (watts_strogatz), 1 or more (powerlaw)",
+    )  # fmt: skip
+    exponent: float = param(
+        2.5, "power-law exponent of the rows' and columns' non-zero counts (powerlaw)",
+        allowed="> 2, e.g. 2.5",
     )  # fmt: skip
     px: int = param(4, "PE columns; A's columns and x are split over them", min=1, max=MAX_WIDTH)
     py: int = param(4, "PE rows; A's rows and y are split over them", min=1, max=MAX_HEIGHT)
@@ -99,8 +106,9 @@ class SpmvParams(registry.ScenarioParams):
 
     def matrix_csr(self) -> sp.csr_matrix:
         return sparse.load(
-            self.matrix, self.n, self.density, self.bandwidth, self.graph, self.degree, self.seed
-        )
+            self.matrix, self.n, self.density, self.bandwidth, self.graph, self.degree,
+            self.seed, self.exponent,
+        )  # fmt: skip
 
     def check(self) -> None:
         a = self.matrix_csr()
@@ -186,7 +194,7 @@ class SpmvRun:
     a: sp.csr_matrix
     x0: np.ndarray
     y: dict[int, MemDsd]  # block row -> the row root's partial-sum buffer
-    blocks: dict[tuple[int, int], sparse.Block]
+    blocks: sparse.Blocks
 
 
 def build(sim: Simulation, p: SpmvParams) -> SpmvRun:
@@ -216,8 +224,6 @@ def build(sim: Simulation, p: SpmvParams) -> SpmvRun:
         if c == 0:
             run.y[r] = ypart
         state = PeState()
-        x_cells = [xbuf.with_length(1).with_offset(j) for j in range(cb)]
-        y_cells = [ypart.with_length(1).with_offset(i) for i in range(rb)]
         sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
         s0, s1 = scal.with_length(1), scal.with_length(1).with_offset(1)
 
@@ -241,6 +247,11 @@ def build(sim: Simulation, p: SpmvParams) -> SpmvRun:
                 col = pe.read(cols).tolist()  # type: ignore[arg-type]
                 ptr = pe.read(rowptr).tolist()
                 ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
+                # One-element descriptors of x and y, made when the product runs (a PE of a
+                # full array holding none of A's non-zeros never needs them).
+                x_one, y_one = xbuf.with_length(1), ypart.with_length(1)
+                x_cells = [x_one.with_offset(j) for j in range(cb)]
+                y_cells = [y_one.with_offset(i) for i in range(rb)]
                 op = t.op
                 row_oh, nnz_oh = p.row_overhead_cycles, p.nnz_overhead_cycles
                 debt = 0.0
@@ -343,7 +354,7 @@ def metrics(sim: Simulation, p: SpmvParams, run: SpmvRun, result: RunResult) -> 
         begin = max(pe.ce.marks[f"it{k}"] for pe in wafer.pes.values())
         end_key = f"it{k + 1}" if k + 1 < p.iterations else "end"
         its.append(max(pe.ce.marks[end_key] for pe in wafer.pes.values()) - begin)
-    blocks = run.blocks.values()
+    blocks = run.blocks
     m = model(p)
     return {
         "time_s": cycles / p.wafer.clock_hz,
@@ -354,8 +365,8 @@ def metrics(sim: Simulation, p: SpmvParams, run: SpmvRun, result: RunResult) -> 
         "cols": a.shape[1],
         "nnz": int(a.nnz),
         "block_rows": rb,
-        "max_block_nnz": max(b.nnz for b in blocks),
-        "dcsr_blocks": sum(b.fmt == "dcsr" for b in blocks),
+        "max_block_nnz": int(blocks.nnz.max()),
+        "dcsr_blocks": int(blocks.dcsr.sum()),
         "pe_bytes": sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape)),
         "gflops": 2.0 * a.nnz * p.iterations * p.wafer.clock_hz / cycles / 1e9,
         "model_time_s": m["time_s"],
@@ -481,4 +492,9 @@ def footprint(p: SpmvParams) -> registry.Footprint:
     a = p.matrix_csr()
     data = sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape))
     host = 2 * 12 * a.nnz + 8 * 4 * (a.shape[0] + a.shape[1])
-    return wafer_footprint(p.px * p.py, data, host, "px")
+    return wafer_footprint(p.px * p.py, data, host, "px", program_bytes=PROGRAM_BYTES)
+
+
+#: Host memory of an spmv PE's program beyond an idle PE (its tasks, buffers, descriptors and
+#: the collectives' routes and tasks; measured with ``bench/footprint_bench.py``).
+PROGRAM_BYTES = 20_000

@@ -1,0 +1,155 @@
+"""The full 750 x 994 array: host memory per PE against the estimates, parameter ranges, and the
+outputs that stay usable at that size (a trace region, busy per region)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import tracemalloc
+
+import pyarrow as pa
+import pytest
+
+from app.cli import main
+from pe.program import Layout
+from runner import registry, scenario
+from simcore.sim import Simulation
+from traces.reader import BatchStream
+from traces.summary import format_summary, summarize
+from wafer.system import MAX_HEIGHT, MAX_WIDTH, Wafer, WaferConfig
+from workloads.wafer import footprint, gemv, sparse, spmv
+
+
+def test_an_idle_pe_takes_at_most_12_kb():
+    gc.collect()
+    tracemalloc.start()
+    sim = Simulation()
+    wafer = Wafer(sim, WaferConfig(), Layout(32, 32))
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    per_pe = held / len(wafer.pes)
+    assert per_pe <= footprint.IDLE_PE_BYTES <= 12_000, per_pe
+    assert per_pe > footprint.IDLE_PE_BYTES / 2  # the estimate follows the measurement
+
+
+def measured_peak_per_pe(kind: str, params) -> float:
+    """Host bytes per PE at the peak of a build and run: Python objects (tracemalloc) plus the
+    SRAM pages the PEs touched (mapped memory, which tracemalloc does not see). A small run of
+    the kind comes first, so that the modules it imports are not counted."""
+    warm = Simulation(seed=params.seed)
+    registry.KINDS[kind].build(warm, dataclasses.replace(params, px=2, py=2))
+    warm.run()
+    gc.collect()
+    tracemalloc.start()
+    sim = Simulation(seed=params.seed)
+    handle = registry.KINDS[kind].build(sim, params)
+    sim.check()
+    sim.run()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    pes = handle.wafer.pes.values()
+    pages = sum(footprint.data_pages_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
+    return (peak + pages) / len(pes)
+
+
+@pytest.mark.parametrize(
+    ("kind", "params"),
+    [
+        ("spmv", spmv.SpmvParams(matrix="poisson2d", n=1024, px=16, py=16)),
+        ("spmv", spmv.SpmvParams(matrix="powerlaw", n=1024, degree=4, px=16, py=16)),
+        ("gemv", gemv.GemvParams(m=64, n=64, px=16, py=16)),
+    ],
+)
+def test_the_footprint_estimate_covers_the_measured_peak(kind, params):
+    registry.declare_all()
+    if kind == "spmv":
+        a = params.matrix_csr()
+        data = sparse.pe_bytes(a, params.px, params.py, params.layout,
+                               spmv.vector_words(params, a.shape))  # fmt: skip
+        program = spmv.PROGRAM_BYTES
+    else:
+        data, program = gemv.pe_bytes(params), gemv.PROGRAM_BYTES
+    per_pe_estimate = footprint.per_pe(data, program)
+    measured = measured_peak_per_pe(kind, params)
+    assert measured <= per_pe_estimate <= 2 * measured, (measured, per_pe_estimate)
+
+
+def test_every_wafer_kind_reaches_the_whole_array():
+    registry.declare_all()
+    for name in ("spmv", "gemv", "ws-matmul", "summa"):
+        fields = {f.name: f for f in dataclasses.fields(registry.KINDS[name].params)}
+        if "px" in fields:
+            assert fields["px"].metadata["max"] == MAX_WIDTH, name
+            assert fields["py"].metadata["max"] == MAX_HEIGHT, name
+        else:  # summa: a square block, as large as the array's short side
+            assert fields["p"].metadata["max"] == min(MAX_WIDTH, MAX_HEIGHT)
+
+
+def test_spmv_and_gemv_accept_the_full_array():
+    full = {"px": MAX_WIDTH, "py": MAX_HEIGHT}
+    for p in (
+        spmv.SpmvParams(matrix="poisson2d", n=63 * 63, **full),
+        spmv.SpmvParams(matrix="powerlaw", n=4 * MAX_HEIGHT, degree=4, **full),
+        gemv.GemvParams(m=4 * MAX_HEIGHT, n=4 * MAX_WIDTH, **full),
+    ):
+        p.check()
+        fp = (spmv.footprint if isinstance(p, spmv.SpmvParams) else gemv.footprint)(p)
+        assert fp.components == MAX_WIDTH * MAX_HEIGHT + 1
+        assert 745_500 * footprint.IDLE_PE_BYTES < fp.bytes < 40e9
+
+
+def _detail_paths(path: str) -> set[str]:
+    out = set()
+    for batch in BatchStream(path):
+        cats = batch.column("category").cast(pa.string()).to_pylist()
+        comps = batch.column("component").cast(pa.string()).to_pylist()
+        out |= {c for cat, c in zip(cats, comps, strict=True) if cat in ("wavelet", "stall")}
+        out |= {c for cat, c in zip(cats, comps, strict=True) if cat == "queue"}
+    return out
+
+
+def test_a_trace_region_keeps_detail_events_to_its_pes_and_changes_no_cycle(tmp_path):
+    sc = scenario.find("spmv")
+    params = scenario.resolve_params(sc, [])
+    whole = scenario.run_scenario(sc, params, trace_path=str(tmp_path / "a.arrows"),
+                                  trace_level=3)  # fmt: skip
+    part = scenario.run_scenario(sc, params, trace_path=str(tmp_path / "b.arrows"),
+                                 trace_level=3, trace_region=(0, 2, 1, 3))  # fmt: skip
+    assert part.metrics["cycles"] == whole.metrics["cycles"]
+    inside = {f"wafer/pe[{x},{y}]" for x in (0, 1) for y in (1, 2)}
+    got = _detail_paths(str(tmp_path / "b.arrows"))
+    assert got and {c.rsplit("/", 1)[0] for c in got} <= inside
+    assert {c.rsplit("/", 1)[0] for c in _detail_paths(str(tmp_path / "a.arrows"))} > inside
+    s = summarize(str(tmp_path / "b.arrows"))
+    assert s["trace_region"] == [0, 2, 1, 3]
+    assert "detail-level events recorded for the PEs 0:2,1:3 only" in format_summary(s)
+
+
+def test_a_trace_region_outside_the_array_is_refused_in_one_line(capsys):
+    assert main(["run", "spmv", "--quiet", "--trace-region", "9:10,0:1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "wafersim: error: --trace-region 9:10,0:1 holds no PE of the 4 x 4 array; give x0 < 4 "
+        "and y0 < 4"
+    ]
+
+
+def test_summary_gives_busy_per_region_above_64_pes(tmp_path):
+    sc = scenario.find("spmv")
+    params = scenario.resolve_params(sc, ["px=12", "py=12", "n=576", "iterations=1"])
+    scenario.run_scenario(sc, params, trace_path=str(tmp_path / "t.arrows"))
+    s = summarize(str(tmp_path / "t.arrows"))
+    reg = s["regions"]
+    assert reg["width"] == reg["height"] == 12 and reg["block"] == [2, 2]
+    assert sum(r["pes"] for r in reg["rows"]) == 144 and len(reg["rows"]) == 36
+    text = format_summary(s)
+    assert "busy by region (12 x 12 PEs in blocks of 2 x 2" in text
+    lines = text.splitlines()
+    title = next(i for i, ln in enumerate(lines) if ln.startswith("  busy by region"))
+    header = "region (x0:x1,y0:y1)  PEs  mean busy (% of run)  max busy (% of run)  busiest PE"
+    assert " ".join(lines[title + 1].split()) == " ".join(header.split())  # its header row
+    assert "busiest components" not in text  # no line per PE at this size
+    for row in reg["rows"]:
+        assert 0.0 <= row["mean_busy_fraction"] <= row["max_busy_fraction"] <= 1.0
+    small = scenario.resolve_params(sc, [])
+    scenario.run_scenario(sc, small, trace_path=str(tmp_path / "s.arrows"))
+    assert summarize(str(tmp_path / "s.arrows"))["regions"] is None
