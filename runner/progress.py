@@ -1,7 +1,7 @@
 """The progress hooks of a run, as the runner calls them; drawing them is the application's job
 (``app/progress.py`` draws bars and lines on a terminal).
 
-The kernel calls :meth:`RunHooks.update` between batches of events (:class:`simcore.sim.Progress`);
+The kernel calls :meth:`RunHooks.update` between chunks of events (:class:`simcore.sim.Progress`);
 the runner calls the build hooks around a scenario's build, the sub-run hooks around each
 simulation nested in the run (:mod:`runner.subrun`) and :meth:`RunHooks.close` when the run is
 over. Every hook here does nothing: a subclass overrides what it shows.

@@ -165,7 +165,61 @@ def resolve_params(scenario: Scenario, overrides: list[str]) -> Any:
             )  # fmt: skip
         seen[key] = text.strip()
         cfg.apply_override(data, text)
-    return cfg.load(scenario.kind.params, data)
+    try:
+        return cfg.load(scenario.kind.params, data)
+    except ConfigError as err:
+        if err.problem == cfg.EXPECTED_STRING and err.key not in seen:
+            in_file = as_written(scenario, err)
+            if in_file is not None:
+                raise in_file from None
+        raise
+
+
+def as_written(
+    scenario: Scenario, err: ConfigError, path: str | None = None, table: str = ""
+) -> ConfigError | None:
+    """``err`` (a string key given a number or a boolean by a file) quoting the value as the
+    file writes it, with the file and line: TOML has read ``topology = 0x4`` as the integer 4,
+    which the plain message would show as ``4``. The file is the scenario's, or ``path`` (a
+    sweep file, whose ``[set]`` is ``table = "set."``). None if the file does not say it."""
+    path = path or scenario.path
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = cfg.toml_literal(text, table + err.key)
+    if found is None:
+        return None
+    line, literal = found
+    value = err.value
+    try:
+        same = tomllib.loads(f"v = {literal}")["v"] == value and type(value) is not str
+    except tomllib.TOMLDecodeError:
+        same = False
+    if not same:  # another line, or the value came from elsewhere (--set)
+        return None
+    what = {bool: "boolean", int: "integer", float: "number"}.get(type(value), "value")
+    if isinstance(value, bool) or literal == str(value):
+        read = f"TOML reads {literal} as a{'n' if what[0] in 'aeiou' else ''} {what}"
+    else:
+        read = f"TOML reads {literal} as the {what} {value}"
+    example = _default_text(scenario.kind.params, err.key) or literal
+    return ConfigError(
+        err.key, literal, f"a string is expected ({read})", allowed=err.allowed,
+        hint=f'quote it, e.g. {err.key.rsplit(".", 1)[-1]} = "{example}"',
+        where=f"in {path} line {line}",
+    )  # fmt: skip
+
+
+def _default_text(cls: type, dotted: str) -> str | None:
+    """The default of string key ``dotted`` of config class ``cls`` (an example to quote)."""
+    for part in dotted.split("."):
+        fields = {f.name: (f, tp) for f, tp in cfg.config_fields(cls)}
+        if part not in fields:
+            return None
+        f, cls = fields[part]
+    default = f.default
+    return default if isinstance(default, str) and default else None
 
 
 def copy_tables(d: dict[str, Any]) -> dict[str, Any]:

@@ -38,15 +38,19 @@ def param(
     choices: tuple[Any, ...] | None = None,
     min_open: bool = False,
     multiple_of: int | None = None,
+    allowed: str | None = None,
 ) -> Any:
     """A config field: its default, a one-line description and an optional allowed range
     (``min`` .. ``max`` inclusive; ``min_open``: values must be greater than ``min``;
-    ``multiple_of``: integers that are multiples of it). ``wafersim params`` shows exactly
-    what is enforced here; a limit that depends on other keys belongs in ``check()``."""
+    ``multiple_of``: integers that are multiples of it).
+    ``wafersim params`` shows exactly what is enforced here; a limit that depends on other keys,
+    or a form a range cannot say (a slice shape, chip coordinates), belongs in ``check()``, and
+    ``allowed`` says it in words for ``wafersim params`` (the same words as the check's error).
+    """
     return dataclasses.field(
         default=default,
         metadata={"doc": doc, "min": min, "max": max, "choices": choices, "min_open": min_open,
-                  "multiple_of": multiple_of},
+                  "multiple_of": multiple_of, "allowed": allowed},
     )  # fmt: skip
 
 
@@ -63,8 +67,8 @@ def file_param(
     return dataclasses.field(
         default=default,
         metadata={"doc": doc, "file": True, "names": tuple(names), "file_allowed": allowed,
-                  "min": None, "max": None,
-                  "choices": None, "min_open": False, "multiple_of": None},
+                  "min": None, "max": None, "choices": None, "min_open": False,
+                  "multiple_of": None, "allowed": None},
     )  # fmt: skip
 
 
@@ -180,13 +184,14 @@ def _fmt_range(meta: dict[str, Any]) -> str | None:
     if meta.get("choices"):
         return ", ".join(repr(c) for c in meta["choices"])
     lo, hi = meta.get("min"), meta.get("max")
+    step = meta.get("multiple_of")
     if lo is None and hi is None:
-        return None
+        return f"a multiple of {step}" if step else None
     text = f"{'-inf' if lo is None else lo} .. {'inf' if hi is None else hi}"
     if meta.get("min_open"):
         text = f"({text}]"
-    if meta.get("multiple_of"):
-        text += f", a multiple of {meta['multiple_of']}"
+    if step:
+        text += f", a multiple of {step}"
     return text
 
 
@@ -198,11 +203,21 @@ def _type_name(tp: Any) -> str:
     )
 
 
+#: The problem of a :class:`ConfigError` for a non-string value of a string key (the scenario
+#: reader adds where in its file the value is written: runner/scenario.py).
+EXPECTED_STRING = "expected a string"
+
+
 def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
     origin = typing.get_origin(tp)
     hint = f"set it with --set {key}=<value>"
     if origin is Literal:
         allowed = typing.get_args(tp)
+        if not isinstance(value, str) and all(isinstance(a, str) for a in allowed):
+            raise ConfigError(
+                key, value, EXPECTED_STRING, allowed=", ".join(repr(a) for a in allowed),
+                hint=hint,
+            )  # fmt: skip
         if value not in allowed:
             close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
             raise ConfigError(
@@ -248,7 +263,10 @@ def _coerce(key: str, value: Any, tp: Any, meta: dict[str, Any]) -> Any:
                 hint=f"set it with --set {key}=<value>",
             )  # fmt: skip
     elif tp is str and not isinstance(value, str):
-        raise ConfigError(key, value, "expected a string", hint=hint)
+        raise ConfigError(
+            key, value, EXPECTED_STRING, allowed=meta.get("allowed") or _fmt_range(meta),
+            hint=hint,
+        )  # fmt: skip
     if meta.get("file") and value not in meta.get("names", ()):
         _check_file(key, value, meta)
     lo, hi = meta.get("min"), meta.get("max")
@@ -354,6 +372,43 @@ RADIX_INT = re.compile(
 )
 
 
+_TOML_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_TOML_KEY = re.compile(
+    r"^\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=\s*(.*)$"
+)
+
+
+def _toml_key(text: str) -> str:
+    return ".".join(
+        p.strip().strip("\"'") for p in re.split(r"\.(?=(?:[^\"']|\"[^\"]*\"|'[^']*')*$)", text)
+    )
+
+
+def toml_literal(text: str, dotted: str) -> tuple[int, str] | None:
+    """Where a TOML document sets key ``dotted`` (``a.b``), as it is written: (line number from
+    1, the value's source text), or None if no line of it does. :mod:`tomllib` keeps no source
+    positions, so the text is scanned again: ``[table]`` headers, ``key = value`` lines (dotted
+    and quoted keys too) and, failing those, ``key = value`` inside an inline table. Used to
+    quote a value as the user wrote it (``0x4``: TOML has already made it the integer 4)."""
+    lines = text.splitlines()
+    table = ""
+    for n, line in enumerate(lines, 1):
+        head = _TOML_TABLE.match(line)
+        if head and not line.lstrip().startswith("[["):
+            table = _toml_key(head.group(1)) + "."
+            continue
+        m = _TOML_KEY.match(line)
+        if m and table + _toml_key(m.group(1)) == dotted:
+            return n, m.group(2).split("#", 1)[0].strip()
+    last = re.escape(dotted.rsplit(".", 1)[-1])
+    inline = re.compile(rf"[{{,]\s*{last}\s*=\s*([^,}}#]+)")
+    for n, line in enumerate(lines, 1):
+        m = inline.search(line)
+        if m:
+            return n, m.group(1).strip()
+    return None
+
+
 def apply_override(data: dict[str, Any], text: str) -> None:
     """Apply one ``--set a.b=value`` to a nested dict in place."""
     set_key(data, *parse_override(text))
@@ -404,7 +459,10 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
             default = f.default_factory()
         else:
             default = dataclasses.MISSING
-        allowed = _fmt_range(dict(f.metadata)) or _type_name(tp)
+        meta = dict(f.metadata)
+        # a float key refuses inf and nan (_coerce): "a finite number" is its whole constraint
+        bare = "a finite number" if tp is float else _type_name(tp)
+        allowed = meta.get("allowed") or _fmt_range(meta) or bare
         if is_file_field(f):
             allowed = _file_allowed(dict(f.metadata))
         rows.append((key, repr(default), allowed, f.metadata.get("doc", "")))

@@ -23,15 +23,18 @@ class ConfigError(WafersimError):
         *,
         allowed: str | None = None,
         hint: str | None = None,
+        where: str | None = None,
     ) -> None:
         self.key = key
         self.value = value
         self.problem = problem
         self.allowed = allowed
         self.hint = hint
-        msg = f"config key '{key}': {problem}"
-        if value is not _MISSING:
-            msg = f"config key '{key}' = {value!r}: {problem}"
+        self.where = where
+        shown = "" if value is _MISSING else f" = {value!r}"
+        if where:  # where the value is written ("in s.toml line 4"): shown as written there
+            shown = f" = {value} {where}" if value is not _MISSING else f" {where}"
+        msg = f"config key '{key}'{shown}: {problem}"
         if allowed:
             msg += f"; allowed: {allowed}"
         if hint:

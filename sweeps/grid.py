@@ -156,6 +156,8 @@ class Sweep:
     axes: tuple[Axis, ...]
     livelock_cycles: int = 1_000_000
     output: str | None = None
+    file: str | None = None  # the sweep file, if the sweep came from one
+    set_keys: tuple[str, ...] = ()  # the keys --set fixes (over the files' values)
 
     @property
     def keys(self) -> list[str]:
@@ -187,6 +189,13 @@ class Sweep:
         except ConfigError as err:
             if err.problem in _STRUCTURAL:
                 raise
+            if err.problem == cfg.EXPECTED_STRING and err.key not in (*values, *self.set_keys):
+                # as the sweep file's [set] or the scenario file writes it
+                err = (
+                    (self.file and scenario.as_written(self.scen, err, self.file, "set."))
+                    or scenario.as_written(self.scen, err)
+                    or err
+                )
             text = json.dumps(data, sort_keys=True, default=str)
             return Point(index, values, None, config_hash(self.scen.kind.name, text), "", str(err))
         text = json.dumps(cfg.to_dict(params), sort_keys=True, default=str)
@@ -230,7 +239,9 @@ def load(
     fixed: list[tuple[str, Any]] = []
     output = None
     scen_name = name
+    sweep_file = None
     if is_sweep_file(name):
+        sweep_file = name
         data = tomllib.loads(Path(name).read_text())
         unknown = sorted(set(data) - set(_FILE_KEYS))
         if unknown:
@@ -266,7 +277,8 @@ def load(
                 "one: the axis sets it at every point"
             )
         fixed.append((key, value))
-    return Sweep(scen, tuple(fixed), tuple(axes), livelock_cycles, output)
+    set_keys = tuple(cfg.parse_override(t)[0] for t in overrides)
+    return Sweep(scen, tuple(fixed), tuple(axes), livelock_cycles, output, sweep_file, set_keys)
 
 
 def trace_name(point: Point) -> str:

@@ -608,7 +608,7 @@ def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, valu
          "decimal integer, 1 .. inf; write it in decimal: --set bytes=8"),
         (["run", "spmv", "--set", "density=0o7"],
          "config key 'density' = '0o7': a hexadecimal, octal or binary literal; allowed: a "
-         "decimal number; write it in decimal: --set density=7"),
+         "decimal number, (0.0 .. 1.0]; write it in decimal: --set density=7"),
         (["run", "tpu-collective", "--set", "topology=0b1"],
          "config key 'topology' = '0b1': not a slice shape; allowed: X x Y or X x Y x Z, e.g. "
          "4x4 or 4x4x8; set it with --set topology=4x4"),
@@ -626,6 +626,11 @@ def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, valu
         (["run", "tpu-train-step", "--set", "batch=100000000"],
          "config key 'batch' = 100000000: the layer needs 4,505,633,554,432 bytes per chip but a "
          "v5e chip has 16,000,000,000 bytes of HBM; allowed: 1 .. 354,368; lower batch"),
+        (["run", "tpu-collective", "--set", "topology=1x1"],
+         "config key 'axes' = 'x': spans 1 chip of the 1x1 slice (x: 1): a collective over one "
+         "chip moves no bytes over the ICI, so it has no time or bandwidth to measure; allowed: "
+         "axes spanning 2 or more chips; use a larger topology (--set topology=2x2 or larger) or "
+         "other axes"),
         (["run", "gpt-ws", "--set", "cs2.sram_bytes=1"],
          "config key 'cs2.sram_bytes' = 1: the stored activations of 1 sequence(s) need "
          "157,286,400 B but a wafer holds 1 B; allowed: at least 157,286,400; raise "
@@ -635,6 +640,64 @@ def test_an_mtx_with_values_not_finite_in_fp32_is_refused(capsys, tmp_path, valu
 def test_issue_27_messages(capsys, argv, message):
     code, _, err = run(capsys, *argv, "--quiet")
     assert code == 2 and err == f"wafersim: error: {message}\n"
+
+
+TOPOLOGY_ALLOWED = (
+    "X x Y (v3, v5e, v6e) or X x Y x Z (v4p, v5p), each axis 1 .. the pod's on it, e.g. 4x4 or "
+    "4x4x8"
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['topology = 0x4   # a comment'],
+         "config key 'topology' = 0x4 in {f} line 3: a string is expected (TOML reads 0x4 as the "
+         f"integer 4); allowed: {TOPOLOGY_ALLOWED}; quote it, e.g. topology = \"4x4\""),
+        (['topology = 0o17'],
+         "config key 'topology' = 0o17 in {f} line 3: a string is expected (TOML reads 0o17 as "
+         f"the integer 15); allowed: {TOPOLOGY_ALLOWED}; quote it, e.g. topology = \"4x4\""),
+        (['src = 0b11'],
+         "config key 'src' = 0b11 in {f} line 3: a string is expected (TOML reads 0b11 as the "
+         "integer 3); allowed: a chip of the slice: one index per axis, 0 .. its size - 1, e.g. "
+         "0,0 or 0,0,0; quote it, e.g. src = \"0,0\""),
+        (['chip = true'],
+         "config key 'chip' = true in {f} line 3: a string is expected (TOML reads true as a "
+         "boolean); allowed: v3, v4p, v5p, v5e, v6e; quote it, e.g. chip = \"v5e\""),
+        (['payload = 0x1'],
+         "config key 'payload' = 0x1 in {f} line 3: a string is expected (TOML reads 0x1 as the "
+         "integer 1); allowed: 'real', 'size'; quote it, e.g. payload = \"real\""),
+    ],
+)  # fmt: skip
+def test_a_radix_literal_in_a_scenario_file_is_quoted_as_written(capsys, tmp_path, lines, message):
+    """TOML reads ``topology = 0x4`` as the integer 4: a string key refuses it quoting the text
+    and the line of the file (issue 27), for ``run``, ``params`` and ``model``."""
+    f = tmp_path / "s.toml"
+    f.write_text('kind = "tpu-p2p"\n\n' + "\n".join(lines) + "\n")
+    for command in ("run", "params", "model"):
+        code, _, err = run(capsys, command, str(f))
+        assert code == 2 and err == f"wafersim: error: {message.format(f=f)}\n", command
+    # the same key set on the command line is the command line's value: no file line named
+    code, _, err = run(capsys, "params", str(f), "--set", lines[0].replace(" ", ""))
+    assert code == 2 and " line " not in err
+
+
+def test_a_radix_literal_in_a_sweep_file_is_quoted_as_written(capsys, tmp_path):
+    """A sweep's points are invalid with the literal as the sweep file's [set] or the scenario
+    file writes it."""
+    import pyarrow.parquet as pq
+
+    scen = tmp_path / "s.toml"
+    scen.write_text('kind = "tpu-p2p"\ntopology = 0x4\n')
+    sweep = tmp_path / "w.toml"
+    sweep.write_text('scenario = "tpu-p2p"\n[set]\ntopology = 0b100\n[grid]\nbytes = [64]\n')
+    for argv, where in (([str(scen), "--grid", "bytes=64"], f"0x4 in {scen} line 2"),
+                        ([str(sweep)], f"0b100 in {sweep} line 3")):  # fmt: skip
+        out = tmp_path / "o.parquet"
+        code, _, _ = run(capsys, "sweep", *argv, "-o", str(out), "--overwrite", "--quiet")
+        (row,) = pq.read_table(out).to_pylist()
+        assert code == 0 and row["status"] == "invalid"
+        assert row["error"].startswith(f"config key 'topology' = {where}: a string is expected")
 
 
 def test_a_non_decimal_literal_for_a_string_key_keeps_its_text():

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Literal
 
 import pytest
 
-from simcore.config import apply_override, describe, load, param, parse_override, section
+from simcore.config import (
+    apply_override,
+    describe,
+    load,
+    param,
+    parse_override,
+    section,
+    toml_literal,
+)
 from simcore.errors import ConfigError
 
 
@@ -105,3 +114,75 @@ def test_describe_lists_every_leaf():
         "clock_hz", "mode", "scale", "trace", "fabric.hop_latency_cycles", "fabric.colours",
     ]  # fmt: skip
     assert describe(Chip)[4] == ("fabric.hop_latency_cycles", "1", "0 .. 64", "cycles per hop")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Shown:
+    step: int = param(8, "a step", multiple_of=8)
+    shape: str = param("4x4", "a shape", allowed="X x Y, e.g. 4x4")
+    free: str = param("", "any label")
+    factor: float = param(1.0, "any factor")
+
+
+def test_describe_shows_each_constraint():
+    rows = {key: allowed for key, _, allowed, _ in describe(Shown)}
+    assert rows == {
+        "step": "a multiple of 8",  # a step alone was shown as "an integer"
+        "shape": "X x Y, e.g. 4x4",
+        "free": "a string",
+        "factor": "a finite number",  # inf and nan are refused
+    }
+    with pytest.raises(ConfigError) as err:
+        load(Shown, {"shape": 4})
+    assert str(err.value) == (
+        "config key 'shape' = 4: expected a string; allowed: X x Y, e.g. 4x4; "
+        "set it with --set shape=<value>"
+    )
+
+
+#: What ``wafersim params`` shows for a key with no constraint but its type.
+BARE = {"a string", "an integer", "a number", "a finite number"}
+#: Registered keys whose type is their whole constraint, and why.
+FREE = {
+    ("wafer-program/axpy", "a"): "the scalar of y = a·x + y: any finite number",
+}
+
+
+def _kind_classes():
+    from runner import registry
+    from workloads.wafer import program
+
+    registry.load_all()
+    out = [(name, kind.params) for name, kind in sorted(registry.KINDS.items())]
+    for path in sorted((Path(program.__file__).parent / "kernels").glob("*.py")):
+        out.append((f"wafer-program/{path.stem}", program.ProgramParams.for_data(
+            {"program": str(path)})))  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(("name", "cls"), _kind_classes(), ids=lambda v: getattr(v, "__name__", v))
+def test_params_show_the_real_constraint_of_every_key(name, cls):
+    """``wafersim params KIND`` says what each key may be (a range, the choices, a multiple, a
+    file, or the form in words), never just its type (issue 27: topology, chip, src, dst, axes,
+    sparsity, density, degree and address_mapping showed "a string" or "a number")."""
+    bare = [(key, allowed) for key, _, allowed, _ in describe(cls)
+            if allowed in BARE and (name, key) not in FREE]  # fmt: skip
+    assert not bare, name
+
+
+def test_toml_literal_finds_a_key_as_written():
+    text = (
+        'kind = "x"\n'
+        "topology = 0x4   # hex\n"
+        "[ici]\n"
+        "packet_bytes = 0o17\n"
+        '"a" . b = 0b1\n'
+        "[wafer.pe]\n"
+        "x = {y = 0x10, z = 3}\n"
+    )
+    assert toml_literal(text, "topology") == (2, "0x4")
+    assert toml_literal(text, "ici.packet_bytes") == (4, "0o17")
+    assert toml_literal(text, "ici.a.b") == (5, "0b1")
+    assert toml_literal(text, "wafer.pe.x.y") == (7, "0x10")  # in an inline table
+    assert toml_literal(text, "packet_bytes") is None  # under [ici], not at the top
+    assert toml_literal(text, "nope") is None

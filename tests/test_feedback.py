@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 
 from app import cli
 from app.progress import PointProgress, RunProgress
 from runner import budget, registry, scenario
+from simcore import config as cfg
 from simcore.errors import BuildError
 from simcore.sim import Simulation
 
@@ -164,3 +166,38 @@ def test_build_progress(monkeypatch):
 def test_json_stays_clean_with_progress(capsys):
     assert cli.main(["run", "link-chain", "--json"]) == 0
     json.loads(capsys.readouterr().out)
+
+
+def _modelled_kinds() -> list[str]:
+    registry.load_all()
+    return sorted(name for name, kind in registry.KINDS.items() if kind.model is not None)
+
+
+class _Kept(RunProgress):
+    """A run's progress that keeps the simulation, to ask it for a line after the run."""
+
+    def end_build(self, sim: Simulation) -> None:
+        self.sim = sim
+        super().end_build(sim)
+
+
+@pytest.mark.parametrize("name", _modelled_kinds())
+def test_every_modelled_kind_shows_a_fraction_and_an_eta(name):
+    """Every kind with a model knows the end its model predicts and shows its simulated time as
+    a fraction of it with an ETA (issue 27: gpt-ws and the TPU kinds showed neither; wafer runs
+    at the lock-step fidelity showed nothing while the kernel waited for 20,000 events). The
+    smallest points end in a few events, before the kernel's first look at progress, so the
+    line is asked for once more at the run's end."""
+    from tests.test_metric_names import POINTS
+
+    kind = registry.KINDS[name]
+    params = kind.params if not hasattr(kind.params, "for_data") else kind.params.for_data({})
+    point = cfg.load(params, POINTS[name][0][0])
+    stream = io.StringIO()
+    progress = _Kept(stream, after_s=0.0, every_s=0.0)
+    out = scenario.run_scenario(scenario.Scenario(name, "<test>", kind, "", {}), point,
+                                progress=progress)  # fmt: skip
+    assert out.result.status == "completed" and progress.expected_s, name
+    progress.update(progress.sim, progress._last + 10.0, 1_000, None)
+    line = stream.getvalue().splitlines()[-1]
+    assert re.search(r"~\d+% of the model's [\d,]+ \| ETA ~\d+ s", line), (name, line)

@@ -143,6 +143,10 @@ def test_summary_gives_busy_per_region_above_64_pes(tmp_path):
     assert sum(r["pes"] for r in reg["rows"]) == 144 and len(reg["rows"]) == 36
     text = format_summary(s)
     assert "busy by region (12 x 12 PEs in blocks of 2 x 2" in text
+    lines = text.splitlines()
+    title = next(i for i, ln in enumerate(lines) if ln.startswith("  busy by region"))
+    header = "region (x0:x1,y0:y1)  PEs  mean busy (% of run)  max busy (% of run)  busiest PE"
+    assert " ".join(lines[title + 1].split()) == " ".join(header.split())  # its header row
     assert "busiest components" not in text  # no line per PE at this size
     for row in reg["rows"]:
         assert 0.0 <= row["mean_busy_fraction"] <= row["max_busy_fraction"] <= 1.0

@@ -10,7 +10,13 @@ in wafersim"). Hypothesis draws:
 - scenario files of random bytes, random TOML and mutated built-in scenarios;
 - trace files of random bytes, and real traces cut off or corrupted at random places, for
   ``trace summary``, ``trace export`` and ``plot``;
-- outputs that cannot be written (a directory, a path under a file, a full device, an input).
+- outputs that cannot be written (a directory, a path under a file, a full device, an input);
+- files for every file-valued parameter of every built-in scenario (spmv's ``matrix``,
+  hbm-trace's ``trace``, wafer-program's ``program``): good, mutated, megabytes of blanks or
+  comments after a good start, random bytes, non-finite values and bad headers (``matrix``),
+  and special paths (a directory, ``/dev/null``, ``/dev/zero``, a FIFO, a symlink loop);
+- sweep options (grids, outputs, ``--traces``, ``--workers``, ``--resume``/``--overwrite``);
+- SIGINT and SIGTERM at a drawn moment of a PE-level run (``-m slow``: subprocesses).
 
 A run drawn with valid but huge values is cut short by a budget (components built, kernel
 events), which the harness raises as a Ctrl-C: exit 130 is accepted only then. The default tier
@@ -24,7 +30,9 @@ import functools
 import io
 import os
 import shutil
+import signal
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -333,18 +341,47 @@ FILE_KEYS = [
 ]
 _MTX_HEAD = "%%MatrixMarket matrix coordinate real general\n"
 _MTX_GOOD = _MTX_HEAD + "3 3 3\n1 1 1.0\n2 2 2.0\n3 3 3.0\n"
+#: A readable file for each file-valued key, which the draws corrupt.
+_GOOD = {
+    "matrix": _MTX_GOOD,
+    "trace": "# a\n0x00000000 READ 0\n0x00000020 WRITE 2\n0x00000040 READ 4\n",
+    "program": (
+        Path(__file__).parent.parent / "workloads" / "wafer" / "kernels" / "axpy.py"
+    ).read_text(),
+}
 
 
-def _file_content(data) -> bytes | str:
-    """A file for a file-valued parameter: good, corrupt, huge, non-finite, random bytes, or a
-    special path (str: a directory, a device, a FIFO, a missing file, a symlink loop)."""
-    how = data.draw(
-        st.sampled_from(["good", "mutate", "values", "header", "bytes", "special"]), label="file"
-    )
+def _good(name: str, key: str) -> bytes:
+    """A readable file for ``key`` of scenario ``name``: a sample above, else the file the
+    built-in scenario names (a Chakra trace, an HLO module), else nothing."""
+    if key in _GOOD:
+        return _GOOD[key].encode()
+    value: object = scenario.find(name).data
+    for part in key.split("."):
+        value = value.get(part, "") if isinstance(value, dict) else ""
+    return Path(value).read_bytes() if isinstance(value, str) and os.path.isfile(value) else b""
+
+
+#: What each kind needs besides the file to stay small.
+_SMALL = {"spmv": ["iterations=1", "px=1", "py=1"], "wafer-program": ["n=16", "pes=2"]}
+
+
+def _file_content(data, name: str, key: str) -> bytes | str:
+    """A file for file-valued parameter ``key``: good, corrupt, huge (megabytes of blanks or
+    comments after a good start), non-finite, random bytes, or a special path (str: a
+    directory, a device, a FIFO, a missing file, a symlink loop)."""
+    kinds = ["good", "mutate", "huge", "bytes", "special"]
+    if key == "matrix":
+        kinds += ["values", "header"]
+    how = data.draw(st.sampled_from(kinds), label="file")
+    good = _good(name, key)
     if how == "good":
-        return _MTX_GOOD.encode()
+        return good
+    if how == "huge":
+        filler = data.draw(st.sampled_from([b" ", b"\n", b"% c\n", b"# c\n", b"0"]))
+        return good + filler * (3_000_000 // len(filler))
     if how == "mutate":
-        base = _MTX_GOOD.encode()
+        base = good
         pos = data.draw(st.integers(0, len(base)), label="pos")
         junk = data.draw(st.binary(max_size=6), label="junk")
         return base[:pos] + junk + base[pos + data.draw(st.integers(0, 6)) :]
@@ -368,8 +405,9 @@ def _file_content(data) -> bytes | str:
 def _fuzz_file_params(data) -> None:
     name, key = data.draw(st.sampled_from(FILE_KEYS), label="parameter")
     with tempfile.TemporaryDirectory() as tmp:
-        content = _file_content(data)
-        path = os.path.join(tmp, "in.mtx")
+        content = _file_content(data, name, key)
+        suffix = {"matrix": "mtx", "trace": "trace", "program": "py", "et": "0.et"}.get(key, "txt")
+        path = os.path.join(tmp, "in." + suffix)
         if isinstance(content, bytes):
             with open(path, "wb") as fh:
                 fh.write(content)
@@ -384,8 +422,9 @@ def _fuzz_file_params(data) -> None:
         elif content.startswith("/dev/"):
             path = content
         before = _read(path) if os.path.isfile(path) else None
-        argv = ["run", name, "--quiet", "--set", f"{key}={path}", "--set", "iterations=1",
-                "--set", "px=1", "--set", "py=1"]  # fmt: skip
+        argv = ["run", name, "--quiet", "--set", f"{key}={path}"]
+        for s in _SMALL.get(name, []):
+            argv += ["--set", s]
         out = data.draw(st.sampled_from(["none", "input", "link", "other"]), label="output")
         if out == "input":
             argv += ["--trace", path]
@@ -493,3 +532,19 @@ def test_fuzz_sweep_options(_no_cluster, data):
 @given(data=st.data())
 def test_fuzz_sweep_options_deep(_no_cluster, data):
     _fuzz_sweep(data)
+
+
+# -- signals during PE-level runs (subprocesses: the slow tier only) -----------------------------
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sig=st.sampled_from([signal.SIGINT, signal.SIGTERM]),
+    after_s=st.floats(min_value=0.0, max_value=4.0),
+)
+def test_fuzz_signals_during_pe_level_runs(sig, after_s):
+    """SIGINT or SIGTERM at a drawn moment of a gpt-ws run at fidelity pe (PE-level sub-runs):
+    exit 130, one line, the trace so far kept and readable, nothing else left behind."""
+    from tests.test_outputs import interrupt_pe_level_run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        interrupt_pe_level_run(Path(tmp), sig, after_s)

@@ -189,7 +189,9 @@ def test_square_pe_block_for_iterations():
 def test_density_out_of_range():
     with pytest.raises(ConfigError) as exc:
         cfg.load(spmv.SpmvParams, {"matrix": "random", "density": 1.5})
-    assert str(exc.value) == "config key 'density' = 1.5: must be in (0, 1]; allowed: (0, 1]"
+    assert str(exc.value) == (
+        "config key 'density' = 1.5: out of range; allowed: (0.0 .. 1.0]; change density"
+    )
 
 
 def test_poisson_needs_square_n():
@@ -242,6 +244,20 @@ def test_footprint_counts_at_the_full_array_size():
     a = sp.csr_matrix(([1.0], ([py * rb - 1], [px * cb - 1])), shape=(py * rb, px * cb))
     got = sparse.pe_bytes(a, px, py, "auto", 0)
     assert got == 1 * (sparse.WORD_BYTES + sparse.INDEX_BYTES) + 3 * sparse.INDEX_BYTES
+
+
+def test_a_file_larger_than_its_entries_need_is_refused_before_reading(tmp_path):
+    """np.loadtxt holds what it reads: a huge file (here 3 MB of blanks after a 3-entry header;
+    4 GB took 8 GB of memory) is refused from its size, naming what its entries need."""
+    path = tmp_path / "big.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n3 3 3\n" + " " * 3_000_000)
+    with pytest.raises(ConfigError) as exc:
+        sparse.read_mtx(str(path))
+    assert str(exc.value) == (
+        f"config key 'matrix' = '{path}': the file has 3,000,052 bytes but its 3 declared "
+        "entries need at most 1,048,960 (128 bytes an entry, 1,048,576 of comments); allowed: "
+        "a file no larger than its entries need; check the size line"
+    )
 
 
 def _split_by_slicing(a, px, py, layout):

@@ -74,6 +74,32 @@ def test_cli_summary_json_and_text(wafer, capsys):
     assert "stalls:" in out and "link/queue utilisation" in out and "critical path" in out
 
 
+def test_every_summary_table_has_headers_with_units(wafer, capsys):
+    """Each table of ``trace summary`` (busiest components, stalls by cause, top stalls,
+    link/queue utilisation, critical path) starts with a header row naming its columns, and a
+    column of numbers names its unit (the queue table had no header, issue 27)."""
+    assert cli.main(["trace", "summary", wafer]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    tables: dict[str, list[list[str]]] = {}
+    for line in lines:
+        if line.startswith("  ") and not line.startswith("    "):
+            title = line.strip()
+        elif line.startswith("    "):
+            tables.setdefault(title, []).append(re.split(r"\s{2,}", line.strip()))
+    assert [t.split(" ")[0] for t in tables] == ["busiest", "stalls:", "top", "link/queue",
+                                                "critical"]  # fmt: skip
+    counts = {"slices", "stalls"}  # a count's unit is its name
+    for title, (header, *rows) in tables.items():
+        assert rows, title
+        assert all(len(r) == len(header) for r in rows), title
+        for k, name in enumerate(header):
+            numbers = all(re.fullmatch(r"-|[\d,.]+", r[k]) for r in rows)
+            if numbers:
+                assert name in counts or re.search(r"\(.+\)", name), (title, name)
+            else:
+                assert not re.search(r"\d", name), (title, name)  # a header, not a value
+
+
 def valid_image(path, kind):
     data = path.read_bytes()
     assert len(data) > 5000

@@ -18,18 +18,29 @@ from simcore.component import Component
 from simcore.config import ScenarioParams, param, section
 from simcore.errors import ConfigError
 from simcore.sim import Simulation
-from tpu.chips import ChipSpec, chip
+from tpu.chips import CHIPS, ChipSpec, chip
 from tpu.config import IciConfig
 from tpu.network import IciNetwork
 from tpu.topology import Slice, parse_shape
+
+#: What ``topology``, a workload's ``axes`` and a chip's coordinates may be (``wafersim params``;
+#: the checks in :mod:`tpu.topology` say the same, with the slice's own sizes).
+SHAPE_ALLOWED = (
+    "X x Y (v3, v5e, v6e) or X x Y x Z (v4p, v5p), each axis 1 .. the pod's on it, e.g. 4x4 or "
+    "4x4x8"
+)
+AXES_ALLOWED = "the slice's axes (x, y, z; s: across slices), each at most once, e.g. x or xy"
+COORD_ALLOWED = "a chip of the slice: one index per axis, 0 .. its size - 1, e.g. 0,0 or 0,0,0"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SliceParams(ScenarioParams):
     """A slice of a TPU pod: generation, shape, links."""
 
-    chip: str = param("v5e", "TPU generation: v3, v4p, v5p, v5e, v6e")
-    topology: str = param("4x4", "slice shape, X x Y (2-D chips) or X x Y x Z (v4p, v5p)")
+    chip: str = param("v5e", "TPU generation", allowed=", ".join(CHIPS))
+    topology: str = param(
+        "4x4", "slice shape: chips along each axis of the torus", allowed=SHAPE_ALLOWED
+    )
     slices: int = param(
         1, "slices joined over DCN; above 1 the chips gain a leading axis 's'", min=1, max=64
     )
@@ -54,7 +65,7 @@ def parse_axes(topo: Slice, text: str, key: str = "axes") -> tuple[int, ...]:
     """The axes of ``topo`` named by ``text`` (``x``, ``xy``, ``s``...), each at most once; a
     bad name is a :class:`ConfigError` on the parameter ``key``."""
     if not text:
-        raise ConfigError(key, text, "names no axis", allowed="x, y, z or a combination, e.g. xy")
+        raise ConfigError(key, text, "names no axis", allowed=AXES_ALLOWED)
     axes = tuple(topo.axis_index(a, key) for a in text)
     if len(set(axes)) != len(axes):
         raise ConfigError(key, text, "names an axis twice", allowed="each axis at most once")

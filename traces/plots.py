@@ -41,9 +41,10 @@ _PE = re.compile(r"^(?P<prefix>.*?(pe|chip))\[(?P<x>\d+),\s*(?P<y>\d+)(,\s*(?P<z
 
 #: How ``plot mesh`` classes slices by category: compute (every category not named here),
 #: asynchronous operations in flight (an ``async`` operation's lifetime, a TPU ``collective``
-#: phase), fabric activity (wavelets through a router, ICI transfers, streams, the HBM bus).
+#: phase or ``p2p`` transfer part), fabric activity (wavelets through a router, ICI transfers,
+#: streams, the HBM bus).
 #: ``stall`` and ``run`` slices are no activity.
-ASYNC_CATEGORIES = frozenset({"async", "collective"})
+ASYNC_CATEGORIES = frozenset({"async", "collective", "p2p"})
 FABRIC_CATEGORIES = frozenset({"wavelet", "ici", "ici_msg", "link", "stream", "bus"})
 IDLE_CATEGORIES = frozenset({"stall", "run"})
 ACTIVITY_LABELS = {
@@ -260,7 +261,8 @@ CATEGORY_COLOURS = {
     "task": "#1f77b4", "instr": "#aec7e8", "async": "#ff7f0e", "wavelet": "#2ca02c",
     "stall": "#d62728", "link": "#98df8a", "queue": "#9467bd", "compute": "#1f77b4",
     "mxu": "#1f77b4", "hbm": "#8c564b", "ici": "#98df8a", "ici_msg": "#2ca02c",
-    "collective": "#17becf", "stream": "#2ca02c", "memoryx": "#8c564b", "swarmx": "#e377c2",
+    "collective": "#17becf", "p2p": "#17becf", "stream": "#2ca02c", "memoryx": "#8c564b",
+    "swarmx": "#e377c2",
     "update": "#bcbd22", "wait": "#7f7f7f", "row": "#c5b0d5", "cmd": "#c49c94",
     "pim": "#ff9896", "bus": "#9edae5",
 }  # fmt: skip

@@ -427,43 +427,45 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
             f"  busy by region ({reg['width']} x {reg['height']} PEs in blocks of {bw} x {bh}; "
             "detail for one region: run --trace-region X0:X1,Y0:Y1):"
         )
-        for row in reg["rows"]:
-            lines.append(
-                f"    {row['region']:<20} {row['pes']:>8,} PEs  mean "
-                f"{100 * row['mean_busy_fraction']:5.1f}%  max "
-                f"{100 * row['max_busy_fraction']:5.1f}% ({row['busiest']})"
-            )
+        lines += _table(
+            ("region (x0:x1,y0:y1)", "PEs", "mean busy (% of run)", "max busy (% of run)",
+             "busiest PE"),
+            [(r["region"], f"{r['pes']:,}", f"{100 * r['mean_busy_fraction']:.1f}",
+              f"{100 * r['max_busy_fraction']:.1f}", r["busiest"]) for r in reg["rows"]],
+        )  # fmt: skip
     elif leaves:
         lines.append(f"  busiest components (top {min(top, len(leaves))} of {len(leaves)}):")
-        for row in leaves[:top]:
-            lines.append(
-                f"    {row['component']:<40} {100 * row['busy_fraction']:6.1f}% busy"
-                f"  {row['slices']:>9,} slices"
-            )
+        lines += _table(
+            ("component", "busy (% of run)", "busy (ticks)", "slices"),
+            [(r["component"], f"{100 * r['busy_fraction']:.1f}", f"{r['busy_ticks']:,}",
+              f"{r['slices']:,}") for r in leaves[:top]],
+        )  # fmt: skip
     st = s["stalls"]
     if st["top"]:
-        lines.append(
-            f"  stalls: {st['total_ticks']:,} ticks in total; by cause: "
-            + ", ".join(f"{c['cause']} {c['ticks']:,}" for c in st["by_cause"][:5])
-        )
-        for row in st["top"][: min(top, 10)]:
-            lines.append(
-                f"    {row['component']:<40} {row['name']:<10} {row['cause']:<30} "
-                f"{row['count']:>6,}x {row['ticks']:>10,} ticks"
-            )
+        total = st["total_ticks"]
+        lines.append(f"  stalls: {total:,} ticks in total; by cause (top 5):")
+        lines += _table(
+            ("stalled (ticks)", "stalled (% of all stalls)", "cause"),
+            [(f"{c['ticks']:,}", f"{100 * c['ticks'] / total if total else 0.0:.1f}",
+              c["cause"]) for c in st["by_cause"][:5]],
+        )  # fmt: skip
+        lines.append(f"  top stalls (top {min(top, 10, len(st['top']))}):")
+        lines += _table(
+            ("component", "stall", "stalls", "stalled (ticks)", "stalled (% of run)", "cause"),
+            [(r["component"], r["name"], f"{r['count']:,}", f"{r['ticks']:,}",
+              f"{100 * r['fraction_of_run']:.2f}", r["cause"])
+             for r in st["top"][: min(top, 10)]],
+        )  # fmt: skip
     if s["utilisation"]:
         lines.append(f"  link/queue utilisation (top {min(top, len(s['utilisation']))}):")
-        for row in s["utilisation"][:top]:
-            util = (
-                f"{100 * row['utilisation']:5.1f}% of {row['capacity']}"
-                if row["capacity"]
-                else "      -      "
-            )
-            lines.append(
-                f"    {row['component'] + ' ' + row['name']:<44} {row['category']:<6} "
-                f"mean {row['mean']:7.2f} max {row['max']:6.1f} {util}  "
-                f"non-zero {100 * row['nonzero_fraction']:5.1f}%"
-            )
+        lines += _table(
+            ("component", "counter", "category", "mean (entries)", "max (entries)",
+             "capacity (entries)", "mean (% of capacity)", "non-zero (% of time)"),
+            [(r["component"], r["name"], r["category"], f"{r['mean']:.2f}", f"{r['max']:g}",
+              f"{r['capacity']:,}" if r["capacity"] else "-",
+              f"{100 * r['utilisation']:.1f}" if r["capacity"] else "-",
+              f"{100 * r['nonzero_fraction']:.1f}") for r in s["utilisation"][:top]],
+        )  # fmt: skip
     cp = s["critical_path"]
     if cp and "length_ticks" in cp:
         lines.append(
@@ -471,9 +473,32 @@ def format_summary(s: dict[str, Any], top: int = 15) -> str:
             f"({cp['via_flows']:,} hops along flows); share by component"
             f"{' (the rest in flight or waiting)' if cp['waiting_ticks'] else ''}:"
         )
-        for row in cp["share"][:5]:
-            frac = row["ticks"] / cp["length_ticks"] if cp["length_ticks"] else 0.0
-            lines.append(f"    {row['component']:<40} {100 * frac:6.1f}%")
+        length = cp["length_ticks"]
+        lines += _table(
+            ("component", "on the path (% of it)", "on the path (ticks)"),
+            [(r["component"], f"{100 * r['ticks'] / length if length else 0.0:.1f}",
+              f"{r['ticks']:,}") for r in cp["share"][:5]],
+        )  # fmt: skip
     elif cp:
         lines.append(f"  critical path: {cp['note']}")
     return "\n".join(lines)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """``rows`` under ``header`` (each column's name and unit), indented for the summary:
+    columns of numbers right-aligned, the others (names, causes) left-aligned."""
+    if not rows:
+        return []
+    cols = list(zip(header, *rows, strict=True))
+    widths = [max(len(c) for c in col) for col in cols]
+    right = [all(_NUMBER.fullmatch(c) for c in col[1:]) for col in cols]
+    return [
+        "    " + "  ".join(
+            f"{c:>{w}}" if r else f"{c:<{w}}"
+            for c, w, r in zip(row, widths, right, strict=True)
+        ).rstrip()
+        for row in (header, *rows)
+    ]  # fmt: skip
+
+
+_NUMBER = re.compile(r"-|[-+]?[\d,]*\.?\d+(e[-+]?\d+)?")

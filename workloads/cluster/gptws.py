@@ -68,7 +68,9 @@ class GptWsParams(registry.ScenarioParams):
         "sequences per system (0: the model's batch / systems, capped by the wafer's SRAM)",
         min=0,
     )
-    sparsity: float = param(0.0, "fraction of zero weights in the decoder matrices, [0, 1)")
+    sparsity: float = param(
+        0.0, "fraction of zero weights in the decoder matrices", allowed="[0, 1)"
+    )
     steps: int = param(
         2, "training steps simulated (step time: between the last two)", min=1, max=64
     )

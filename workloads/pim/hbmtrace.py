@@ -42,6 +42,10 @@ from simcore.errors import ConfigError, WafersimError
 from simcore.sim import RunResult, Simulation
 
 FIELDS = ("row", "bankgroup", "bank", "column", "pch")
+#: What ``address_mapping`` may be (``wafersim params`` and its check's error).
+MAPPING_ALLOWED = (
+    "row, bankgroup, bank, column, pch, each once, joined by '-' (most significant first)"
+)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -66,6 +70,7 @@ class HbmTraceParams(registry.ScenarioParams):
     address_mapping: str = param(
         "row-bankgroup-bank-pch-column",
         "address fields, most significant first: an order of row, bankgroup, bank, column, pch",
+        allowed=MAPPING_ALLOWED,
     )
     hbm: HbmConfig = section(HbmConfig, "the HBM stacks")
 
@@ -86,8 +91,7 @@ class HbmTraceParams(registry.ScenarioParams):
             raise ConfigError(
                 "address_mapping", self.address_mapping,
                 "not an order of the five address fields",
-                allowed="row, bankgroup, bank, column, pch, each once, joined by '-' "
-                "(most significant first)",
+                allowed=MAPPING_ALLOWED,
             )  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.collectives import OPS, RINGS, SCHEDULES, Collective
 from tpu.network import IciNetwork
-from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
+from tpu.slice import AXES_ALLOWED, SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Slice
 from workloads.tpu import models
 from workloads.tpu.common import (
@@ -45,7 +45,11 @@ from workloads.tpu.common import (
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CollectiveParams(SliceParams):
     op: str = param("allgather", "the collective", choices=OPS)
-    axes: str = param("x", "axes it runs over: x, y, z or a combination such as xy")
+    axes: str = param(
+        "x",
+        "axes it runs over: x, y, z or a combination such as xy",
+        allowed=AXES_ALLOWED + ", spanning 2 or more chips",
+    )
     bytes: int = param(33_554_432, "size V of the full (gathered) array per group", min=1)
     dtype: str = param("bf16", "element type (bytes counted at its size)", choices=tuple(DTYPES))
     ring: str = param("bidirectional", "ring algorithm on wrapped axes", choices=RINGS)
@@ -67,6 +71,17 @@ class CollectiveParams(SliceParams):
         n = 1
         for a in axes:
             n *= topo.shape[a]
+        if n == 1:
+            # Nothing crosses a link: the time would be 0 and algbw = S / 0 has no value (it
+            # was reported as 0 bytes/s, which reads as a very slow collective).
+            sizes = ", ".join(f"{topo.axis_names[a]}: {topo.shape[a]}" for a in axes)
+            raise ConfigError(
+                "axes", self.axes,
+                f"spans 1 chip of the {self.topology} slice ({sizes}): a collective over one "
+                "chip moves no bytes over the ICI, so it has no time or bandwidth to measure",
+                allowed="axes spanning 2 or more chips",
+                hint="use a larger topology (--set topology=2x2 or larger) or other axes",
+            )  # fmt: skip
         item = DTYPES[self.dtype]
         unit = item * n * (n if self.op == "alltoall" else 1)
         if self.bytes % unit:

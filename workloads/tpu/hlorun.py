@@ -26,7 +26,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import TensorChip
 from tpu.graph import Graph, GraphRun
-from tpu.slice import SliceParams, build_slice
+from tpu.slice import SHAPE_ALLOWED, SliceParams, build_slice
 from tpu.topology import Slice
 from workloads.tpu import hlo as reader
 from workloads.tpu import opgraph
@@ -55,7 +55,9 @@ class HloParams(SliceParams):
     )
     tile_k: int = param(512, "rows of each weight tile copied HBM -> VMEM", min=8)
     tile_n: int = param(512, "columns of each weight tile", min=8)
-    topology: str = param("2x4", "slice shape, X x Y (2-D chips) or X x Y x Z (v4p, v5p)")
+    topology: str = param(
+        "2x4", "slice shape: chips along each axis of the torus", allowed=SHAPE_ALLOWED
+    )
 
     @property
     def path(self) -> str:

@@ -35,7 +35,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import F32, Job, TensorChip
 from tpu.collectives import Collective
-from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
+from tpu.slice import AXES_ALLOWED, SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
@@ -57,7 +57,7 @@ class MatmulParams(SliceParams):
     j: int = param(2048, "contracting dimension (J)", min=8)
     k: int = param(2048, "columns of B and C (K)", min=8)
     sharding: str = param("contracting", "which dimensions are sharded over X", choices=CASES)
-    axes: str = param("x", "the mesh axis (or axes) X")
+    axes: str = param("x", "the mesh axis (or axes) X", allowed=AXES_ALLOWED)
     blocks: int = param(4, "pieces the collective is cut into, to overlap it with compute", min=1)
     tile_k: int = param(512, "rows of each B tile copied HBM -> VMEM", min=8)
     tile_n: int = param(512, "columns of each B tile", min=8)

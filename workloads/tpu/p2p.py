@@ -26,8 +26,9 @@ from simcore.component import Component
 from simcore.config import param
 from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
+from simcore.tracing import TraceLevel
 from tpu.network import Flow, IciNetwork, Packet
-from tpu.slice import SliceParams, build_slice, link_utilisation
+from tpu.slice import COORD_ALLOWED, SliceParams, build_slice, link_utilisation
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.common import footprint as common_footprint
@@ -36,8 +37,10 @@ from workloads.tpu.common import seconds
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class P2pParams(SliceParams):
-    src: str = param("0,0", "source chip coordinates, e.g. 0,0 (or 0,0,0 on 3-D slices)")
-    dst: str = param("3,3", "destination chip coordinates")
+    src: str = param("0,0", "source chip coordinates", allowed=COORD_ALLOWED)
+    dst: str = param(
+        "3,3", "destination chip coordinates", allowed=COORD_ALLOWED + "; not the source"
+    )
     bytes: int = param(17_000_000, "message size", min=1)
     paths: int = param(
         0,
@@ -77,23 +80,22 @@ def chosen_paths(p: P2pParams, topo: Slice) -> list[list[Coord]]:
 
 
 class Transfer(Component):
-    """Starts the parts of the message at time 0; gathers what arrives at the destination."""
+    """Starts the parts of the message at time 0; gathers what arrives at the destination.
+
+    The parts' flows are made when the run starts, not at build: a flow reads the trace level
+    when it is made, and the runner opens the trace after the build (so, made at build, an
+    ``ops`` or ``detail`` trace would hold none of the transfer's packets or messages)."""
 
     def __init__(self, parent: Component, net: IciNetwork, paths: list, p: P2pParams) -> None:
         super().__init__(parent, "transfer")
+        self.net = net
+        self.paths = paths
+        self.nbytes = p.bytes
         self.data = None
         if p.payload == "real":
             self.data = self.rng.integers(0, 256, size=p.bytes, dtype=np.uint8)
             self.received = np.zeros(p.bytes, np.uint8)
-        cuts = [i * p.bytes // len(paths) for i in range(len(paths) + 1)]
-        self.flows = []
-        for i, path in enumerate(paths):
-            lo, hi = cuts[i], cuts[i + 1]
-            part = None if self.data is None else self.data[lo:hi]
-            flow = Flow(
-                net, path, hi - lo, data=part, itemsize=1, visit=self._land, name="p2p", tag=lo
-            )
-            self.flows.append(flow)
+        self.flows: list[Flow] = []
 
     def _land(self, flow: Flow, ch: Packet) -> bool:
         if ch.data is not None and ch.hop == flow.hops:
@@ -102,10 +104,34 @@ class Transfer(Component):
         return True
 
     def start(self) -> None:
+        cuts = [i * self.nbytes // len(self.paths) for i in range(len(self.paths) + 1)]
+        for i, path in enumerate(self.paths):
+            lo, hi = cuts[i], cuts[i + 1]
+            part = None if self.data is None else self.data[lo:hi]
+            flow = Flow(
+                self.net, path, hi - lo, data=part, itemsize=1, visit=self._land,
+                done=self._part_done, name="p2p", tag=lo,
+            )  # fmt: skip
+            self.flows.append(flow)
+        self.start_ticks = self.env.now
         for f in self.flows:
             f.start()
 
+    def _part_done(self, flow: Flow) -> None:
+        """One slice per part on the transfer's track (``ops`` and finer): from the start to its
+        last byte at the destination; its packets' and per-hop messages' records are the
+        links' (``ici`` at ``detail``, ``ici_msg`` at ``ops``)."""
+        if self.sim.trace_level >= TraceLevel.OPS:
+            i = self.flows.index(flow)
+            self.trace(
+                "p2p", f"part {i}", self.start_ticks, self.env.now - self.start_ticks,
+                bytes=flow.nbytes, hops=flow.hops, packets=flow.npackets, flow=flow.id,
+                route=">".join(",".join(map(str, c)) for c in flow.path),
+            )  # fmt: skip
+
     def pending(self) -> str | None:
+        if not self.flows:
+            return "the transfer has not started"
         left = sum(f.npackets - f.arrived for f in self.flows)
         return f"{left} packet(s) not yet at the destination" if left else None
 

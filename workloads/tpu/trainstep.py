@@ -37,7 +37,7 @@ from simcore.errors import ConfigError
 from simcore.sim import RunResult, Simulation
 from tpu.chip import Job, TensorChip
 from tpu.collectives import Collective
-from tpu.slice import SliceParams, build_slice, link_utilisation, parse_axes
+from tpu.slice import AXES_ALLOWED, SliceParams, build_slice, link_utilisation, parse_axes
 from tpu.topology import Coord, Slice
 from workloads.tpu import models
 from workloads.tpu.collective import time_over
@@ -60,7 +60,9 @@ class TrainStepParams(SliceParams):
     batch: int = param(1024, "per-chip batch (rows of X on each chip)", min=8)
     d_model: int = param(4096, "input width D of the layer", min=8)
     d_ff: int = param(8192, "output width F of the layer (the MLP width)", min=8)
-    axes: str = param("x", "axes the batch (and, with fsdp, W) is sharded over")
+    axes: str = param(
+        "x", "axes the batch (and, with fsdp, W) is sharded over", allowed=AXES_ALLOWED
+    )
     blocks: int = param(4, "column blocks communicated one by one, to overlap with compute", min=1)
     tile_k: int = param(512, "rows of each B tile copied HBM -> VMEM", min=8)
     tile_n: int = param(512, "columns of each B tile", min=8)

@@ -39,6 +39,11 @@ LAYOUTS = ("auto", "csr", "dcsr")
 #: 48 kB hold about 10^10 words, but reading 2^26 entries already takes a gigabyte or two.
 MAX_ORDER = 1 << 24
 MAX_ENTRIES = 1 << 26
+#: The longest entry line of a Matrix Market file read (three numbers in full precision with
+#: spaces fit in 80 bytes), and the room for comments: a larger file is refused before it is
+#: read, so a huge file cannot exhaust the memory (the reader holds the entries it reads).
+MAX_ENTRY_BYTES = 128
+MAX_COMMENT_BYTES = 1 << 20
 #: What the ``matrix`` parameter may be, in its errors.
 MATRIX_ALLOWED = f"a Matrix Market file (.mtx) or a generator: {', '.join(GENERATORS)}"
 WORD_BYTES = 4
@@ -147,6 +152,16 @@ def read_mtx(path: str) -> sp.spmatrix:
                 f"the header declares a {rows:,} x {cols:,} matrix of {stored:,} stored entries",
                 allowed=f"at most {MAX_ORDER:,} rows and columns and {MAX_ENTRIES:,} stored "
                 "entries (more than a wafer's SRAM holds)",
+            )  # fmt: skip
+        limit = stored * MAX_ENTRY_BYTES + MAX_COMMENT_BYTES
+        size_bytes = os.path.getsize(path)
+        if size_bytes > limit:  # np.loadtxt would hold it all (a 4 GB blank line: 8 GB)
+            raise ConfigError(
+                "matrix", path,
+                f"the file has {size_bytes:,} bytes but its {stored:,} declared entries need at "
+                f"most {limit:,} ({MAX_ENTRY_BYTES} bytes an entry, {MAX_COMMENT_BYTES:,} of "
+                "comments)",
+                allowed="a file no larger than its entries need; check the size line",
             )  # fmt: skip
         columns = {"coordinate": 2 if field == "pattern" else 3, "array": 1}[layout]
         try:

@@ -71,17 +71,23 @@ class SpmvParams(registry.ScenarioParams):
         allowed=sparse.MATRIX_ALLOWED,
     )
     n: int = param(256, "order of a generated matrix (poisson2d, grid: a perfect square)", min=1)
-    density: float = param(0.02, "fraction of non-zeros (random; erdos_renyi edge probability)")
+    density: float = param(
+        0.02, "fraction of non-zeros (random; erdos_renyi edge probability)", min=0.0,
+        min_open=True, max=1.0,
+    )  # fmt: skip
     bandwidth: int = param(2, "diagonals each side of the main one (banded)", min=0)
     graph: str = param("barabasi_albert", "networkx graph of laplacian", choices=sparse.GRAPHS)
     degree: int = param(
         2,
         "edges per new node (barabasi_albert), neighbours (watts_strogatz), mean non-zeros per "
         "row (powerlaw)",
-    )
+        min=1,
+        allowed="1 .. n - 1 (barabasi_albert), 2 .. n - 1 (watts_strogatz), 1 or more (powerlaw)",
+    )  # fmt: skip
     exponent: float = param(
-        2.5, "power-law exponent of the rows' and columns' non-zero counts (powerlaw; > 2)"
-    )
+        2.5, "power-law exponent of the rows' and columns' non-zero counts (powerlaw)",
+        allowed="> 2, e.g. 2.5",
+    )  # fmt: skip
     px: int = param(4, "PE columns; A's columns and x are split over them", min=1, max=MAX_WIDTH)
     py: int = param(4, "PE rows; A's rows and y are split over them", min=1, max=MAX_HEIGHT)
     iterations: int = param(1, "products y_{k+1} = A·(y_k/||y_k||); 1: y = A·x", min=1)
@@ -105,8 +111,6 @@ class SpmvParams(registry.ScenarioParams):
         )  # fmt: skip
 
     def check(self) -> None:
-        if not 0.0 < self.density <= 1.0:
-            raise ConfigError("density", self.density, "must be in (0, 1]", allowed="(0, 1]")
         a = self.matrix_csr()
         if self.iterations > 1:
             if a.shape[0] != a.shape[1]:
