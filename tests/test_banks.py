@@ -9,6 +9,7 @@ import pytest
 
 from app import cli
 from app.plots import bank_timing_of
+from tests.figure_text import overlapping_texts
 from traces import banks, read_trace
 from traces.summary import union_length
 
@@ -46,18 +47,10 @@ def test_row_open_share_is_the_row_slices_and_refresh_is_nrfc(jitq):
 
 
 def test_figure_has_units_and_no_overlapping_text(jitq):
-    from matplotlib.text import Text
-
     fig = banks.banks_figure(jitq, bank_timing_of(jitq), bins=300)
-    fig.canvas.draw()
     ax = fig.axes[0]
     assert ax.get_xlabel() == "simulated time (us)"
-    renderer = fig.canvas.get_renderer()
-    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
-             if t.get_visible() and t.get_text().strip()]  # fmt: skip
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1 :]:
-            assert not box_a.overlaps(box_b), (a, b)
+    assert not overlapping_texts(fig)
     plt.close(fig)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pytest
-from matplotlib.text import Text
 
 from app import cli
 from app.plots import WAFER_FLOP_PER_ELEMENT, roofs_of
 from pe import isa
+from tests.figure_text import overlapping_texts
 from traces import roofline
 
 
@@ -53,16 +53,10 @@ def test_tpu_matmul_per_chip_against_the_chip_table(tmp_path):
     roofs = roofs_of(path)
     assert roofs.compute == {"bf16 peak": 1.97e14} and roofs.bandwidth_bytes_per_s == 8.1e11
     fig = roofline.roofline_figure(path, counts, roofs)
-    fig.canvas.draw()
     ax = fig.axes[0]
     assert ax.get_xlabel() == "arithmetic intensity (FLOP/byte of HBM)"
     assert ax.get_ylabel() == "achieved per chip (FLOP/s)"
-    renderer = fig.canvas.get_renderer()
-    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
-             if t.get_visible() and t.get_text().strip()]  # fmt: skip
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1 :]:
-            assert not box_a.overlaps(box_b), (a, b)
+    assert not overlapping_texts(fig)
     plt.close(fig)
 
 

@@ -8,12 +8,12 @@ import re
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from matplotlib.text import Text
 
 from app import cli
 from app.plots import plot_validate
 from runner import registry
 from simcore.errors import TraceError, WafersimError
+from tests.figure_text import overlapping_texts
 from tests.trace_samples import write_wafer_trace
 from traces import heatmap, plots, read_trace
 from traces.summary import summarize, union_length
@@ -170,14 +170,6 @@ def test_plot_errors(tmp_path, wafer, capsys):
     assert cli.main(["plot", "timeline", str(chain), "-o", str(tmp_path / "t.svg")]) == 0
 
 
-def _text_boxes(fig):
-    """Extents of every visible, non-empty text of ``fig`` once drawn (the renderer's)."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
-            if t.get_visible() and t.get_text().strip()]  # fmt: skip
-
-
 def test_timeline_draws_a_large_mesh_whole_in_seconds(tmp_path):
     """96 PEs (288 components): rows become PEs' ancestors, the whole run is drawn, the axis
     is simulated time with its unit and no offset, and no two texts overlap."""
@@ -195,10 +187,7 @@ def test_timeline_draws_a_large_mesh_whole_in_seconds(tmp_path):
     assert ax.get_xlabel() == f"simulated time ({unit})"
     assert ax.get_xlim()[1] == pytest.approx(end / tick_hz / size)
     assert not ax.xaxis.get_major_formatter().get_offset()
-    boxes = _text_boxes(fig)
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1 :]:
-            assert not box_a.overlaps(box_b), (a, b)
+    assert not overlapping_texts(fig)
     plt.close(fig)
 
 
@@ -336,10 +325,7 @@ def test_every_plot_on_every_family_has_units_and_no_overlapping_text(
     fig = _figure(command, path)
     labels = [a.get_xlabel() for a in fig.axes] + [a.get_ylabel() for a in fig.axes]
     assert any(re.search(r"\((s|ms|us|ns|column|.*%.*)\)", lab) for lab in labels), labels
-    boxes = _text_boxes(fig)
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1 :]:
-            assert not box_a.overlaps(box_b), (family, command, a, b)
+    assert not overlapping_texts(fig), (family, command)
     plt.close(fig)
 
 
@@ -355,10 +341,7 @@ def test_banks_and_roofline_on_every_family(family, family_traces):
     if family == "pim":
         fig = banks.banks_figure(path, bank_timing_of(path), bins=200)
         assert fig.axes[0].get_xlabel() == "simulated time (us)"
-        boxes = _text_boxes(fig)
-        for i, (a, box_a) in enumerate(boxes):
-            for b, box_b in boxes[i + 1 :]:
-                assert not box_a.overlaps(box_b), (a, b)
+        assert not overlapping_texts(fig)
         plt.close(fig)
     else:
         with pytest.raises(TraceError, match="is no HBM or PIM run"):
