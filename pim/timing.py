@@ -142,12 +142,7 @@ class TimingChecker:
         bank group's and its banks'; the rest stay valid)."""
         pc = self._pch_c.get(cmd)
         if pc is None:
-            pc = NEVER
-            last = self.last_pch
-            for prev, cyc, _w, _p in self.rules[cmd]["pch"]:
-                t = last[prev] + cyc
-                if t > pc:
-                    pc = t
+            pc = _bound(self.last_pch, self.rules[cmd]["pch"])
             if cmd == "ACT" and len(self.acts) >= 4:
                 t = self.acts[-4] + self.faw
                 if t > pc:
@@ -156,22 +151,10 @@ class TimingChecker:
         g = bank // self.banks_per_group
         gc = self._bg_c[g].get(cmd)
         if gc is None:
-            gc = NEVER
-            last = self.last_bg[g]
-            for prev, cyc, _w, _p in self.rules[cmd]["bankgroup"]:
-                t = last[prev] + cyc
-                if t > gc:
-                    gc = t
-            self._bg_c[g][cmd] = gc
+            gc = self._bg_c[g][cmd] = _bound(self.last_bg[g], self.rules[cmd]["bankgroup"])
         bc = self._bank_c[bank].get(cmd)
         if bc is None:
-            bc = NEVER
-            last = self.last_bank[bank]
-            for prev, cyc, _w, _p in self.rules[cmd]["bank"]:
-                t = last[prev] + cyc
-                if t > bc:
-                    bc = t
-            self._bank_c[bank][cmd] = bc
+            bc = self._bank_c[bank][cmd] = _bound(self.last_bank[bank], self.rules[cmd]["bank"])
         if gc > pc:
             pc = gc
         return bc if bc > pc else pc
@@ -209,3 +192,15 @@ class TimingChecker:
                 f"cycles (earliest legal cycle {t}); issue it at cycle {t} or later"
             )
         self.record(cmd, banks, cycle)
+
+
+def _bound(last: list[int], rules: list[tuple[int, int, int, str]]) -> int:
+    """The first cycle the ``rules`` (previous command, minimum gap, ...) of one level allow,
+    given ``last``, the level's last cycle of each command (:meth:`TimingChecker.earliest1`'s bound
+    at the pseudo-channel, a bank group or a bank)."""
+    best = NEVER
+    for prev, cyc, _w, _p in rules:
+        t = last[prev] + cyc
+        if t > best:
+            best = t
+    return best
