@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from simcore import config as cfg
+
 
 def _whole(text: str, minimum: int) -> int:
     try:
@@ -35,23 +37,10 @@ def positive(text: str) -> int:
 
 def region(text: str) -> tuple[int, int, int, int]:
     """``x0:x1,y0:y1``: a block of a PE array, half-open (x0 <= x < x1, y0 <= y < y1)."""
-    if "-" in text:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is negative; give x0:x1,y0:y1 with 0 <= x0 < x1 and 0 <= y0 < y1"
-        )
     try:
-        xs, ys = text.split(",")
-        x0, x1 = (int(v) for v in xs.split(":"))
-        y0, y1 = (int(v) for v in ys.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a region; give x0:x1,y0:y1 (half-open, e.g. 0:16,0:16)"
-        ) from None
-    if x1 <= x0 or y1 <= y0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is an empty region; give 0 <= x0 < x1 and 0 <= y0 < y1"
-        )
-    return x0, x1, y0, y1
+        return cfg.parse_region(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def seconds(text: str) -> float:

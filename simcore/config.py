@@ -346,6 +346,27 @@ def load(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     return obj
 
 
+def parse_region(text: str) -> tuple[int, int, int, int]:
+    """``x0:x1,y0:y1``: a block of a PE array, half-open (x0 <= x < x1, y0 <= y < y1), as
+    ``(x0, x1, y0, y1)``. A bad spelling is a ValueError saying the form (``run
+    --trace-region``, ``--detail-region``)."""
+    if "-" in text:
+        raise ValueError(
+            f"{text!r} is negative; give x0:x1,y0:y1 with 0 <= x0 < x1 and 0 <= y0 < y1"
+        )
+    try:
+        xs, ys = text.split(",")
+        x0, x1 = (int(v) for v in xs.split(":"))
+        y0, y1 = (int(v) for v in ys.split(":"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a region; give x0:x1,y0:y1 (half-open, e.g. 0:16,0:16)"
+        ) from None
+    if x1 <= x0 or y1 <= y0:
+        raise ValueError(f"{text!r} is an empty region; give 0 <= x0 < x1 and 0 <= y0 < y1")
+    return x0, x1, y0, y1
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """Split ``a.b=value``; the value is a TOML literal if it parses as one, else a string."""
     key, sep, raw = text.partition("=")

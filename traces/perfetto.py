@@ -33,6 +33,7 @@ from typing import BinaryIO
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from simcore.config import parse_region as parse_block
 from simcore.errors import TraceError
 from traces.layout import (
     Lanes,
@@ -91,13 +92,10 @@ def parse_region(text: str | None) -> Region | None:
         return None
     if text.strip() == "all":
         return Region(everything=True)
-    m = re.fullmatch(r"\s*(\d+):(\d+)\s*,\s*(\d+):(\d+)\s*", text)
-    if not m or int(m[1]) >= int(m[2]) or int(m[3]) >= int(m[4]):
-        raise TraceError(
-            f"--detail-region {text!r}: give x0:x1,y0:y1 with x0 < x1 and y0 < y1 (PEs "
-            "x0 <= x < x1, y0 <= y < y1, e.g. 0:8,0:8), or all"
-        )
-    return Region(int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+    try:
+        return Region(*parse_block(text))
+    except ValueError as e:
+        raise TraceError(f"--detail-region {e}; or all (every PE)") from None
 
 
 @dataclasses.dataclass
