@@ -6,7 +6,9 @@
   (its ``run_time_s`` where it models a run of several steps, else its ``time_s``), so the
   fraction and ETA are estimates (marked ``~``), and events per second. Nothing shows for work
   under two seconds. Simulations nested in the run (sub-runs: a CS-2's PE-level products) show
-  as lines: the current sub-run's cycles, and how many have ended.
+  as lines: the current sub-run's cycles, and how many have ended, with where the run that holds
+  them is of its model's end; sub-runs the metrics start once the run is over (gpt-ws's
+  one-system reference) say so instead.
 * :class:`PointProgress` is the ``on_point`` callback of a validation's runner
   (:class:`registry.PointDone`): a line per finished point (its parameters that differ from the
   kind's defaults, its result, its time) and a bar over the points of the case.
@@ -62,6 +64,7 @@ class RunProgress(RunHooks):
         self._run_t0 = time.perf_counter()
         self._sub_last = 0.0
         self._outer: Simulation | None = None
+        self._outer_ended = False
         self.sub_runs = 0
 
     # -- build -------------------------------------------------------------------------------------
@@ -108,6 +111,10 @@ class RunProgress(RunHooks):
         self._close()
         self._run_t0 = time.perf_counter()
 
+    def end_run(self, sim: Simulation, result: RunResult) -> None:
+        if sim is self._outer:
+            self._outer_ended = True
+
     # -- sub-runs (simulations inside the run: a CS-2's PE-level products, a study's points) ---
     def sub_update(
         self, label: str, sim: Simulation, wall: float, events: int, limit: int | None
@@ -137,6 +144,8 @@ class RunProgress(RunHooks):
     def _outer_share(self, now: float) -> str:
         """Where the run that holds the sub-runs is, of the end its model predicts, with an ETA
         (the sub-runs are its work: its simulated time advances as they end)."""
+        if self._outer_ended:
+            return " | run over, computing its metrics"  # sub-runs of the metrics: no ETA known
         if self._outer is None or not self.expected_s:
             return ""
         domain = self._outer.main_domain

@@ -2,7 +2,8 @@
 (``app/progress.py`` draws bars and lines on a terminal).
 
 The kernel calls :meth:`RunHooks.update` between chunks of events (:class:`simcore.sim.Progress`);
-the runner calls the build hooks around a scenario's build, the sub-run hooks around each
+the runner calls the build hooks around a scenario's build, :meth:`RunHooks.end_run` when its
+simulation ends (before its metrics), the sub-run hooks around each
 simulation nested in the run (:mod:`runner.subrun`) and :meth:`RunHooks.close` when the run is
 over. Every hook here does nothing: a subclass overrides what it shows.
 """
@@ -22,6 +23,10 @@ class RunHooks(Progress):
 
     def end_build(self, sim: Simulation) -> None:
         """The build is over (checked); the run starts."""
+
+    def end_run(self, sim: Simulation, result: RunResult) -> None:
+        """The top-level simulation has ended (``result``); its metrics are computed next, which
+        may start sub-runs of their own (gpt-ws's one-system reference)."""
 
     def sub_update(
         self, label: str, sim: Simulation, wall: float, events: int, limit: int | None

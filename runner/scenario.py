@@ -345,6 +345,8 @@ def run_scenario(
             sim.trace_level = writer.level
         result = sim.run()
         status = result.status
+        if isinstance(progress, RunHooks):
+            progress.end_run(sim, result)
         message = "; ".join(result.report)
         if status == "interrupted":
             raise KeyboardInterrupt

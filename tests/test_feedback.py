@@ -201,3 +201,16 @@ def test_every_modelled_kind_shows_a_fraction_and_an_eta(name):
     progress.update(progress.sim, progress._last + 10.0, 1_000, None)
     line = stream.getvalue().splitlines()[-1]
     assert re.search(r"~\d+% of the model's [\d,]+ \| ETA ~\d+ s", line), (name, line)
+
+
+def test_sub_runs_after_the_run_do_not_show_the_runs_eta():
+    """gpt-ws's one-system reference runs while its metrics are computed, after its own
+    simulation ended: its lines say the run is over instead of an ETA near 0 s at 99 %."""
+    stream = io.StringIO()
+    progress = RunProgress(stream, after_s=0.0, every_s=0.0)
+    sc = scenario.find("gpt-ws")
+    params = scenario.resolve_params(sc, [])
+    scenario.run_scenario(sc, params, progress=progress)
+    lines = [line for line in stream.getvalue().splitlines() if "one-system reference" in line]
+    assert lines and all("run over, computing its metrics" in line for line in lines)
+    assert not any("ETA" in line for line in lines)
