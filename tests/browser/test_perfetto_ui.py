@@ -239,3 +239,32 @@ def test_weight_streaming_run_in_perfetto_ui(tmp_path, open_in_ui):
     assert next_read < last_wgrad  # the pipeline overlap the UI shows
     ui.screenshot(OUT / "perfetto-ui-gpt-ws.png")
     record("gpt_ws_4_systems_ops", load_s=round(ui.load_s, 3), **got)
+
+
+def test_large_wafer_with_a_detail_region_in_perfetto_ui(tmp_path, open_in_ui):
+    """A 40x40 wafer (above the summary threshold) exported with ``--detail-region 0:8,2:4``:
+    the UI shows the region's 16 PEs whole, every other PE only in its 8x8 block's active %
+    track, and the export's counts."""
+    src = tmp_path / "w40.arrows"
+    write_wafer_trace(src, w=40, h=40, steps=1, batch_rows=8192, fanout=2)
+    stats = export_perfetto(src, tmp_path / "w40.pftrace", detail_region="0:8,2:4")
+    assert stats.summarised > 0
+    ui = open_in_ui(tmp_path / "w40.pftrace")
+    check_open_on_load(ui, {"wafer"})
+    got = check_ui_matches(
+        ui,
+        {"slices": stats.slices + stats.path_slices,
+         "counters": stats.counters + stats.overview_values, "flows": stats.flows},
+        stats.event_tracks,
+    )  # fmt: skip
+    names = [r["name"] for r in ui.query("select distinct name from track")]
+    whole = {n for n in names if n.startswith("pe[") and ":" not in n and "*" not in n}
+    assert whole == {f"pe[{x},{y}]" for x in range(8) for y in (2, 3)}
+    blocks = [n for n in names if n.startswith("pe[") and ":" in n]
+    assert len(blocks) == 25
+    busy = ui.scalar(
+        "select count(distinct track.name) from counter join track on counter.track_id = "
+        "track.id where track.name like 'pe[%:%' and counter.value > 0"
+    )
+    assert busy == 25
+    record("wafer_40x40_detail_region", load_s=round(ui.load_s, 3), **got)
