@@ -51,7 +51,7 @@ from simcore.component import Component
 from simcore.tracing import TraceLevel
 from tpu.config import IciConfig
 from tpu.fluid import FluidNet
-from tpu.topology import Coord, Slice
+from tpu.topology import Coord, Slice, Translations
 
 
 def _fmt(c: Coord) -> str:
@@ -85,21 +85,24 @@ class IciLink(Component):
         # free bytes of the far buffer, per virtual channel
         size = self.buffer_packets * cfg.packet_bytes
         self.credits = [size, size]
-        self.wrap = False  # a wraparound link: the dateline of its ring
-        self.axis = -1
-        self.busy_ticks = 0
-        self.bytes = 0
-        self.packets = 0
-        self.waking = False  # busy with a packet: a wake-up is pending at its end
         self.rr: deque[Any] = deque()  # queues with a packet ready, in service order
         self.ready: dict[int, Any] = {}  # flow id -> its queue here
         self._ser: dict[int, int] = {}
         self._rate = max(1, int(bytes_per_s))
-        self._carry = 0  # byte-cycles sent ahead of the whole cycles counted (rounding)
-        self._last_end = -1
-        self._lat = 0
-        self._period = 0
         self._env = self.sim.env
+
+    # the rest of a link's state starts at these values (class attributes: a pod has tens of
+    # thousands of links, and setting them on each cost a third of its build)
+    wrap = False  # a wraparound link: the dateline of its ring
+    axis = -1
+    busy_ticks = 0
+    bytes = 0
+    packets = 0
+    waking = False  # busy with a packet: a wake-up is pending at its end
+    _carry = 0  # byte-cycles sent ahead of the whole cycles counted (rounding)
+    _last_end = -1
+    _lat = 0
+    _period = 0
 
     def check(self) -> None:
         self._freeze()
@@ -260,12 +263,37 @@ class IciNetwork(Component):
         self.flows_done = 0
         self.flow_ids = 0  # flows made so far: each flow's id (trace flows), per simulation
         self.trace_ids = 1 << 40  # trace flow ids the system layer takes (phase links)
+        #: the translations the network is folded by (:meth:`fold`), or None
+        self.symmetry: Translations | None = None
+        self._folded: dict[tuple[Coord, Coord], Any] = {}
+
+    def fold(self, sym: Translations) -> None:
+        """Run one representative per class of ``sym``: every path's links become their
+        translates from the representative of their source chip, so each link direction (and
+        DCN stage) that carries anything stands for ``sym.size`` identical ones. Only for a
+        system invariant under ``sym`` with nothing else on the network (the collectives'
+        symmetric fast path, docs/tpu/design.md#symmetry); before any flow is made."""
+        assert self.flow_ids == 0 and self.symmetry is None, "fold a network before its flows"
+        self.symmetry = sym
+
+    @property
+    def multiplicity(self) -> int:
+        """How many link directions each simulated one stands for (1 unless folded)."""
+        return 1 if self.symmetry is None else self.symmetry.size
 
     def link(self, src: Coord, dst: Coord) -> Any:
         return self.links[(src, dst)]
 
     def path_links(self, path: Sequence[Coord]) -> list[Any]:
-        return [self.links[(a, b)] for a, b in itertools.pairwise(path)]
+        if self.symmetry is None:
+            return [self.links[(a, b)] for a, b in itertools.pairwise(path)]
+        out = []
+        for ab in itertools.pairwise(path):
+            lk = self._folded.get(ab)
+            if lk is None:
+                lk = self._folded[ab] = self.links[self.symmetry.fold(*ab)]
+            out.append(lk)
+        return out
 
     def dcn_server(self, role: str, where: tuple[int, ...]) -> IciLink:
         """The shared DCN stage ``role`` of a chip (PCIe) or a host (NIC), made once; its buffer
@@ -290,8 +318,9 @@ class IciNetwork(Component):
         return [lk for lk in self.links.values() if isinstance(lk, IciLink) and lk.packets]
 
     def sent_packets(self) -> int:
-        """Packets that crossed an ICI link or a DCN hop (a packet counts once per hop)."""
-        return sum(lk.packets for lk in self.links.values())
+        """Packets that crossed an ICI link or a DCN hop (a packet counts once per hop; a
+        folded network counts each simulated link for the ones it stands for)."""
+        return sum(lk.packets for lk in self.links.values()) * self.multiplicity
 
     def progress_count(self) -> int:
         return self.flows_done
