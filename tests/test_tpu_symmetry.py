@@ -201,6 +201,18 @@ def test_edges_and_component_count_without_building():
                                 ("v5e", (2, 16), 1), ("v5p", (4, 2, 1), 2)]:  # fmt: skip
         topo = Slice(CHIPS[chip], shape, slices=slices)
         edges = topo.edges()
-        assert [(e.src, e.dst) for e in edges] == sorted(topo.graph.edges())
+        pairs = [(e.src, e.dst) for e in edges]
+        assert pairs == sorted(set(pairs))  # sorted, each direction once
+        want = {
+            (c, n)
+            for c in topo.coords
+            for a in range(len(topo.shape))
+            for sgn in (1, -1)
+            if (n := topo.neighbour(c, a, sgn)) is not None
+        }
+        assert set(pairs) == want
+        for e in edges:
+            assert e.wrap == (not 0 <= e.src[e.axis] + e.sign < topo.shape[e.axis])
+            assert topo.neighbour(e.src, e.axis, e.sign) == e.dst
         sim, _ = build(chip, shape, slices)
         assert network_components(topo) == len(sim.components) - 1  # less the pod

@@ -105,7 +105,8 @@ class IciLink(Component):
     _period = 0
 
     def check(self) -> None:
-        self._freeze()
+        if self._period:  # frozen before the time base was: again (else at the first use)
+            self._freeze()
 
     def _freeze(self) -> None:
         """Tick-valued timing, once the time base is frozen (at check, or at the first send)."""
@@ -251,11 +252,13 @@ class IciNetwork(Component):
         bw = cfg.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
         self.links: dict[tuple[Coord, Coord], Any] = {}
         self.dcn: dict[tuple[str, tuple[int, ...]], IciLink] = {}
+        names = {c: _fmt(c) for c in topo.coords}
         for e in topo.edges():
             if topo.is_dcn(e.axis):
                 self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
             else:
-                lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
+                name = f"link[{names[e.src]}>{names[e.dst]}]"
+                lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg, name=name)
                 lk.wrap, lk.axis = e.wrap, e.axis
                 self.links[(e.src, e.dst)] = lk
         #: the flow-level engine (``ici.fidelity = flow``), or None: packets

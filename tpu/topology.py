@@ -152,16 +152,25 @@ class Slice:
     def edges(self) -> list[Edge]:
         """Every link direction, in a fixed order (by source, then destination)."""
         if self._edges is None:
-            found: dict[tuple[Coord, Coord], Edge] = {}
-            for c in self.coords:
-                for axis, size in enumerate(self.shape):
+            edges: list[Edge] = []
+            shape = zip(self.shape, self.wrap, strict=True)
+            axes = [(a, n, w) for a, (n, w) in enumerate(shape) if n > 1]
+            for c in self.coords:  # in order: the sources sorted, then each one's destinations
+                out: dict[Coord, Edge] = {}
+                for axis, size, wraps_ in axes:
+                    v = c[axis]
                     for sign in (1, -1):
-                        n = self.neighbour(c, axis, sign)
-                        if n is None or (c, n) in found:
-                            continue  # an axis of 2 that wraps: one link pair, not two
-                        wrap = not 0 <= c[axis] + sign < size
-                        found[(c, n)] = Edge(c, n, axis, sign, wrap)
-            self._edges = [found[k] for k in sorted(found)]
+                        w = v + sign
+                        wrap = not 0 <= w < size
+                        if wrap:
+                            if not wraps_:
+                                continue
+                            w %= size
+                        n = (*c[:axis], w, *c[axis + 1 :])
+                        if n not in out:  # an axis of 2 that wraps: one link pair, not two
+                            out[n] = Edge(c, n, axis, sign, wrap)
+                edges += [out[n] for n in sorted(out)]
+            self._edges = edges
         return list(self._edges)
 
     def axis_index(self, name: str, key: str = "axes") -> int:
