@@ -42,6 +42,7 @@ one slice per link it crosses (its first packet's start to its last packet's end
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -82,12 +83,7 @@ class IciLink(Component):
         self.latency_cycles = lat * cfg.clock_hz // 1_000_000_000
         self.clock_hz = cfg.clock_hz
         self.buffer_packets = buffer_packets or max(1, cfg.buffer_bytes // cfg.packet_bytes)
-        # free bytes of the far buffer, per virtual channel
-        size = self.buffer_packets * cfg.packet_bytes
-        self.credits = [size, size]
-        self.rr: deque[Any] = deque()  # queues with a packet ready, in service order
-        self.ready: dict[int, Any] = {}  # flow id -> its queue here
-        self._ser: dict[int, int] = {}
+        self._buffer_bytes = self.buffer_packets * cfg.packet_bytes
         self._rate = max(1, int(bytes_per_s))
         self._env = self.sim.env
 
@@ -103,6 +99,16 @@ class IciLink(Component):
     _last_end = -1
     _lat = 0
     _period = 0
+    # the packet fidelity's port state, made when the first packet is offered (:meth:`_open`)
+    rr: deque[Any] | None = None  # queues with a packet ready, in service order
+    ready: dict[int, Any]  # flow id -> its queue here
+    credits: list[int]  # free bytes of the far buffer, per virtual channel
+    _ser: dict[int, int]  # serialisation ticks by size (made at the freeze)
+
+    def _open(self) -> None:
+        self.rr = deque()
+        self.ready = {}
+        self.credits = [self._buffer_bytes, self._buffer_bytes]
 
     def check(self) -> None:
         if self._period:  # frozen before the time base was: again (else at the first use)
@@ -112,7 +118,7 @@ class IciLink(Component):
         """Tick-valued timing, once the time base is frozen (at check, or at the first send)."""
         self._period = self.domain.period_ticks
         self._lat = self.domain.ticks(self.latency_cycles)
-        self._ser.clear()
+        self._ser = {}
 
     def serialise_ticks(self, nbytes: int) -> int:
         """Ticks the link is busy with ``nbytes`` (whole cycles of its clock, rounded up)."""
@@ -132,6 +138,8 @@ class IciLink(Component):
 
     def offer(self, flow: Flow, queue: Any) -> None:
         """``flow`` has ``queue`` (packets ready here, or its source) to send on this link."""
+        if self.rr is None:
+            self._open()
         self.ready[flow.id] = queue
         self.rr.append(queue)
         if not self.waking:
@@ -140,6 +148,8 @@ class IciLink(Component):
     def accept(self, pkt: Packet) -> None:
         """A packet's head has arrived at this link's chip: queue it behind its flow's."""
         flow = pkt.flow
+        if self.rr is None:
+            self._open()
         q = self.ready.get(flow.id)
         if q is None:
             q = self.ready[flow.id] = _Queue(flow.port_vc[pkt.port])
@@ -252,15 +262,25 @@ class IciNetwork(Component):
         bw = cfg.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
         self.links: dict[tuple[Coord, Coord], Any] = {}
         self.dcn: dict[tuple[str, tuple[int, ...]], IciLink] = {}
-        names = {c: _fmt(c) for c in topo.coords}
-        for e in topo.edges():
-            if topo.is_dcn(e.axis):
-                self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
-            else:
-                name = f"link[{names[e.src]}>{names[e.dst]}]"
-                lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg, name=name)
-                lk.wrap, lk.axis = e.wrap, e.axis
-                self.links[(e.src, e.dst)] = lk
+        # A pod has tens of thousands of links, each a few containers that live as long as the
+        # run: the cyclic garbage collector, triggered by the allocations, would scan them over
+        # and over while they are made (half the build of a 4,096-chip slice). It pauses while
+        # the links are made (nothing made here is garbage) and resumes as it was.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            names = {c: _fmt(c) for c in topo.coords}
+            for e in topo.edges():
+                if topo.is_dcn(e.axis):
+                    self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
+                else:
+                    name = f"link[{names[e.src]}>{names[e.dst]}]"
+                    lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg, name=name)
+                    lk.wrap, lk.axis = e.wrap, e.axis
+                    self.links[(e.src, e.dst)] = lk
+        finally:
+            if collecting:
+                gc.enable()
         #: the flow-level engine (``ici.fidelity = flow``), or None: packets
         self.fluid = FluidNet(self) if cfg.fidelity == "flow" else None
         self.flows_done = 0
