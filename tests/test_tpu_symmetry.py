@@ -71,15 +71,17 @@ A2A_SIZE = {  # AllToAll shifts by 2 on an even ring (its tie goes by parity)
 
 
 def _id(case) -> str:
-    (chip, shape, slices, axes, _), op = case
-    return f"{chip}-{'x'.join(map(str, shape))}-s{slices}-{len(axes)}ax-{op}"
+    (chip, shape, slices, axes, _), op, nbytes = case
+    return f"{chip}-{'x'.join(map(str, shape))}-s{slices}-{len(axes)}ax-{op}-{nbytes}"
 
 
-@pytest.mark.parametrize("case", list(itertools.product(CASES, OPS)), ids=_id)
+@pytest.mark.parametrize("case", list(itertools.product(CASES, OPS, [1000, 1 << 20])), ids=_id)
 def test_one_chip_per_class_gives_every_chip_its_time(case):
-    (chip, shape, slices, axes, per_class), op = case
+    """At 1 kB (a packet or less per message: latency-bound, many events on the same tick) and
+    1 MiB (bandwidth-bound)."""
+    (chip, shape, slices, axes, per_class), op, target = case
     full_shape = ((slices,) if slices > 1 else ()) + shape
-    nbytes = size(full_shape, axes, op, 1 << 20)
+    nbytes = size(full_shape, axes, op, target)
     a, na = run(chip, shape, op, axes, nbytes, False, slices)
     b, nb = run(chip, shape, op, axes, nbytes, True, slices)
     assert a.sym is None
