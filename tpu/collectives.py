@@ -38,6 +38,13 @@ odd ones).
 
 ``payload=size``: flows carry byte counts only (``inputs`` is None); the same flows, packets, holds
 and links run, so the timing is identical (tested).
+
+``symmetry=True`` (the flow fidelity's fast path, for a collective alone on its network): where
+the collective is invariant under translations of the chips (:meth:`Collective.translations`),
+only one representative chip per class runs; the network folds every link onto its
+representative's (:meth:`tpu.network.IciNetwork.fold`), a message reaching a chip counts at the
+chip's representative, and every chip's times are its representative's, exactly
+(docs/tpu/design.md#symmetry, tests/test_tpu_symmetry.py).
 """
 
 from __future__ import annotations
