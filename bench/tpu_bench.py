@@ -5,6 +5,7 @@ both ICI fidelities.
                                                           # docs/tpu/performance.md
     PYTHONPATH=. python bench/tpu_bench.py --fidelity flow --case pod
     PYTHONPATH=. python bench/tpu_bench.py --profile       # and the top entries of a profile
+    PYTHONPATH=. python bench/tpu_bench.py --fidelity flow --symmetry off   # every chip runs
 
 Each case runs in a fresh process (peak memory is the process's maximum resident set; ``cpu_s``
 is the process's CPU time, which other processes sharing the machine do not inflate). Cases,
@@ -20,7 +21,9 @@ The packet fidelity runs with packets of ``--packet-mib`` MiB (16 by default: co
 with cut-through the packet size changes times only by packet rounding, see
 docs/tpu/guide.md#packet-size) and a buffer of 16 packets, and only on the cases named in
 ``PACKET_CASES`` (the others take hours at that fidelity); the flow fidelity runs at the default
-ICI parameters.
+ICI parameters, with ``tpu-collective``'s ``symmetry`` (``--symmetry``: ``auto`` by default, one
+chip per class of translations where that is exact, docs/tpu/design.md#symmetry; ``off``, every
+chip).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ CASES = {
 PACKET_CASES = ("v5e-pod", "v5p-512")
 
 
-def one(case: str, fidelity: str, packet: int, profile: bool) -> dict:
+def one(case: str, fidelity: str, packet: int, profile: bool, symmetry: str = "auto") -> dict:
     from runner import registry, scenario
     from simcore import config as cfg
     from workloads.tpu.collective import CollectiveParams
@@ -62,7 +65,7 @@ def one(case: str, fidelity: str, packet: int, profile: bool) -> dict:
     p = cfg.load(
         CollectiveParams,
         dict(chip=chip, topology=topology, axes=axes, op="allreduce", bytes=nbytes,
-             payload="size", slices=slices, ici=ici),
+             payload="size", slices=slices, ici=ici, symmetry=symmetry),
     )  # fmt: skip
     prof = cProfile.Profile() if profile else None
     t0, c0 = time.perf_counter(), time.process_time()
@@ -76,6 +79,7 @@ def one(case: str, fidelity: str, packet: int, profile: bool) -> dict:
     out = {
         "case": f"{case}: allreduce 1 GiB {chip} {topology} {axes} x{slices}",
         "fidelity": fidelity,
+        "symmetry": symmetry,
         "packet_bytes": p.ici.packet_bytes,
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
@@ -98,18 +102,20 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--fidelity", choices=("packet", "flow"), action="append")
     ap.add_argument("--case", choices=tuple(CASES), action="append")
+    ap.add_argument("--symmetry", choices=("auto", "off"), default="auto")
     ap.add_argument("--one", nargs=2, metavar=("CASE", "FIDELITY"))
     args = ap.parse_args()
     packet = int(args.packet_mib * (1 << 20))
     if args.one:
-        print(json.dumps(one(*args.one, packet, args.profile)))
+        print(json.dumps(one(*args.one, packet, args.profile, args.symmetry)))
         return
     for case in args.case or CASES:
         for fid in args.fidelity or ("flow", "packet"):
             if fid == "packet" and case not in PACKET_CASES and not args.case:
                 continue
             cmd = [sys.executable, __file__, "--one", case, fid]
-            cmd += ["--packet-mib", str(args.packet_mib)] + (["--profile"] if args.profile else [])
+            cmd += ["--packet-mib", str(args.packet_mib), "--symmetry", args.symmetry]
+            cmd += ["--profile"] if args.profile else []
             run = subprocess.run(cmd, capture_output=True, text=True, check=True)
             res = json.loads(run.stdout)
             prof = res.pop("profile", None)

@@ -224,6 +224,8 @@ MODEL_IGNORES = {
     "wider than one item never limits the chain",
     **{(k, "payload"): "real arrays or byte counts only: the same timing by design (tested equal)"
        for k in ("tpu-collective", "tpu-matmul", "tpu-p2p", "tpu-train-step")},
+    ("tpu-collective", "symmetry"): "one chip per class of translations or every chip: the "
+    "same times and counts by design (tested equal, tests/test_tpu_symmetry.py)",
     ("tpu-collective", "dtype"): "bytes sets the array's size; dtype only says how many "
     "elements that is (links move bytes; no reduction time is modelled; same simulated time)",
     ("summa", "microthread_priority"): "the study's model has no priority term; in the "

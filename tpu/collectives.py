@@ -38,6 +38,13 @@ odd ones).
 
 ``payload=size``: flows carry byte counts only (``inputs`` is None); the same flows, packets, holds
 and links run, so the timing is identical (tested).
+
+``symmetry=True`` (the flow fidelity's fast path, for a collective alone on its network): where
+the collective is invariant under translations of the chips (:meth:`Collective.translations`),
+only one representative chip per class runs; the network folds every link onto its
+representative's (:meth:`tpu.network.IciNetwork.fold`), a message reaching a chip counts at the
+chip's representative, and every chip's times are its representative's, exactly
+(docs/tpu/design.md#symmetry, tests/test_tpu_symmetry.py).
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ import numpy as np
 
 from simcore.tracing import TraceLevel
 from tpu.network import Flow, IciNetwork, Packet
-from tpu.topology import Coord, Slice
+from tpu.topology import Coord, Slice, Translations
 
 OPS = ("allgather", "reducescatter", "allreduce", "alltoall")
 RINGS = ("bidirectional", "unidirectional")
@@ -79,6 +86,18 @@ class Group:
             rank, d = divmod(rank, size)
             out.append(d)
         return tuple(reversed(out))
+
+    def shift(self, keys: np.ndarray, src: Coord, dst: Coord) -> np.ndarray:
+        """``keys`` (ranks) as seen from chip ``dst`` when they were seen from chip ``src``: each
+        rank's coordinates on the group's axes moved by ``dst - src`` (modulo the axis sizes),
+        the translation taking ``src`` to ``dst`` (the symmetric fast path's)."""
+        out = np.zeros_like(keys)
+        stride = 1
+        for a, size in zip(reversed(self.axes), reversed(self.sizes), strict=True):
+            d = (keys // stride) % size
+            out += ((d + dst[a] - src[a]) % size) * stride
+            stride *= size
+        return out
 
     def on_axis(self, keys: np.ndarray, axis_pos: int, value: int) -> np.ndarray:
         """The ranks among ``keys`` whose coordinate on the group's ``axis_pos``-th axis is
@@ -191,6 +210,7 @@ class Collective:
         schedule: str = "rotated",
         inputs: dict[Coord, np.ndarray] | None = None,
         on_done: Callable[[Collective], None] | None = None,
+        symmetry: bool = False,
     ) -> None:
         self.net = net
         self.topo = net.topo
@@ -221,12 +241,66 @@ class Collective:
         self.outputs: dict[Coord, np.ndarray] = {}
         self.state: dict[Coord, list[_Part]] = {}
         self.group_of: dict[Coord, Group] = {c: g for g in self.groups for c in g.chips}
-        self.chips_left = self.topo.chips * self.parts
+        #: the symmetric fast path's translations (one representative chip per class runs), or
+        #: None: every chip runs (docs/tpu/design.md#symmetry); decided at :meth:`start`
+        self.symmetry = symmetry
+        self.sym: Translations | None = None
+        #: the chips that run: every chip, or one per class of the translations
+        self.chips = self.topo.coords
+        self.chips_left = len(self.chips) * self.parts
+        #: the tick each running chip finished its last part (AllToAll: its last block landed)
+        self.done_ticks: dict[Coord, int] = {}
         self.start_ticks = -1  # the first chip joined
         self.end_ticks = -1
         self.flows = 0  # flows started
         self._a2a_flows: list[Flow] = []
         self.phase_hops = [[0] * len(prog) for prog in self.programs]
+
+    # -- symmetry ----------------------------------------------------------------------------
+    def _may_fold(self) -> bool:
+        """The symmetric fast path runs at the flow fidelity, with sizes only (real shards differ
+        from chip to chip), untraced (a trace, at any level, shows every chip and link; the
+        trace is open once the run starts), on a network that carries nothing yet (the caller
+        vouches that nothing else will be sent on it)."""
+        net = self.net
+        return (
+            net.fluid is not None
+            and self.inputs is None
+            and net.sim.trace_level == TraceLevel.OFF
+            and net.flow_ids == 0
+            and net.symmetry is None
+        )
+
+    def translations(self) -> Translations:
+        """The translations under which this collective, alone on the network, is invariant.
+
+        Per axis: an axis outside the collective carries none of its traffic, so every value of
+        it holds an identical, independent copy (collapsed); a wrapped axis of the collective
+        is invariant under any shift (a ring's flows from a chip depend on its position only
+        through the ring, ``ring_paths``), except that an AllToAll's tie between the two ways
+        round goes by the parity of the coordinate (shifts by 2 on an even ring); an axis that
+        does not wrap (a line) has no shift. Between slices, a host's NIC is shared by the
+        host's block of chips (``spec.host``), so the ICI axes shift only by whole host blocks
+        when the collective crosses DCN."""
+        topo = self.topo
+        dcn = bool(self.dcn_axes)
+        strides = []
+        for a, n in enumerate(topo.shape):
+            if a not in self.axes:
+                s = 0
+            elif not topo.wrap[a]:
+                s = n
+            elif self.op == "alltoall" and n % 2 == 0:
+                s = 2
+            else:
+                s = 1
+            if dcn and not topo.is_dcn(a):
+                h = topo.spec.host[a - 1]
+                s = h if s == 0 else math.lcm(s, h)
+                if n % s:
+                    s = n
+            strides.append(s)
+        return Translations(topo.shape, strides)
 
     # -- plan --------------------------------------------------------------------------------
     def _program(self, p: int) -> list[tuple[str, int]]:
@@ -252,13 +326,21 @@ class Collective:
 
     # -- run ---------------------------------------------------------------------------------
     def start(self) -> None:
-        """Every chip joins now with its input from ``inputs``."""
+        """Every chip joins now with its input from ``inputs`` (with ``symmetry``, where it is
+        exact, one representative chip per class of translations: :meth:`translations`)."""
+        if self.symmetry and not self.state and self._may_fold():
+            sym = self.translations()
+            if sym.size > 1:
+                self.sym = sym
+                self.net.fold(sym)
+                self.chips = sym.reps
+                self.chips_left = len(self.chips) * self.parts
         if self.op == "alltoall":
             self.start_ticks = self.net.env.now
             self._prepare()
             self._alltoall()
             return
-        for c in self.topo.coords:
+        for c in self.chips:
             self.join(c, None if self.inputs is None else self.inputs[c])
 
     def join(self, c: Coord, x: np.ndarray | None = None) -> None:
@@ -280,8 +362,11 @@ class Collective:
             self._start_phase(c, p, 0)
 
     def _prepare(self) -> None:
+        runs = None if self.sym is None else set(self.chips)
         for g in self.groups:
             for rank, c in enumerate(g.chips):
+                if runs is not None and c not in runs:
+                    continue
                 x = self.inputs[c] if self.inputs is not None else None
                 parts = []
                 for p in range(self.parts):
@@ -368,12 +453,14 @@ class Collective:
             itemsize=self.itemsize, visit=self._visit, done=None, name=name,
             tag=_Msg(p, t, keys, hops, path[-1], name == "allgather"),
         )  # fmt: skip
-        self.flows += 1
+        self.flows += self.net.multiplicity
         flow.start()
 
     def _visit(self, flow: Flow, ch: Packet) -> bool:
         msg: _Msg = flow.tag
         c = flow.path[ch.hop]
+        if self.sym is not None:  # the chip's representative sees the flow's translate
+            c = self.sym.rep(c)
         st = self.state[c][msg.part]
         if st.phase < msg.phase:
             st.held.setdefault(msg.phase, []).append((flow, ch))
@@ -389,7 +476,10 @@ class Collective:
                 buf[lo : lo + len(ch.data)] = ch.data
             msg.counts[ch.hop] += 1
             if msg.counts[ch.hop] == flow.npackets:
-                self._ag_received(c, msg, msg.bufs[ch.hop])
+                keys = msg.keys
+                if self.sym is not None:  # the keys the translate into c carries
+                    keys = self.group_of[c].shift(keys, flow.path[ch.hop], c)
+                self._ag_received(c, keys, msg.part, msg.bufs[ch.hop])
             return True
         # reducescatter: add this chip's part of the block, or land at the destination
         lo = ch.lo
@@ -408,18 +498,18 @@ class Collective:
                 self._phase_done(c, msg.part)
         return True
 
-    def _ag_received(self, c: Coord, msg: _Msg, buf: np.ndarray | None) -> None:
-        st = self.state[c][msg.part]
-        st.incoming.append(msg.keys)
+    def _ag_received(self, c: Coord, keys: np.ndarray, part: int, buf: np.ndarray | None) -> None:
+        st = self.state[c][part]
+        st.incoming.append(keys)
         if buf is not None:
             if st.vals is st.snap.get(st.phase):
                 st.vals = dict(st.vals)  # type: ignore[arg-type]
-            for i, k in enumerate(msg.keys):
-                b = self.blocks[msg.part]
+            for i, k in enumerate(keys):
+                b = self.blocks[part]
                 st.vals[k] = buf[i * b : (i + 1) * b]  # type: ignore[index]
         st.got += 1
         if st.got == st.expected:
-            self._phase_done(c, msg.part)
+            self._phase_done(c, part)
 
     def _phase_done(self, c: Coord, p: int) -> None:
         st = self.state[c][p]
@@ -457,6 +547,7 @@ class Collective:
         st.flow_id = fid
 
     def _chip_done(self, c: Coord) -> None:
+        self.done_ticks[c] = self.net.env.now
         self.chips_left -= 1
         if self.chips_left == 0:
             self._finish()
@@ -497,10 +588,13 @@ class Collective:
 
     def _alltoall(self) -> None:
         blk = self.elems // (self.n * self.n)
-        self._a2a_left = {c: self.n - 1 for c in self.topo.coords}
+        runs = set(self.chips)
+        self._a2a_left = {c: self.n - 1 for c in self.chips}
         self._a2a_recv: dict[Coord, list[np.ndarray | None]] = {}
         for g in self.groups:
             for r, c in enumerate(g.chips):
+                if c not in runs:
+                    continue
                 x = self.inputs[c] if self.inputs is not None else None
                 recv: list[np.ndarray | None] = [None] * self.n
                 if x is not None:
@@ -508,6 +602,8 @@ class Collective:
                 self._a2a_recv[c] = recv
         for g in self.groups:
             for r, src in enumerate(g.chips):
+                if src not in runs:
+                    continue
                 x = self.inputs[src] if self.inputs is not None else None
                 routes = [(self._a2a_route(src, dst), j) for j, dst in enumerate(g.chips) if j != r]
                 # the longest routes leave first: they have the most links still to cross
@@ -521,7 +617,7 @@ class Collective:
                         tag=(r, j, g),
                     )  # fmt: skip
                     self._a2a_flows.append(flow)
-                    self.flows += 1
+                    self.flows += self.net.multiplicity
         if self.n == 1:
             if self.inputs is not None:
                 self.outputs = dict(self.inputs)
@@ -544,10 +640,13 @@ class Collective:
     def _a2a_done(self, flow: Flow) -> None:
         _r, j, g = flow.tag
         dst = g.chips[j]
+        if self.sym is not None:  # the translate landing on the representative
+            dst = self.sym.rep(dst)
         self._a2a_left[dst] -= 1
         if self._a2a_left[dst] == 0:
             if self.real:
                 self.outputs[dst] = np.concatenate(self._a2a_recv[dst])  # type: ignore[arg-type]
+            self.done_ticks[dst] = self.net.env.now
             self.chips_left -= 1
             if self.chips_left == 0:
                 self._finish_a2a()

@@ -42,6 +42,7 @@ one slice per link it crosses (its first packet's start to its last packet's end
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -51,7 +52,7 @@ from simcore.component import Component
 from simcore.tracing import TraceLevel
 from tpu.config import IciConfig
 from tpu.fluid import FluidNet
-from tpu.topology import Coord, Slice
+from tpu.topology import Coord, Slice, Translations
 
 
 def _fmt(c: Coord) -> str:
@@ -82,33 +83,42 @@ class IciLink(Component):
         self.latency_cycles = lat * cfg.clock_hz // 1_000_000_000
         self.clock_hz = cfg.clock_hz
         self.buffer_packets = buffer_packets or max(1, cfg.buffer_bytes // cfg.packet_bytes)
-        # free bytes of the far buffer, per virtual channel
-        size = self.buffer_packets * cfg.packet_bytes
-        self.credits = [size, size]
-        self.wrap = False  # a wraparound link: the dateline of its ring
-        self.axis = -1
-        self.busy_ticks = 0
-        self.bytes = 0
-        self.packets = 0
-        self.waking = False  # busy with a packet: a wake-up is pending at its end
-        self.rr: deque[Any] = deque()  # queues with a packet ready, in service order
-        self.ready: dict[int, Any] = {}  # flow id -> its queue here
-        self._ser: dict[int, int] = {}
+        self._buffer_bytes = self.buffer_packets * cfg.packet_bytes
         self._rate = max(1, int(bytes_per_s))
-        self._carry = 0  # byte-cycles sent ahead of the whole cycles counted (rounding)
-        self._last_end = -1
-        self._lat = 0
-        self._period = 0
         self._env = self.sim.env
 
+    # the rest of a link's state starts at these values (class attributes: a pod has tens of
+    # thousands of links, and setting them on each cost a third of its build)
+    wrap = False  # a wraparound link: the dateline of its ring
+    axis = -1
+    busy_ticks = 0
+    bytes = 0
+    packets = 0
+    waking = False  # busy with a packet: a wake-up is pending at its end
+    _carry = 0  # byte-cycles sent ahead of the whole cycles counted (rounding)
+    _last_end = -1
+    _lat = 0
+    _period = 0
+    # the packet fidelity's port state, made when the first packet is offered (:meth:`_open`)
+    rr: deque[Any] | None = None  # queues with a packet ready, in service order
+    ready: dict[int, Any]  # flow id -> its queue here
+    credits: list[int]  # free bytes of the far buffer, per virtual channel
+    _ser: dict[int, int]  # serialisation ticks by size (made at the freeze)
+
+    def _open(self) -> None:
+        self.rr = deque()
+        self.ready = {}
+        self.credits = [self._buffer_bytes, self._buffer_bytes]
+
     def check(self) -> None:
-        self._freeze()
+        if self._period:  # frozen before the time base was: again (else at the first use)
+            self._freeze()
 
     def _freeze(self) -> None:
         """Tick-valued timing, once the time base is frozen (at check, or at the first send)."""
         self._period = self.domain.period_ticks
         self._lat = self.domain.ticks(self.latency_cycles)
-        self._ser.clear()
+        self._ser = {}
 
     def serialise_ticks(self, nbytes: int) -> int:
         """Ticks the link is busy with ``nbytes`` (whole cycles of its clock, rounded up)."""
@@ -128,6 +138,8 @@ class IciLink(Component):
 
     def offer(self, flow: Flow, queue: Any) -> None:
         """``flow`` has ``queue`` (packets ready here, or its source) to send on this link."""
+        if self.rr is None:
+            self._open()
         self.ready[flow.id] = queue
         self.rr.append(queue)
         if not self.waking:
@@ -136,6 +148,8 @@ class IciLink(Component):
     def accept(self, pkt: Packet) -> None:
         """A packet's head has arrived at this link's chip: queue it behind its flow's."""
         flow = pkt.flow
+        if self.rr is None:
+            self._open()
         q = self.ready.get(flow.id)
         if q is None:
             q = self.ready[flow.id] = _Queue(flow.port_vc[pkt.port])
@@ -248,24 +262,61 @@ class IciNetwork(Component):
         bw = cfg.link_bytes_per_s or topo.spec.ici_oneway_bytes_per_s
         self.links: dict[tuple[Coord, Coord], Any] = {}
         self.dcn: dict[tuple[str, tuple[int, ...]], IciLink] = {}
-        for e in topo.edges():
-            if topo.is_dcn(e.axis):
-                self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
-            else:
-                lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg)
-                lk.wrap, lk.axis = e.wrap, e.axis
-                self.links[(e.src, e.dst)] = lk
+        # A pod has tens of thousands of links, each a few containers that live as long as the
+        # run: the cyclic garbage collector, triggered by the allocations, would scan them over
+        # and over while they are made (half the build of a 4,096-chip slice). It pauses while
+        # the links are made (nothing made here is garbage) and resumes as it was.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            names = {c: _fmt(c) for c in topo.coords}
+            for e in topo.edges():
+                if topo.is_dcn(e.axis):
+                    self.links[(e.src, e.dst)] = DcnHop(self, e.src, e.dst)
+                else:
+                    name = f"link[{names[e.src]}>{names[e.dst]}]"
+                    lk = IciLink(self, e.src, e.dst, bytes_per_s=bw, cfg=cfg, name=name)
+                    lk.wrap, lk.axis = e.wrap, e.axis
+                    self.links[(e.src, e.dst)] = lk
+        finally:
+            if collecting:
+                gc.enable()
         #: the flow-level engine (``ici.fidelity = flow``), or None: packets
         self.fluid = FluidNet(self) if cfg.fidelity == "flow" else None
         self.flows_done = 0
         self.flow_ids = 0  # flows made so far: each flow's id (trace flows), per simulation
         self.trace_ids = 1 << 40  # trace flow ids the system layer takes (phase links)
+        #: the translations the network is folded by (:meth:`fold`), or None
+        self.symmetry: Translations | None = None
+        self._folded: dict[tuple[Coord, Coord], Any] = {}
+
+    def fold(self, sym: Translations) -> None:
+        """Run one representative per class of ``sym``: every path's links become their
+        translates from the representative of their source chip, so each link direction (and
+        DCN stage) that carries anything stands for ``sym.size`` identical ones. Only for a
+        system invariant under ``sym`` with nothing else on the network (the collectives'
+        symmetric fast path, docs/tpu/design.md#symmetry); before any flow is made."""
+        assert self.flow_ids == 0 and self.symmetry is None, "fold a network before its flows"
+        self.symmetry = sym
+
+    @property
+    def multiplicity(self) -> int:
+        """How many link directions each simulated one stands for (1 unless folded)."""
+        return 1 if self.symmetry is None else self.symmetry.size
 
     def link(self, src: Coord, dst: Coord) -> Any:
         return self.links[(src, dst)]
 
     def path_links(self, path: Sequence[Coord]) -> list[Any]:
-        return [self.links[(a, b)] for a, b in itertools.pairwise(path)]
+        if self.symmetry is None:
+            return [self.links[(a, b)] for a, b in itertools.pairwise(path)]
+        out = []
+        for ab in itertools.pairwise(path):
+            lk = self._folded.get(ab)
+            if lk is None:
+                lk = self._folded[ab] = self.links[self.symmetry.fold(*ab)]
+            out.append(lk)
+        return out
 
     def dcn_server(self, role: str, where: tuple[int, ...]) -> IciLink:
         """The shared DCN stage ``role`` of a chip (PCIe) or a host (NIC), made once; its buffer
@@ -290,8 +341,9 @@ class IciNetwork(Component):
         return [lk for lk in self.links.values() if isinstance(lk, IciLink) and lk.packets]
 
     def sent_packets(self) -> int:
-        """Packets that crossed an ICI link or a DCN hop (a packet counts once per hop)."""
-        return sum(lk.packets for lk in self.links.values())
+        """Packets that crossed an ICI link or a DCN hop (a packet counts once per hop; a
+        folded network counts each simulated link for the ones it stands for)."""
+        return sum(lk.packets for lk in self.links.values()) * self.multiplicity
 
     def progress_count(self) -> int:
         return self.flows_done

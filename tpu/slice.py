@@ -90,11 +90,17 @@ def link_utilisation(net: IciNetwork, end_ticks: int) -> float:
 
 def network_components(topo: Slice) -> int:
     """Components :class:`IciNetwork` makes for ``topo``: itself, one per link direction, and the
-    shared DCN stages (a chip's PCIe out and in, a host's NIC out and in) the DCN hops use."""
-    edges = list(topo.edges())
-    stages = set()
-    for e in edges:
-        if topo.is_dcn(e.axis):
-            stages |= {("pcie-out", e.src), ("nic-out", topo.host_of(e.src)),
-                       ("nic-in", topo.host_of(e.dst)), ("pcie-in", e.dst)}  # fmt: skip
-    return 1 + len(edges) + len(stages)
+    shared DCN stages (a chip's PCIe out and in, a host's NIC out and in) the DCN hops use.
+    Counted without making the links: along an axis of ``n > 1`` chips each line of chips has
+    ``2 (n - 1)`` link directions, and two more if it wraps (an axis of 2 that wraps has one link
+    pair); between slices every chip sends and receives over DCN, so every chip has both PCIe
+    stages and every host both NIC stages."""
+    links = 0
+    for n, wrap in zip(topo.shape, topo.wrap, strict=True):
+        if n > 1:
+            links += topo.chips // n * (2 * (n - 1) + (2 if wrap and n > 2 else 0))
+    stages = 0
+    if topo.dcn_axis:
+        hosts = {topo.host_of(c) for c in topo.coords}
+        stages = 2 * topo.chips + 2 * len(hosts)
+    return 1 + links + stages

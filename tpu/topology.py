@@ -9,13 +9,14 @@ the chips between). Whether an axis closes into a ring is each generation's rule
 - v3, v5e, v6e (``"full-axis"``): one fixed torus; an axis wraps only when it spans the whole pod
   axis (16 on v5e/v6e: an 8x16 slice wraps on its long axis only).
 
-The graph is a ``networkx.DiGraph`` with one edge per link *direction* (a link is two channels),
-each edge carrying its axis, its sign (+1 or -1) and whether it is a wraparound edge. Axes of
-size 1 have no links; an axis of size 2 that wraps has one link pair (the two directions), not two
-parallel ones. Routes: dimension order (x, then y, then z; on each axis the shorter way, the
-positive one on a tie), the set of all minimal dimension-ordered paths, and one minimal path
-through each of a chip's ports that leads towards a destination (:meth:`Slice.port_paths`), for
-splitting a transfer over every useful port.
+The links are edges (:class:`Edge`), one per link *direction* (a link is two channels), each
+carrying its axis, its sign (+1 or -1) and whether it is a wraparound edge (also as a
+``networkx.DiGraph``, :attr:`Slice.graph`, made on demand). Axes of size 1 have no links; an axis
+of size 2 that wraps has one link pair (the two directions), not two parallel ones. Routes:
+dimension order (x, then y, then z; on each axis the shorter way, the positive one on a tie),
+the set of all minimal dimension-ordered paths, and one minimal path through each of a chip's
+ports that leads towards a destination (:meth:`Slice.port_paths`), for splitting a transfer over
+every useful port.
 
 Multi-slice: :class:`DcnPath` is the chain a byte takes between slices (HBM -> PCIe -> host NIC ->
 network -> host -> PCIe -> HBM) with the spec's bandwidths; the bottleneck sets its rate.
@@ -29,7 +30,7 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from simcore.errors import ConfigError
 from tpu.chips import DCN_BYTES_PER_S, PCIE_BYTES_PER_S, ChipSpec
@@ -81,8 +82,7 @@ def check_shape(spec: ChipSpec, shape: Sequence[int], key: str = "topology") -> 
             )  # fmt: skip
 
 
-@dataclasses.dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):
     """One direction of one ICI link."""
 
     src: Coord
@@ -113,25 +113,20 @@ class Slice:
         self.wrap = ((slices > 2,) if self.dcn_axis else ()) + wraps(spec, self.ici_shape)
         self.coords: list[Coord] = list(itertools.product(*(range(a) for a in self.shape)))
         self.index = {c: i for i, c in enumerate(self.coords)}
+        self._edges: list[Edge] | None = None
 
     @functools.cached_property
     def graph(self) -> nx.DiGraph:
-        """The links, one edge per direction (made on first use: checking a slice's parameters
-        does not need networkx, so ``wafersim params`` does not load it)."""
+        """The links as a graph, one edge per direction carrying its axis, sign and wrap (made
+        on first use: checking a slice's parameters does not need networkx, so ``wafersim
+        params`` does not load it)."""
         import networkx as nx
 
         graph = nx.DiGraph()
         graph.add_nodes_from(self.coords)
-        edges: dict[tuple[Coord, Coord], dict[str, object]] = {}
-        for c in self.coords:
-            for axis, size in enumerate(self.shape):
-                for sign in (1, -1):
-                    n = self.neighbour(c, axis, sign)
-                    if n is None or (c, n) in edges:
-                        continue  # an axis of 2 that wraps: one link pair, not two
-                    wrap = not 0 <= c[axis] + sign < size
-                    edges[(c, n)] = {"axis": axis, "sign": sign, "wrap": wrap}
-        graph.add_edges_from((a, b, d) for (a, b), d in edges.items())
+        graph.add_edges_from(
+            (e.src, e.dst, {"axis": e.axis, "sign": e.sign, "wrap": e.wrap}) for e in self.edges()
+        )
         return graph
 
     @property
@@ -155,11 +150,28 @@ class Slice:
         return (*c[:axis], v, *c[axis + 1 :])
 
     def edges(self) -> list[Edge]:
-        """Every link direction, in a fixed order."""
-        return [
-            Edge(a, b, d["axis"], d["sign"], d["wrap"])
-            for a, b, d in sorted(self.graph.edges(data=True))
-        ]
+        """Every link direction, in a fixed order (by source, then destination)."""
+        if self._edges is None:
+            edges: list[Edge] = []
+            shape = zip(self.shape, self.wrap, strict=True)
+            axes = [(a, n, w) for a, (n, w) in enumerate(shape) if n > 1]
+            for c in self.coords:  # in order: the sources sorted, then each one's destinations
+                out: dict[Coord, Edge] = {}
+                for axis, size, wraps_ in axes:
+                    v = c[axis]
+                    for sign in (1, -1):
+                        w = v + sign
+                        wrap = not 0 <= w < size
+                        if wrap:
+                            if not wraps_:
+                                continue
+                            w %= size
+                        n = (*c[:axis], w, *c[axis + 1 :])
+                        if n not in out:  # an axis of 2 that wraps: one link pair, not two
+                            out[n] = Edge(c, n, axis, sign, wrap)
+                edges += [out[n] for n in sorted(out)]
+            self._edges = edges
+        return list(self._edges)
 
     def axis_index(self, name: str, key: str = "axes") -> int:
         i = self.axis_names.find(name)
@@ -258,6 +270,46 @@ class Slice:
                 ports.add(path[1])
                 out.append(path)
         return out
+
+
+class Translations:
+    """A group of translations of a slice's chips, for running one representative per class.
+
+    On axis ``a`` the group shifts coordinates by the multiples of ``strides[a]`` (modulo the
+    axis size): ``1``, any shift (the axis must wrap); ``s`` dividing the size, shifts by
+    ``s``; the size itself, none. ``strides[a] = 0`` collapses the axis: any shift, on an axis
+    whose links carry nothing (each value of it holds an independent, identical copy of the
+    system). A chip's representative is its coordinates reduced modulo the strides (0 on
+    collapsed axes); every class has :attr:`size` chips, and every link direction (or DCN stage)
+    likewise stands for :attr:`size` of them. Whether a system is invariant under the group is
+    for its user to establish (:meth:`tpu.collectives.Collective.translations`).
+    """
+
+    def __init__(self, shape: Sequence[int], strides: Sequence[int]) -> None:
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        for n, s in zip(self.shape, self.strides, strict=True):
+            assert s == 0 or n % s == 0, (shape, strides)
+        self.size = 1
+        for n, s in zip(self.shape, self.strides, strict=True):
+            self.size *= n // s if s else n
+        self.reps: list[Coord] = list(itertools.product(*(range(s or 1) for s in self.strides)))
+
+    def rep(self, c: Coord) -> Coord:
+        """The representative of ``c``'s class."""
+        return tuple(v % s if s else 0 for v, s in zip(c, self.strides, strict=True))
+
+    def offset(self, c: Coord) -> Coord:
+        """The translation taking ``c``'s representative to ``c``."""
+        return tuple(v - (v % s if s else 0) for v, s in zip(c, self.strides, strict=True))
+
+    def fold(self, a: Coord, b: Coord) -> tuple[Coord, Coord]:
+        """The link ``a -> b`` translated so that its source is ``a``'s representative."""
+        t = self.offset(a)
+        return (
+            tuple(v - d for v, d in zip(a, t, strict=True)),
+            tuple((v - d) % n for v, d, n in zip(b, t, self.shape, strict=True)),
+        )
 
 
 @dataclasses.dataclass(frozen=True)

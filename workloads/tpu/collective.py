@@ -64,6 +64,13 @@ class CollectiveParams(SliceParams):
         "real", "real: numpy arrays move; size: byte counts only, same timing",
         choices=("real", "size"),
     )  # fmt: skip
+    symmetry: str = param(
+        "auto",
+        "auto: at ici.fidelity=flow with payload=size and no trace, run one representative chip "
+        "per class of the translations the collective is invariant under (wrapped axes; exact, "
+        "the same times and counts, docs/tpu/design.md#symmetry); off: every chip runs",
+        choices=("auto", "off"),
+    )  # fmt: skip
 
     def check(self) -> None:
         topo = self.slice()
@@ -160,8 +167,9 @@ def build(sim: Simulation, p: CollectiveParams) -> Handle:
     axes = parse_axes(topo, p.axes)
     data = inputs(p, topo) if p.payload == "real" else None
     coll = Collective(
-        net, p.op, axes, p.bytes, DTYPES[p.dtype], ring=p.ring, schedule=p.schedule, inputs=data
-    )
+        net, p.op, axes, p.bytes, DTYPES[p.dtype], ring=p.ring, schedule=p.schedule, inputs=data,
+        symmetry=p.symmetry == "auto",
+    )  # fmt: skip
     return Handle(topo, net, coll, CollectiveRun(top, coll), data)
 
 
