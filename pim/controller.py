@@ -541,7 +541,10 @@ class Controller(Component):
         admitted or completed, the drain mode flipping, a refresh). ``fcfs`` and the window of
         a pending refresh build the candidates as the reference does. A request to a row that
         is not a data row (a mode-register row), a bank or a column outside the organisation
-        hands the run over to the reference, state and all."""
+        hands the run over to the reference, state and all. ACT, PRE, RD and WR are applied
+        to the device inline, as :meth:`PseudoChannel.apply` does in SB mode (its open-row
+        cache for PIM triggers is left alone: a trigger needs AB-PIM mode, reached only by
+        ACTs through ``apply``, each of which drops it)."""
         pch, checker, t_, org = self.pch, self.checker, self.std.timing, self.std.org
         period = self.domain.period_ticks
         NC = len(COMMANDS)
@@ -566,6 +569,7 @@ class Controller(Component):
         hist = self.latency_hist
         K1, K2 = 1 << 40, 2 << 40  # candidate keys: class << 40 | age (or bank)
         INF = 1 << 62
+        rdwr = (RD, WR)
 
         source = self._source_iter()
         nxt: Request | None = next(source, None)
@@ -597,7 +601,7 @@ class Controller(Component):
                     m = r
             bl = bn[b]
             base = (b // bpg) * NC
-            out = []
+            out: list[tuple] = []
             if m is not None:
                 ms = m.seq
                 if o < 0:
@@ -619,7 +623,7 @@ class Controller(Component):
                 out.append((K1 + b, PRE, bl[PRE], base + PRE, b, None))
             bc[b] = out
 
-        def generic(window: list[Request]) -> list[tuple]:
+        def generic(window: list[Request]) -> list[list[tuple]]:
             """The reference's candidates over ``window`` (fcfs, a refresh's pending hits)."""
             if fcfs:
                 window = [min(window, key=lambda r: r.seq)]
@@ -638,7 +642,7 @@ class Controller(Component):
                 cur = d.get(b)
                 if cur is None or r.seq < cur.seq:
                     d[b] = r
-            out = []
+            out: list[tuple] = []
             for b, r in miss.items():
                 base = (b // bpg) * NC
                 if popen[b] < 0:
@@ -676,7 +680,6 @@ class Controller(Component):
                 yield_at = kt + BULK_BLOCK_CYCLES
                 if handover:
                     checker.forget()
-                    pch._parity_rows = None
                     state = (source, nxt, list(reads.values()), list(writes.values()), counter,
                              draining, due_hits)  # fmt: skip
                     yield from self._requests(state)
@@ -751,7 +754,7 @@ class Controller(Component):
                     window = list(serve.values()) + [
                         r for r in other.values() if popen[r.bank] == r.row
                     ]
-                cands = generic(window)
+                cands: list[list[tuple]] = generic(window)
             else:
                 cands = bc
             best = sc = None
@@ -848,9 +851,9 @@ class Controller(Component):
                     if y == RD:
                         out = arr[b, col].copy()
                     else:
-                        if req.data is None:  # type: ignore[union-attr]
+                        if req.data is None:
                             raise ProtocolError(f"{pch.name}: WR without data")
-                        arr[b, col] = req.data  # type: ignore[union-attr]
+                        arr[b, col] = req.data
             if first < 0:
                 first = now
             last, nf = now, now + 1
@@ -867,7 +870,7 @@ class Controller(Component):
                         n_conf += 1
                     else:
                         n_hit += 1
-                if y >= RD:  # RD or WR (REF never has a request)
+                if y in rdwr:
                     req.done = done
                     req.value = out
                     lat = done - req.arrival
@@ -890,7 +893,6 @@ class Controller(Component):
             (lat_sum, completed, busy, host, n_hit, n_miss, n_conf),
         )
         checker.forget()
-        pch._parity_rows = None
         if kt * period > self.env.now:
             yield self._wait_until(kt)
 
