@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -55,7 +56,7 @@ class Command(NamedTuple):
     note: Any = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Request:
     """A host access of one 32-byte column: arrives at ``arrival`` (cycle)."""
 
@@ -552,7 +553,13 @@ class Controller(Component):
                                        ("ACT", "PRE", "PREA", "RD", "WR", "REF"))  # fmt: skip
         nb, bpg, ncols, data_rows = org.banks, org.banks_per_group, org.columns, pch.data_rows
         nBL, nCL, nCWL, colbytes = t_.nBL, t_.nCL, t_.nCWL, org.column_bytes
-        sp, sg, sbk = checker.successors()
+        succ = checker.successors()
+        # The loop raises only the bounds of the commands it decides (ACT, PRE, RD, WR); PREA
+        # and REF (refresh, every bank) ask the checker, whose record it keeps.
+        sp, sg, sbk = (
+            [tuple((z, cyc) for z, cyc in row if z not in (PREA, REF)) for row in level]
+            for level in succ
+        )
         pn, bgf, bn = checker.next_allowed()
         lp, lg, lb, acts, faw = (checker.last_pch, checker.last_bg, checker.last_bank,
                                  checker.acts, checker.faw)  # fmt: skip
@@ -576,7 +583,14 @@ class Controller(Component):
         reads: dict[int, Request] = {}  # seq -> request, oldest first (insertion order)
         writes: dict[int, Request] = {}
         qb: list[dict[int, Request]] = [{} for _ in range(nb)]  # per bank, both queues
-        bc: list[list[tuple]] = [[] for _ in range(nb)]  # per bank: its candidates
+        # Candidates: (bank bound, key, command, bank-group slot, bank, request), every bank's
+        # in one list sorted by the bank bound (a lower bound of when each can go: a scan
+        # stops at the first that can neither be ready nor the soonest); and per bank its own,
+        # with what they were built from (its serve-queue miss, read hit, write hit).
+        cl: list[tuple] = []
+        bc: list[list[tuple]] = [[] for _ in range(nb)]
+        bsum: list[tuple] = [(None, None, None)] * nb
+        dirty: list[int] = []  # banks whose candidates are to be rebuilt before a decision
         counter = 0
         draining = False
         due_hits: list[Request] | None = None
@@ -586,44 +600,7 @@ class Controller(Component):
         lat_sum = completed = busy = host = n_hit = n_miss = n_conf = 0
         yield_at = kt + BULK_BLOCK_CYCLES
 
-        def rebuild(b: int, drain: bool) -> None:
-            """Bank ``b``'s candidates: (key, command, bank bound, bank-group slot, bank, req)."""
-            o = popen[b]
-            rh = wh = m = None
-            for r in qb[b].values():
-                if r.row == o:
-                    if r.is_write:
-                        if wh is None:
-                            wh = r
-                    elif rh is None:
-                        rh = r
-                elif m is None and (unified or r.is_write == drain):
-                    m = r
-            bl = bn[b]
-            base = (b // bpg) * NC
-            out: list[tuple] = []
-            if m is not None:
-                ms = m.seq
-                if o < 0:
-                    out.append((K2 + ms, ACT, bl[ACT], base + ACT, b, m))
-                else:
-                    oh = INF
-                    if rh is not None:
-                        oh = rh.seq
-                    if wh is not None and wh.seq < oh:
-                        oh = wh.seq
-                    if not (oh < ms and (cap == 0 or hits[b] < cap)):
-                        out.append((K2 + ms, PRE, bl[PRE], base + PRE, b, m))
-            capped = cap and hits[b] >= cap and m is not None
-            if rh is not None and not (capped and m.seq < rh.seq):  # type: ignore[union-attr]
-                out.append((rh.seq, RD, bl[RD], base + RD, b, rh))
-            if wh is not None and not (capped and m.seq < wh.seq):  # type: ignore[union-attr]
-                out.append((wh.seq, WR, bl[WR], base + WR, b, wh))
-            if closed and o >= 0 and rh is None and wh is None:
-                out.append((K1 + b, PRE, bl[PRE], base + PRE, b, None))
-            bc[b] = out
-
-        def generic(window: list[Request]) -> list[list[tuple]]:
+        def generic(window: list[Request]) -> list[tuple]:
             """The reference's candidates over ``window`` (fcfs, a refresh's pending hits)."""
             if fcfs:
                 window = [min(window, key=lambda r: r.seq)]
@@ -646,25 +623,24 @@ class Controller(Component):
             for b, r in miss.items():
                 base = (b // bpg) * NC
                 if popen[b] < 0:
-                    out.append((K2 + r.seq, ACT, bn[b][ACT], base + ACT, b, r))
+                    out.append((bn[b][ACT], K2 + r.seq, ACT, base + ACT, b, r))
                 elif not (oldest_hit.get(b, r.seq) < r.seq and (cap == 0 or hits[b] < cap)):
-                    out.append((K2 + r.seq, PRE, bn[b][PRE], base + PRE, b, r))
+                    out.append((bn[b][PRE], K2 + r.seq, PRE, base + PRE, b, r))
             for d, c in ((rd_hit, RD), (wr_hit, WR)):
                 for b, r in d.items():
                     if cap and hits[b] >= cap and b in miss and miss[b].seq < r.seq:
                         continue
-                    out.append((r.seq, c, bn[b][c], (b // bpg) * NC + c, b, r))
+                    out.append((bn[b][c], r.seq, c, (b // bpg) * NC + c, b, r))
             if closed:
                 for b, o in enumerate(popen):
                     if o >= 0 and b not in oldest_hit:
-                        out.append((K1 + b, PRE, bn[b][PRE], (b // bpg) * NC + PRE, b, None))
-            return [out]
+                        out.append((bn[b][PRE], K1 + b, PRE, (b // bpg) * NC + PRE, b, None))
+            out.sort()
+            return out
 
-        def valid(r: Request | None) -> bool:
-            return r is None or (0 <= r.row < data_rows and 0 <= r.bank < nb
-                                 and 0 <= r.col < ncols)  # fmt: skip
-
-        handover = not valid(nxt)
+        handover = nxt is not None and not (
+            0 <= nxt.row < data_rows and 0 <= nxt.bank < nb and 0 <= nxt.col < ncols
+        )
         while nxt is not None or reads or writes:
             if kt >= yield_at or handover:
                 self._bulk_flush(
@@ -696,11 +672,22 @@ class Controller(Component):
                         break
                     reads[counter] = nxt
                 nxt.seq = counter
-                qb[nxt.bank][counter] = nxt
-                rebuild(nxt.bank, draining)
+                b = nxt.bank
+                qb[b][counter] = nxt
+                # the youngest request changes its bank's candidates only where it is the first
+                # of its kind (serve-queue miss, read hit, write hit)
+                if b not in dirty:
+                    m0, rh0, wh0 = bsum[b]
+                    if nxt.row == popen[b]:
+                        if (wh0 if nxt.is_write else rh0) is None:
+                            dirty.append(b)
+                    elif m0 is None and (unified or nxt.is_write == draining):
+                        dirty.append(b)
                 counter += 1
                 nxt = next(source, None)
-                if not valid(nxt):
+                if nxt is not None and not (
+                    0 <= nxt.row < data_rows and 0 <= nxt.bank < nb and 0 <= nxt.col < ncols
+                ):
                     handover = True
                     break
             if handover:
@@ -720,20 +707,20 @@ class Controller(Component):
                     for y in (PREA, REF):
                         if y == PREA and not any(o >= 0 for o in popen):
                             continue
-                        t = self._bulk_earliest_all(y, pn, bgf, bn)
+                        checker.forget()
+                        t = checker.earliest(COMMANDS[y], pch.targets(COMMANDS[y], 0))
                         if t < nf:
                             t = nf
                         if t > kt:
                             kt = t
-                        self._bulk_issue_all(y, t, (sp, sg, sbk), pn, bgf, bn)
+                        self._bulk_issue_all(y, t, succ, pn, bgf, bn)
                         if first < 0:
                             first = t
                         last, nf = t, t + 1
                         if t + 1 > end:
                             end = t + 1
                     next_refresh += t_.nREFI
-                    for b in range(nb):
-                        rebuild(b, draining)
+                    dirty = list(range(nb))
                     continue
             if not unified:
                 flip = False
@@ -742,8 +729,49 @@ class Controller(Component):
                 elif draining and reads and len(writes) <= low:
                     draining, flip = False, True
                 if flip:
-                    for b in range(nb):
-                        rebuild(b, draining)
+                    dirty = list(range(nb))
+            # the candidates of every bank that changed since the last decision, rebuilt
+            for b in dirty:
+                o = popen[b]
+                rh = wh = m = None
+                for r in qb[b].values():
+                    if r.row == o:
+                        if r.is_write:
+                            if wh is None:
+                                wh = r
+                        elif rh is None:
+                            rh = r
+                    elif m is None and (unified or r.is_write == draining):
+                        m = r
+                bl = bn[b]
+                base = (b // bpg) * NC
+                out: list[tuple] = []
+                if m is not None:
+                    ms = m.seq
+                    if o < 0:
+                        out.append((bl[ACT], K2 + ms, ACT, base + ACT, b, m))
+                    else:
+                        oh = INF
+                        if rh is not None:
+                            oh = rh.seq
+                        if wh is not None and wh.seq < oh:
+                            oh = wh.seq
+                        if not (oh < ms and (cap == 0 or hits[b] < cap)):
+                            out.append((bl[PRE], K2 + ms, PRE, base + PRE, b, m))
+                capped = cap and hits[b] >= cap and m is not None
+                if rh is not None and not (capped and m.seq < rh.seq):  # type: ignore[union-attr]
+                    out.append((bl[RD], rh.seq, RD, base + RD, b, rh))
+                if wh is not None and not (capped and m.seq < wh.seq):  # type: ignore[union-attr]
+                    out.append((bl[WR], wh.seq, WR, base + WR, b, wh))
+                if closed and o >= 0 and rh is None and wh is None:
+                    out.append((bl[PRE], K1 + b, PRE, base + PRE, b, None))
+                for c in bc[b]:  # (bound, key) is unique: comparisons stop before the request
+                    del cl[bisect_left(cl, c)]
+                for c in out:
+                    insort(cl, c)
+                bc[b] = out
+                bsum[b] = (m, rh, wh)
+            dirty.clear()
             if due_hits is not None or fcfs:
                 if due_hits is not None:
                     window = due_hits
@@ -754,27 +782,28 @@ class Controller(Component):
                     window = list(serve.values()) + [
                         r for r in other.values() if popen[r.bank] == r.row
                     ]
-                cands: list[list[tuple]] = generic(window)
+                cands = generic(window)
             else:
-                cands = bc
+                cands = cl
             best = sc = None
             bkey = skey = soon = INF
-            for lst in cands:
-                for c in lst:
-                    key, y, t, k, _b, _r = c
-                    v = pn[y]
-                    if v > t:
-                        t = v
-                    v = bgf[k]
-                    if v > t:
-                        t = v
-                    if t <= now:
-                        if key < bkey:
-                            bkey, best = key, c
-                    elif t < soon:
-                        soon, skey, sc = t, key, c
-                    elif t == soon and key < skey:
-                        skey, sc = key, c
+            for c in cands:
+                t, key, y, k, _b, _r = c
+                if t > soon:  # (soon > now once set) neither ready nor the soonest: stop here
+                    break
+                v = pn[y]
+                if v > t:
+                    t = v
+                v = bgf[k]
+                if v > t:
+                    t = v
+                if t <= now:
+                    if key < bkey:
+                        bkey, best = key, c
+                elif t < soon:
+                    soon, skey, sc = t, key, c
+                elif t == soon and key < skey:
+                    skey, sc = key, c
             if best is None:
                 wake = soon if sc is not None else now + 1
                 # an arrival wakes it when its queue has room; so does a refresh falling due
@@ -793,7 +822,7 @@ class Controller(Component):
                 now, best = soon, sc
             if now > kt:
                 kt = now
-            _key, y, _t, k, b, req = best
+            _t, _key, y, k, b, req = best
             g = k // NC
             # the timing table, as next-allowed cycles, and the checker's record
             for z, cyc in sp[y]:
@@ -883,7 +912,7 @@ class Controller(Component):
                     else:
                         del reads[s]
                     del qb[b][s]
-            rebuild(b, draining)
+            dirty.append(b)
         self._bulk_flush(
             nf,
             end,
@@ -911,16 +940,6 @@ class Controller(Component):
         self.row_hits += n_hit
         self.row_misses += n_miss
         self.row_conflicts += n_conf
-
-    def _bulk_earliest_all(self, y: int, pn: list[int], bgf: list[int], bn: list[list[int]]) -> int:
-        """The bulk path's earliest cycle of command ``y`` to every bank (PREA, REF)."""
-        nc = len(COMMANDS)
-        t = pn[y]
-        for g in range(self.std.org.bankgroups):
-            t = max(t, bgf[g * nc + y])
-        for bl in bn:
-            t = max(t, bl[y])
-        return t
 
     def _bulk_issue_all(
         self, y: int, cycle: int, succ: tuple, pn: list[int], bgf: list[int], bn: list[list[int]]
