@@ -561,6 +561,16 @@ class Controller(Component):
             for level in succ
         )
         pn, bgf, bn = checker.next_allowed()
+        # per command and bank: every bound an issue there raises, as (list, index, cycles)
+        upd = [
+            [
+                tuple((pn, z, cyc) for z, cyc in sp[y])
+                + tuple((bgf, (b // bpg) * NC + z, cyc) for z, cyc in sg[y])
+                + tuple((bn[b], z, cyc) for z, cyc in sbk[y])
+                for b in range(nb)
+            ]
+            for y in range(NC)
+        ]
         lp, lg, lb, acts, faw = (checker.last_pch, checker.last_bg, checker.last_bank,
                                  checker.acts, checker.faw)  # fmt: skip
         popen, open_before, rows_of, store = pch.open, pch.open_before, pch.rows, pch.store_data
@@ -591,6 +601,7 @@ class Controller(Component):
         bc: list[list[tuple]] = [[] for _ in range(nb)]
         bsum: list[tuple] = [(None, None, None)] * nb
         dirty: list[int] = []  # banks whose candidates are to be rebuilt before a decision
+        blocked = False  # the next request's queue was full (no completion since)
         counter = 0
         draining = False
         due_hits: list[Request] | None = None
@@ -662,13 +673,15 @@ class Controller(Component):
                     return
             now = nf if nf > kt else kt
             # admission, in arrival order: a request whose queue is full blocks those behind it
-            while nxt is not None and nxt.arrival <= now:
+            while not blocked and nxt is not None and nxt.arrival <= now:
                 if nxt.is_write and not unified:
                     if len(writes) >= wq_depth:
+                        blocked = True  # until a request completes
                         break
                     writes[counter] = nxt
                 else:
                     if len(reads) >= qd:
+                        blocked = True
                         break
                     reads[counter] = nxt
                 nxt.seq = counter
@@ -823,24 +836,13 @@ class Controller(Component):
             if now > kt:
                 kt = now
             _t, _key, y, k, b, req = best
-            g = k // NC
             # the timing table, as next-allowed cycles, and the checker's record
-            for z, cyc in sp[y]:
+            for arr, z, cyc in upd[y][b]:
                 v = now + cyc
-                if v > pn[z]:
-                    pn[z] = v
-            base = g * NC
-            for z, cyc in sg[y]:
-                v = now + cyc
-                if v > bgf[base + z]:
-                    bgf[base + z] = v
-            bl = bn[b]
-            for z, cyc in sbk[y]:
-                v = now + cyc
-                if v > bl[z]:
-                    bl[z] = v
+                if v > arr[z]:
+                    arr[z] = v
             lp[y] = now
-            lg[g][y] = now
+            lg[k // NC][y] = now
             lb[b][y] = now
             if req is None:
                 row = col = 0
@@ -907,6 +909,7 @@ class Controller(Component):
                     hist[lat] = hist.get(lat, 0) + 1
                     completed += 1
                     s = req.seq
+                    blocked = False
                     if req.is_write and not unified:
                         del writes[s]
                     else:
