@@ -771,12 +771,13 @@ class Controller(Component):
                             oh = wh.seq
                         if not (oh < ms and (cap == 0 or hits[b] < cap)):
                             out.append((bl[PRE], K2 + ms, PRE, base + PRE, b, m))
-                capped = cap and hits[b] >= cap and m is not None
-                if rh is not None and not (capped and m.seq < rh.seq):  # type: ignore[union-attr]
-                    out.append((bl[RD], rh.seq, RD, base + RD, b, rh))
-                if wh is not None and not (capped and m.seq < wh.seq):  # type: ignore[union-attr]
-                    out.append((bl[WR], wh.seq, WR, base + WR, b, wh))
-                if closed and o >= 0 and rh is None and wh is None:
+                if rh is not None or wh is not None:
+                    capped = cap and hits[b] >= cap and m is not None
+                    if rh is not None and not (capped and m.seq < rh.seq):  # type: ignore[union-attr]
+                        out.append((bl[RD], rh.seq, RD, base + RD, b, rh))
+                    if wh is not None and not (capped and m.seq < wh.seq):  # type: ignore[union-attr]
+                        out.append((bl[WR], wh.seq, WR, base + WR, b, wh))
+                elif closed and o >= 0:
                     out.append((bl[PRE], K1 + b, PRE, base + PRE, b, None))
                 for c in bc[b]:  # (bound, key) is unique: comparisons stop before the request
                     del cl[bisect_left(cl, c)]
