@@ -573,6 +573,7 @@ class Controller(Component):
         ]
         lp, lg, lb, acts, faw = (checker.last_pch, checker.last_bg, checker.last_bank,
                                  checker.acts, checker.faw)  # fmt: skip
+        lgb = [lg[b // bpg] for b in range(nb)]  # each bank's group's last-issue list
         popen, open_before, rows_of, store = pch.open, pch.open_before, pch.rows, pch.store_data
         hits, counts = self._hits, self.counts
         record, log = self.record, self.trace_log
@@ -602,12 +603,17 @@ class Controller(Component):
         bsum: list[tuple] = [(None, None, None)] * nb
         dirty: list[int] = []  # banks whose candidates are to be rebuilt before a decision
         blocked = False  # the next request's queue was full (no completion since)
+        # a request was admitted or completed since the drain check (the check changes nothing
+        # twice in a row when the low watermark is below the high one, as configs require)
+        queues_moved = True
+        drain_every = not low < high
         counter = 0
         draining = False
         due_hits: list[Request] | None = None
         kt = self.env.now // period
         nf, end, first, last = self._next_free, self.end_cycle, self.first_cycle, self.last_cycle
         next_refresh = self.next_refresh
+        refresh_at = next_refresh if refresh_all else INF
         lat_sum = completed = busy = host = n_hit = n_miss = n_conf = 0
         yield_at = kt + BULK_BLOCK_CYCLES
 
@@ -697,6 +703,7 @@ class Controller(Component):
                     elif m0 is None and (unified or nxt.is_write == draining):
                         dirty.append(b)
                 counter += 1
+                queues_moved = True
                 nxt = next(source, None)
                 if nxt is not None and not (
                     0 <= nxt.row < data_rows and 0 <= nxt.bank < nb and 0 <= nxt.col < ncols
@@ -709,8 +716,7 @@ class Controller(Component):
                 if nxt is not None and nxt.arrival > kt:
                     kt = nxt.arrival
                 continue
-            refreshing = refresh_all and now >= next_refresh
-            if refreshing:
+            if now >= refresh_at:  # next_refresh, or never (refresh "none")
                 if due_hits is None:
                     due_hits = [r for q in (reads, writes) for r in q.values()
                                 if popen[r.bank] == r.row]  # fmt: skip
@@ -733,9 +739,11 @@ class Controller(Component):
                         if t + 1 > end:
                             end = t + 1
                     next_refresh += t_.nREFI
+                    refresh_at = next_refresh
                     dirty = list(range(nb))
                     continue
-            if not unified:
+            if queues_moved and not unified:  # (the drain mode follows the queues' lengths)
+                queues_moved = drain_every
                 flip = False
                 if not draining and (len(writes) >= high or not reads):
                     draining = flip = True
@@ -843,7 +851,7 @@ class Controller(Component):
                 if v > arr[z]:
                     arr[z] = v
             lp[y] = now
-            lg[k // NC][y] = now
+            lgb[b][y] = now
             lb[b][y] = now
             if req is None:
                 row = col = 0
@@ -911,6 +919,7 @@ class Controller(Component):
                     completed += 1
                     s = req.seq
                     blocked = False
+                    queues_moved = True
                     if req.is_write and not unified:
                         del writes[s]
                     else:

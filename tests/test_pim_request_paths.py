@@ -93,6 +93,13 @@ OPTIONS = {
     "closed": {"page_policy": "closed"},
     "closed-cap2": {"page_policy": "closed", "row_hit_cap": 2, "queue_depth": 4},
     "hbm2-norefresh": {"preset": "hbm2-2.4", "refresh": "none"},
+    # watermarks a config refuses (low above high: the drain mode flips at every decision),
+    # built by hand: the bulk path must follow the reference there too
+    "low-above-high": {
+        "write_queue_depth": 16,
+        "write_high_watermark": 4,
+        "write_low_watermark": 8,
+    },
 }
 
 
