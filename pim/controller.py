@@ -18,6 +18,12 @@ Two ways to feed it:
 - **a command stream** (:class:`Command`): the PIM command sequence the host sends, issued in
   order (PIM commands must not be reordered), each at its first legal cycle.
 
+Requests take one of two paths (``request_path``, the config's ``hbm.request_path``):
+``event``, the reference (:meth:`Controller._requests`: a kernel event per command, every bound
+asked of the checker), or ``bulk`` (:meth:`Controller._requests_bulk`: the same decisions at the
+same cycles, several commands per kernel event, the checker's table held as next-allowed
+cycles); tests/test_pim_request_paths.py compares them command by command.
+
 Refresh is a swappable part too: ``all-bank`` issues PREA then REF every nREFI cycles (in a
 stream, at the first command boundary after it falls due, then reopens the rows that were
 open, which PIM state survives), ``none`` turns it off.
