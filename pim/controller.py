@@ -18,6 +18,12 @@ Two ways to feed it:
 - **a command stream** (:class:`Command`): the PIM command sequence the host sends, issued in
   order (PIM commands must not be reordered), each at its first legal cycle.
 
+Requests take one of two paths (``request_path``, the config's ``hbm.request_path``):
+``event``, the reference (:meth:`Controller._requests`: a kernel event per command, every bound
+asked of the checker), or ``bulk`` (:meth:`Controller._requests_bulk`: the same decisions at the
+same cycles, several commands per kernel event, the checker's table held as next-allowed
+cycles); tests/test_pim_request_paths.py compares them command by command.
+
 Refresh is a swappable part too: ``all-bank`` issues PREA then REF every nREFI cycles (in a
 stream, at the first command boundary after it falls due, then reopens the rows that were
 open, which PIM state survives), ``none`` turns it off.
@@ -31,12 +37,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from pim.device import PseudoChannel
+from pim.device import ProtocolError, PseudoChannel
+from pim.standard import COMMANDS
 from pim.timing import TimingChecker
 from simcore.component import Component
 from simcore.tracing import TraceLevel
@@ -54,7 +62,7 @@ class Command(NamedTuple):
     note: Any = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Request:
     """A host access of one 32-byte column: arrives at ``arrival`` (cycle)."""
 
@@ -85,6 +93,12 @@ class Issued(NamedTuple):
 #: checked every 20,000 kernel events, see time advance in these steps: a small lag keeps them
 #: within a few CPU seconds, bench/notes/pim-requests.md).
 STREAM_LAG_CYCLES = 16
+
+#: The bulk request path (:meth:`Controller._requests_bulk`) returns to the kernel after this
+#: many cycles of its own: the run's progress hooks and livelock watch see it advance, and
+#: controllers fed from one streamed trace stay within this many cycles of each other (what
+#: the trace reader holds for the others stays small).
+BULK_BLOCK_CYCLES = 1024
 
 #: Cycles per window of the bus-utilisation and PIM-trigger counters in traces.
 TRACE_WINDOW_CYCLES = 256
@@ -122,6 +136,8 @@ class Controller(Component):
         write_low_watermark: int = 8,
         row_hit_cap: int = 4,
         record: bool = False,
+        request_path: str = "event",
+        traces_alone: bool = False,
     ) -> None:
         super().__init__(parent, name)
         self.pch = pch
@@ -136,6 +152,8 @@ class Controller(Component):
         self.write_low_watermark = write_low_watermark
         self.row_hit_cap = row_hit_cap
         self.record = record
+        self.request_path = request_path  # "bulk": _requests_bulk when eligible; "event"
+        self.traces_alone = traces_alone  # the only controller whose commands a run traces
         self.trace_log: list[Issued] = []
         self.requests: list[Request] = []
         self.stream: list[Command] = []
@@ -328,7 +346,10 @@ class Controller(Component):
         return "PRE" if open_row >= 0 else "ACT"
 
     def _run_requests(self) -> Any:
-        yield from self._requests()
+        if self._bulk_eligible():
+            yield from self._requests_bulk()
+        else:
+            yield from self._requests()
         self.finish_trace()
 
     def _source_iter(self) -> Iterator[Request]:
@@ -343,15 +364,21 @@ class Controller(Component):
         self.latency_hist[lat] = self.latency_hist.get(lat, 0) + 1
         self.completed += 1
 
-    def _requests(self) -> Any:
+    def _requests(self, state: tuple | None = None) -> Any:
+        """The reference request path: one decision per loop, a kernel event per command.
+        ``state``: where the bulk path (:meth:`_requests_bulk`) hands over (the source, the
+        next request, both queues oldest first, the admission counter, the drain mode and the
+        refresh's pending hits)."""
         pch, checker, t_ = self.pch, self.checker, self.std.timing
-        source = self._source_iter()
-        nxt: Request | None = next(source, None)
-        reads: list[Request] = []  # the scheduling window of reads, oldest first
-        writes: list[Request] = []  # the write queue, oldest first
-        counter = 0
-        draining = False
-        due_hits: list[Request] | None = None
+        reads: list[Request]  # the scheduling window of reads, oldest first
+        writes: list[Request]  # the write queue, oldest first
+        due_hits: list[Request] | None
+        if state is None:
+            source = self._source_iter()
+            nxt: Request | None = next(source, None)
+            reads, writes, counter, draining, due_hits = [], [], 0, False, None
+        else:
+            source, nxt, reads, writes, counter, draining, due_hits = state
         cap, wq_depth = self.row_hit_cap, self.write_queue_depth
         high, low = self.write_high_watermark, self.write_low_watermark
         while nxt is not None or reads or writes:
@@ -495,6 +522,473 @@ class Controller(Component):
                 req.value = out
                 self._complete(req, req.done)
                 (writes if req.is_write and wq_depth > 0 else reads).remove(req)
+
+    # -- the request scheduler, decided in bulk --------------------------------------------------
+    def _bulk_eligible(self) -> bool:
+        """The bulk path runs when configured, the pseudo-channel is in SB mode (host requests:
+        a command goes to its bank) and, when the run traces, this controller is the stack's
+        only one (its trace events then come in the same order; several controllers' events
+        interleave by kernel time, which only the reference reproduces)."""
+        if self.request_path != "bulk" or self.pch.mode != "SB":
+            return False
+        return self.sim.trace_level < TraceLevel.OPS or self.traces_alone
+
+    def _requests_bulk(self) -> Any:
+        """:meth:`_requests`, the same decisions at the same cycles, decided in a tight loop.
+
+        Nothing outside the controller touches its pseudo-channel and its requests come from
+        its own source, so the process advances its own cycle (``kt``: where the reference's
+        kernel clock would be) and returns to the kernel only every ``BULK_BLOCK_CYCLES``
+        cycles (progress hooks, the livelock watch, and other controllers sharing a streamed
+        trace keep pace) and at the end. The timing state is the checker's table kept as
+        next-allowed cycles per level instance (:meth:`TimingChecker.next_allowed`, raised on
+        each issue along :meth:`TimingChecker.successors`); the candidates of each bank (its
+        oldest serve-queue miss, oldest read hit and write hit, the closed-page precharge) are
+        kept per bank and rebuilt only when that bank changes (a command to it, a request
+        admitted or completed, the drain mode flipping, a refresh). ``fcfs`` and the window of
+        a pending refresh build the candidates as the reference does. A request to a row that
+        is not a data row (a mode-register row), a bank or a column outside the organisation
+        hands the run over to the reference, state and all. ACT, PRE, RD and WR are applied
+        to the device inline, as :meth:`PseudoChannel.apply` does in SB mode (its open-row
+        cache for PIM triggers is left alone: a trigger needs AB-PIM mode, reached only by
+        ACTs through ``apply``, each of which drops it)."""
+        pch, checker, t_, org = self.pch, self.checker, self.std.timing, self.std.org
+        period = self.domain.period_ticks
+        NC = len(COMMANDS)
+        ACT, PRE, PREA, RD, WR, REF = (COMMANDS.index(c) for c in
+                                       ("ACT", "PRE", "PREA", "RD", "WR", "REF"))  # fmt: skip
+        nb, bpg, ncols, data_rows = org.banks, org.banks_per_group, org.columns, pch.data_rows
+        nBL, nCL, nCWL, colbytes = t_.nBL, t_.nCL, t_.nCWL, org.column_bytes
+        succ = checker.successors()
+        # The loop raises only the bounds of the commands it decides (ACT, PRE, RD, WR); PREA
+        # and REF (refresh, every bank) ask the checker, whose record it keeps.
+        sp, sg, sbk = (
+            [tuple((z, cyc) for z, cyc in row if z not in (PREA, REF)) for row in level]
+            for level in succ
+        )
+        pn, bgf, bn = checker.next_allowed()
+        # per command and bank: every bound an issue there raises, as (list, index, cycles)
+        upd = [
+            [
+                tuple((pn, z, cyc) for z, cyc in sp[y])
+                + tuple((bgf, (b // bpg) * NC + z, cyc) for z, cyc in sg[y])
+                + tuple((bn[b], z, cyc) for z, cyc in sbk[y])
+                for b in range(nb)
+            ]
+            for y in range(NC)
+        ]
+        lp, lg, lb, acts, faw = (checker.last_pch, checker.last_bg, checker.last_bank,
+                                 checker.acts, checker.faw)  # fmt: skip
+        lgb = [lg[b // bpg] for b in range(nb)]  # each bank's group's last-issue list
+        popen, open_before, rows_of, store = pch.open, pch.open_before, pch.rows, pch.store_data
+        hits, counts = self._hits, self.counts
+        record, log = self.record, self.trace_log
+        trace_ops = self.sim.trace_level >= TraceLevel.OPS
+        cap, wq_depth, qd = self.row_hit_cap, self.write_queue_depth, self.queue_depth
+        high, low = self.write_high_watermark, self.write_low_watermark
+        fcfs = self.scheduler == "fcfs"
+        closed = self.page_policy == "closed"
+        refresh_all = self.refresh == "all-bank"
+        unified = wq_depth <= 0
+        hist = self.latency_hist
+        K1, K2 = 1 << 40, 2 << 40  # candidate keys: class << 40 | age (or bank)
+        INF = 1 << 62
+        rdwr = (RD, WR)
+
+        source = self._source_iter()
+        nxt: Request | None = next(source, None)
+        reads: dict[int, Request] = {}  # seq -> request, oldest first (insertion order)
+        writes: dict[int, Request] = {}
+        qb: list[dict[int, Request]] = [{} for _ in range(nb)]  # per bank, both queues
+        # Candidates: (bank bound, key, command, bank-group slot, bank, request), every bank's
+        # in one list sorted by the bank bound (a lower bound of when each can go: a scan
+        # stops at the first that can neither be ready nor the soonest); and per bank its own,
+        # with what they were built from (its serve-queue miss, read hit, write hit).
+        cl: list[tuple] = []
+        bc: list[list[tuple]] = [[] for _ in range(nb)]
+        bsum: list[tuple] = [(None, None, None)] * nb
+        dirty: list[int] = []  # banks whose candidates are to be rebuilt before a decision
+        blocked = False  # the next request's queue was full (no completion since)
+        # a request was admitted or completed since the drain check (the check changes nothing
+        # twice in a row when the low watermark is below the high one, as configs require)
+        queues_moved = True
+        drain_every = not low < high
+        counter = 0
+        draining = False
+        due_hits: list[Request] | None = None
+        kt = self.env.now // period
+        nf, end, first, last = self._next_free, self.end_cycle, self.first_cycle, self.last_cycle
+        next_refresh = self.next_refresh
+        refresh_at = next_refresh if refresh_all else INF
+        lat_sum = completed = busy = host = n_hit = n_miss = n_conf = 0
+        yield_at = kt + BULK_BLOCK_CYCLES
+
+        def generic(window: list[Request]) -> list[tuple]:
+            """The reference's candidates over ``window`` (fcfs, a refresh's pending hits)."""
+            if fcfs:
+                window = [min(window, key=lambda r: r.seq)]
+            oldest_hit: dict[int, int] = {}
+            for q in (reads, writes):
+                for r in q.values():
+                    b = r.bank
+                    if popen[b] == r.row and r.seq < oldest_hit.get(b, r.seq + 1):
+                        oldest_hit[b] = r.seq
+            miss: dict[int, Request] = {}
+            rd_hit: dict[int, Request] = {}
+            wr_hit: dict[int, Request] = {}
+            for r in window:
+                b = r.bank
+                d = (wr_hit if r.is_write else rd_hit) if popen[b] == r.row else miss
+                cur = d.get(b)
+                if cur is None or r.seq < cur.seq:
+                    d[b] = r
+            out: list[tuple] = []
+            for b, r in miss.items():
+                base = (b // bpg) * NC
+                if popen[b] < 0:
+                    out.append((bn[b][ACT], K2 + r.seq, ACT, base + ACT, b, r))
+                elif not (oldest_hit.get(b, r.seq) < r.seq and (cap == 0 or hits[b] < cap)):
+                    out.append((bn[b][PRE], K2 + r.seq, PRE, base + PRE, b, r))
+            for d, c in ((rd_hit, RD), (wr_hit, WR)):
+                for b, r in d.items():
+                    if cap and hits[b] >= cap and b in miss and miss[b].seq < r.seq:
+                        continue
+                    out.append((bn[b][c], r.seq, c, (b // bpg) * NC + c, b, r))
+            if closed:
+                for b, o in enumerate(popen):
+                    if o >= 0 and b not in oldest_hit:
+                        out.append((bn[b][PRE], K1 + b, PRE, (b // bpg) * NC + PRE, b, None))
+            out.sort()
+            return out
+
+        handover = nxt is not None and not (
+            0 <= nxt.row < data_rows and 0 <= nxt.bank < nb and 0 <= nxt.col < ncols
+        )
+        while nxt is not None or reads or writes:
+            if kt >= yield_at or handover:
+                self._bulk_flush(
+                    nf,
+                    end,
+                    first,
+                    last,
+                    next_refresh,
+                    (lat_sum, completed, busy, host, n_hit, n_miss, n_conf),
+                )
+                lat_sum = completed = busy = host = n_hit = n_miss = n_conf = 0
+                yield self._wait_until(kt)
+                yield_at = kt + BULK_BLOCK_CYCLES
+                if handover:
+                    checker.forget()
+                    state = (source, nxt, list(reads.values()), list(writes.values()), counter,
+                             draining, due_hits)  # fmt: skip
+                    yield from self._requests(state)
+                    return
+            now = nf if nf > kt else kt
+            # admission, in arrival order: a request whose queue is full blocks those behind it
+            while not blocked and nxt is not None and nxt.arrival <= now:
+                if nxt.is_write and not unified:
+                    if len(writes) >= wq_depth:
+                        blocked = True  # until a request completes
+                        break
+                    writes[counter] = nxt
+                else:
+                    if len(reads) >= qd:
+                        blocked = True
+                        break
+                    reads[counter] = nxt
+                nxt.seq = counter
+                b = nxt.bank
+                qb[b][counter] = nxt
+                # the youngest request changes its bank's candidates only where it is the first
+                # of its kind (serve-queue miss, read hit, write hit)
+                if b not in dirty:
+                    m0, rh0, wh0 = bsum[b]
+                    if nxt.row == popen[b]:
+                        if (wh0 if nxt.is_write else rh0) is None:
+                            dirty.append(b)
+                    elif m0 is None and (unified or nxt.is_write == draining):
+                        dirty.append(b)
+                counter += 1
+                queues_moved = True
+                nxt = next(source, None)
+                if nxt is not None and not (
+                    0 <= nxt.row < data_rows and 0 <= nxt.bank < nb and 0 <= nxt.col < ncols
+                ):
+                    handover = True
+                    break
+            if handover:
+                continue
+            if not reads and not writes:
+                if nxt is not None and nxt.arrival > kt:
+                    kt = nxt.arrival
+                continue
+            if now >= refresh_at:  # next_refresh, or never (refresh "none")
+                if due_hits is None:
+                    due_hits = [r for q in (reads, writes) for r in q.values()
+                                if popen[r.bank] == r.row]  # fmt: skip
+                due_hits = [r for r in due_hits if r.done < 0]
+                if not due_hits:
+                    due_hits = None
+                    for y in (PREA, REF):
+                        if y == PREA and not any(o >= 0 for o in popen):
+                            continue
+                        checker.forget()
+                        t = checker.earliest(COMMANDS[y], pch.targets(COMMANDS[y], 0))
+                        if t < nf:
+                            t = nf
+                        if t > kt:
+                            kt = t
+                        self._bulk_issue_all(y, t, succ, pn, bgf, bn)
+                        if first < 0:
+                            first = t
+                        last, nf = t, t + 1
+                        if t + 1 > end:
+                            end = t + 1
+                    next_refresh += t_.nREFI
+                    refresh_at = next_refresh
+                    dirty = list(range(nb))
+                    continue
+            if queues_moved and not unified:  # (the drain mode follows the queues' lengths)
+                queues_moved = drain_every
+                flip = False
+                if not draining and (len(writes) >= high or not reads):
+                    draining = flip = True
+                elif draining and reads and len(writes) <= low:
+                    draining, flip = False, True
+                if flip:
+                    dirty = list(range(nb))
+            # the candidates of every bank that changed since the last decision, rebuilt
+            for b in dirty:
+                o = popen[b]
+                rh = wh = m = None
+                for r in qb[b].values():
+                    if r.row == o:
+                        if r.is_write:
+                            if wh is None:
+                                wh = r
+                        elif rh is None:
+                            rh = r
+                    elif m is None and (unified or r.is_write == draining):
+                        m = r
+                bl = bn[b]
+                base = (b // bpg) * NC
+                out: list[tuple] = []
+                if m is not None:
+                    ms = m.seq
+                    if o < 0:
+                        out.append((bl[ACT], K2 + ms, ACT, base + ACT, b, m))
+                    else:
+                        oh = INF
+                        if rh is not None:
+                            oh = rh.seq
+                        if wh is not None and wh.seq < oh:
+                            oh = wh.seq
+                        if not (oh < ms and (cap == 0 or hits[b] < cap)):
+                            out.append((bl[PRE], K2 + ms, PRE, base + PRE, b, m))
+                if rh is not None or wh is not None:
+                    capped = cap and hits[b] >= cap and m is not None
+                    if rh is not None and not (capped and m.seq < rh.seq):  # type: ignore[union-attr]
+                        out.append((bl[RD], rh.seq, RD, base + RD, b, rh))
+                    if wh is not None and not (capped and m.seq < wh.seq):  # type: ignore[union-attr]
+                        out.append((bl[WR], wh.seq, WR, base + WR, b, wh))
+                elif closed and o >= 0:
+                    out.append((bl[PRE], K1 + b, PRE, base + PRE, b, None))
+                for c in bc[b]:  # (bound, key) is unique: comparisons stop before the request
+                    del cl[bisect_left(cl, c)]
+                for c in out:
+                    insort(cl, c)
+                bc[b] = out
+                bsum[b] = (m, rh, wh)
+            dirty.clear()
+            if due_hits is not None or fcfs:
+                if due_hits is not None:
+                    window = due_hits
+                elif unified:
+                    window = list(reads.values())
+                else:
+                    serve, other = (writes, reads) if draining else (reads, writes)
+                    window = list(serve.values()) + [
+                        r for r in other.values() if popen[r.bank] == r.row
+                    ]
+                cands = generic(window)
+            else:
+                cands = cl
+            best = sc = None
+            bkey = skey = soon = INF
+            for c in cands:
+                t, key, y, k, _b, _r = c
+                if t > soon:  # (soon > now once set) neither ready nor the soonest: stop here
+                    break
+                v = pn[y]
+                if v > t:
+                    t = v
+                v = bgf[k]
+                if v > t:
+                    t = v
+                if t <= now:
+                    if key < bkey:
+                        bkey, best = key, c
+                elif t < soon:
+                    soon, skey, sc = t, key, c
+                elif t == soon and key < skey:
+                    skey, sc = key, c
+            if best is None:
+                wake = soon if sc is not None else now + 1
+                # an arrival wakes it when its queue has room; so does a refresh falling due
+                other_t = wake + 1
+                if nxt is not None and (
+                    len(writes) < wq_depth if nxt.is_write and not unified else len(reads) < qd
+                ):
+                    other_t = nxt.arrival if nxt.arrival > now + 1 else now + 1
+                if refresh_all and due_hits is None and now < next_refresh < other_t:
+                    other_t = next_refresh
+                if sc is None or other_t <= soon or due_hits is not None:
+                    w = wake if wake < other_t else other_t
+                    if w > kt:
+                        kt = w
+                    continue
+                now, best = soon, sc
+            if now > kt:
+                kt = now
+            _t, _key, y, k, b, req = best
+            # the timing table, as next-allowed cycles, and the checker's record
+            for arr, z, cyc in upd[y][b]:
+                v = now + cyc
+                if v > arr[z]:
+                    arr[z] = v
+            lp[y] = now
+            lgb[b][y] = now
+            lb[b][y] = now
+            if req is None:
+                row = col = 0
+            else:
+                row, col = req.row, req.col
+            cmd = COMMANDS[y]
+            counts[cmd] = counts.get(cmd, 0) + 1
+            out = None
+            if y == ACT:
+                acts.append(now)
+                if len(acts) > 4:
+                    del acts[0]
+                if len(acts) >= 4:
+                    v = acts[-4] + faw
+                    if v > pn[ACT]:
+                        pn[ACT] = v
+                popen[b] = row
+                hits[b] = 0
+                if now + 1 > end:
+                    end = now + 1
+            elif y == PRE:
+                open_before[b] = popen[b]
+                popen[b] = -1
+                if now + 1 > end:
+                    end = now + 1
+            else:  # RD / WR: the data
+                hits[b] += 1
+                busy += nBL
+                host += colbytes
+                done = now + (nCL if y == RD else nCWL) + nBL
+                if done > end:
+                    end = done
+                if store:
+                    arr = rows_of.get(row)
+                    if arr is None:
+                        arr = pch.row(row)
+                    if y == RD:
+                        out = arr[b, col].copy()
+                    else:
+                        if req.data is None:
+                            raise ProtocolError(f"{pch.name}: WR without data")
+                        arr[b, col] = req.data
+            if first < 0:
+                first = now
+            last, nf = now, now + 1
+            if record:
+                log.append(Issued(now, cmd, (b,), row, col))
+            if trace_ops:
+                self._trace(cmd, (b,), row, col, now, False)
+            if req is not None:
+                if not req.first:
+                    req.first = cmd
+                    if y == ACT:
+                        n_miss += 1
+                    elif y == PRE:
+                        n_conf += 1
+                    else:
+                        n_hit += 1
+                if y in rdwr:
+                    req.done = done
+                    req.value = out
+                    lat = done - req.arrival
+                    lat_sum += lat
+                    hist[lat] = hist.get(lat, 0) + 1
+                    completed += 1
+                    s = req.seq
+                    blocked = False
+                    queues_moved = True
+                    if req.is_write and not unified:
+                        del writes[s]
+                    else:
+                        del reads[s]
+                    del qb[b][s]
+            dirty.append(b)
+        self._bulk_flush(
+            nf,
+            end,
+            first,
+            last,
+            next_refresh,
+            (lat_sum, completed, busy, host, n_hit, n_miss, n_conf),
+        )
+        checker.forget()
+        if kt * period > self.env.now:
+            yield self._wait_until(kt)
+
+    def _bulk_flush(
+        self, nf: int, end: int, first: int, last: int, next_refresh: int, sums: tuple
+    ) -> None:
+        """Write the bulk path's cycles back, and add its sums since the last flush."""
+        self._next_free, self.end_cycle = nf, end
+        self.first_cycle, self.last_cycle = first, last
+        self.next_refresh = next_refresh
+        lat_sum, completed, busy, host, n_hit, n_miss, n_conf = sums
+        self.latency_sum_cycles += lat_sum
+        self.completed += completed
+        self.bus_busy_cycles += busy
+        self.host_bytes += host
+        self.row_hits += n_hit
+        self.row_misses += n_miss
+        self.row_conflicts += n_conf
+
+    def _bulk_issue_all(
+        self, y: int, cycle: int, succ: tuple, pn: list[int], bgf: list[int], bn: list[list[int]]
+    ) -> None:
+        """Issue PREA or REF (every bank) on the bulk path: the next-allowed cycles, the
+        checker's record, the device, the counts, the command log and the trace; the caller
+        keeps the cycles (first, last, next free, end)."""
+        sp, sg, sbk = succ
+        nc = len(COMMANDS)
+        cmd = COMMANDS[y]
+        banks = self.pch.targets(cmd, 0)
+        checker = self.checker
+        for z, cyc in sp[y]:
+            pn[z] = max(pn[z], cycle + cyc)
+        checker.last_pch[y] = cycle
+        groups = sorted({b // self.std.org.banks_per_group for b in banks})
+        for g in groups:
+            for z, cyc in sg[y]:
+                bgf[g * nc + z] = max(bgf[g * nc + z], cycle + cyc)
+            checker.last_bg[g][y] = cycle
+        for b in banks:
+            for z, cyc in sbk[y]:
+                bn[b][z] = max(bn[b][z], cycle + cyc)
+            checker.last_bank[b][y] = cycle
+        self.pch.apply(cmd, 0)
+        self.counts[cmd] = self.counts.get(cmd, 0) + 1
+        if self.record:
+            self.trace_log.append(Issued(cycle, cmd, banks, 0, 0))
+        if self.sim.trace_level >= TraceLevel.OPS:
+            self._trace(cmd, banks, 0, 0, cycle, False)
 
 
 def latency_cycles(controllers: Iterable[Controller]) -> dict[str, float]:

@@ -54,6 +54,12 @@ class HbmConfig:
     row_hit_cap: int = param(
         4, "row hits a bank serves first-ready before age decides (0: no cap)", min=0, max=1024
     )
+    request_path: str = param(
+        "bulk",
+        "how a controller decides host requests: bulk (several commands a kernel event, the "
+        "same commands at the same cycles) or event (one kernel event a command, the reference)",
+        choices=("bulk", "event"),
+    )
 
     def standard(self) -> Standard:
         return PRESETS[self.preset]()
@@ -98,7 +104,7 @@ class HbmStack(Component):
                 write_queue_depth=cfg.write_queue_depth,
                 write_high_watermark=cfg.write_high_watermark,
                 write_low_watermark=cfg.write_low_watermark, row_hit_cap=cfg.row_hit_cap,
-                record=record,
+                record=record, request_path=cfg.request_path, traces_alone=pchs == 1,
             )
             for i, p in enumerate(self.pchs)
         ]  # fmt: skip

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pim.standard import COMMANDS, Standard
+from pim.standard import COMMANDS, LEVELS, Standard
 from simcore.errors import WafersimError
 
 _INDEX = {c: i for i, c in enumerate(COMMANDS)}
@@ -158,6 +158,46 @@ class TimingChecker:
         if gc > pc:
             pc = gc
         return bc if bc > pc else pc
+
+    def successors(self) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+        """The table turned around, for an issuer that keeps next-allowed cycles instead of
+        asking :meth:`earliest` (the controller's bulk request path): per level (``pch``,
+        ``bankgroup``, ``bank``), per command index (:data:`pim.standard.COMMANDS`), the
+        (next command index, cycles) pairs a command issued there constrains. The tFAW window
+        is not in it (:attr:`faw`, over the last four ACTs in :attr:`acts`)."""
+        out: dict[str, list[list[tuple[int, int]]]] = {
+            lvl: [[] for _ in COMMANDS] for lvl in LEVELS
+        }
+        for nxt, levels in self.rules.items():
+            j = _INDEX[nxt]
+            for lvl, rows in levels.items():
+                for prev, cyc, _w, _p in rows:
+                    out[lvl][prev].append((j, cyc))
+        return tuple(tuple(tuple(x) for x in out[lvl]) for lvl in LEVELS)
+
+    def next_allowed(self) -> tuple[list[int], list[int], list[list[int]]]:
+        """The first cycle each command may go, per level instance, given what was recorded:
+        the pseudo-channel's (tFAW included in ACT's), the bank groups' as one flat list
+        (``group * len(COMMANDS) + command``) and each bank's. ``earliest1(cmd, b)`` is the
+        maximum of the three that apply; an issuer keeps them by raising each to
+        ``cycle + cycles`` along :meth:`successors` (issue cycles only grow, so the latest
+        ``prev`` is the binding one, as here)."""
+        pn = [_bound(self.last_pch, self.rules[c]["pch"]) for c in COMMANDS]
+        if len(self.acts) >= 4:
+            pn[_INDEX["ACT"]] = max(pn[_INDEX["ACT"]], self.acts[-4] + self.faw)
+        bgf = [_bound(last, self.rules[c]["bankgroup"]) for last in self.last_bg for c in COMMANDS]
+        bn = [[_bound(last, self.rules[c]["bank"]) for c in COMMANDS] for last in self.last_bank]
+        return pn, bgf, bn
+
+    def forget(self) -> None:
+        """Drop every cached bound: ``last_pch``, ``last_bg``, ``last_bank`` and ``acts`` were
+        written directly (an issuer that records in bulk)."""
+        self._memo = None
+        self._pch_c.clear()
+        for d in self._bg_c:
+            d.clear()
+        for d in self._bank_c:
+            d.clear()
 
     def earliest(self, cmd: str, banks: Sequence[int]) -> int:
         """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
