@@ -393,28 +393,46 @@ class Layout:
         row, col = divmod(int(off), per)
         return row, col + plane * per
 
-    def scatter(self, mat: np.ndarray) -> np.ndarray:
-        """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded."""
-        tr, tc = self.rows // BLOCK, self.cols // BLOCK
-        tiles = mat.reshape(tr, BLOCK, tc, BLOCK).transpose(0, 2, 1, 3).reshape(-1, BLOCK, BLOCK)
+    def tile_ids(self, u0: int = 0, u1: int | None = None) -> np.ndarray:
+        """The matrix tiles (row-major tile numbers) units ``u0 .. u1 - 1`` hold, shaped
+        (per_unit, units) (tiled: tile t -> unit t % units, position t // units) or (per_unit,
+        units, 16) (strided, opt: super-tile s = 16 tiles, one a lane -> unit s % units,
+        position s // units); numbers past the last tile are the zero padding."""
+        u1 = self.units if u1 is None else u1
+        ids = np.arange(self.per_unit)[:, None] * self.units + np.arange(u0, u1)[None, :]
         if self.placement in TILED:
-            n = self.units * self.per_unit
-            padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
-            padded[: len(tiles)] = tiles
-            # tile t -> unit t % units, position t // units; a tile is 16 words (its rows)
-            per = padded.reshape(self.per_unit, self.units, BLOCK, BLOCK).transpose(1, 0, 2, 3)
+            return ids
+        return ids[:, :, None] * 16 + np.arange(16)
+
+    def tiles(self, mat: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The 16 x 16 tiles ``ids`` of ``mat`` (shape ids.shape + (16, 16)), zero past the
+        last tile."""
+        tr, tc = self.rows // BLOCK, self.cols // BLOCK
+        rows = mat.reshape(tr, BLOCK, tc, BLOCK)
+        out = np.zeros((*ids.shape, BLOCK, BLOCK), mat.dtype)
+        valid = ids < tr * tc
+        t = ids[valid]
+        out[valid] = rows[t // tc, :, t % tc]
+        return out
+
+    def place(self, tiles: np.ndarray) -> np.ndarray:
+        """Tiles as :meth:`tile_ids` orders them -> the units' even-bank words (units,
+        input_words, 16), zero-padded."""
+        n = tiles.shape[1]
+        if self.placement in TILED:
+            per = tiles.transpose(1, 0, 2, 3)  # unit, position, r, c: a tile is 16 words
             if self.row_major:
-                out = np.zeros((self.units, self.input_words, BLOCK), np.uint16)
+                out = np.zeros((n, self.input_words, BLOCK), tiles.dtype)
                 out[:, self._tile_words] = per
                 return out
-            return per.reshape(self.units, self.input_words, BLOCK)
-        n = self.units * self.per_unit * 16
-        padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
-        padded[: len(tiles)] = tiles
-        # super-tile s = 16 tiles (lanes) -> unit s % units, position s // units; word r*16+c
-        sup = padded.reshape(self.per_unit, self.units, 16, BLOCK, BLOCK)  # p, u, lane, r, c
-        words = sup.transpose(1, 0, 3, 4, 2)  # u, p, r, c, lane
-        return words.reshape(self.units, self.input_words, BLOCK)
+            return per.reshape(n, self.input_words, BLOCK)
+        # position, unit, lane, r, c -> unit, position, r, c, lane: word r*16+c of a super-tile
+        return tiles.transpose(1, 0, 3, 4, 2).reshape(n, self.input_words, BLOCK)
+
+    def scatter(self, mat: np.ndarray, u0: int = 0, u1: int | None = None) -> np.ndarray:
+        """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded (units
+        ``u0 .. u1 - 1``, all by default)."""
+        return self.place(self.tiles(mat, self.tile_ids(u0, u1)))
 
     def gather(self, words: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`scatter` for (units, input_words, 16) arrays."""
