@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pim.bankset import SetTimingChecker
 from pim.device import PseudoChannel
 from pim.timing import TimingChecker
 from simcore.component import Component
@@ -122,6 +123,7 @@ class Controller(Component):
         write_low_watermark: int = 8,
         row_hit_cap: int = 4,
         record: bool = False,
+        stream_timing: str = "bank-sets",
     ) -> None:
         super().__init__(parent, name)
         self.pch = pch
@@ -136,6 +138,9 @@ class Controller(Component):
         self.write_low_watermark = write_low_watermark
         self.row_hit_cap = row_hit_cap
         self.record = record
+        # the checker of a command stream: per bank set (pim.bankset, the same answers in
+        # fewer steps) or the generic per-bank one (pim.timing)
+        self.stream_timing = stream_timing
         self.trace_log: list[Issued] = []
         self.requests: list[Request] = []
         self.stream: list[Command] = []
@@ -298,27 +303,106 @@ class Controller(Component):
 
     def _run_stream(self) -> Any:
         yield from self._stream()
+        self.pch.flush()  # the units' last triggers, if the stream stops inside a program
         self.finish_trace()
 
     def _stream(self) -> Any:
-        pch, checker = self.pch, self.checker
+        pch, env = self.pch, self.env
+        period = self.domain.period_ticks
+        timing: TimingChecker | SetTimingChecker = (
+            SetTimingChecker(self.std, self.path)
+            if self.stream_timing == "bank-sets"
+            else self.checker
+        )
+        issue = self._stream_issue
+        refresh = self.refresh == "all-bank"
         for c in self.stream:
-            now = max(self._next_free, self.env.now // self.domain.period_ticks)
-            if self._refresh_due(now):
-                reopen = yield from self._do_refresh()
+            now = env.now // period
+            if self._next_free > now:
+                now = self._next_free
+            if refresh and now >= self.next_refresh:
+                reopen = yield from self._stream_refresh(timing)
                 for bank, row in reopen:
-                    t = max(self._next_free, checker.earliest("ACT", pch.targets("ACT", bank)))
+                    banks = pch.targets("ACT", bank)
+                    t = max(self._next_free, timing.earliest("ACT", banks))
                     yield self._wait_until(t)
-                    self._issue("ACT", bank, row, 0, None, t)
+                    issue(timing, "ACT", bank, banks, row, 0, None, t)
             if c.note is not None:
                 roles, self._program_name = c.note
-                pch.units.roles = list(roles) + [""] * (32 - len(roles))
-            t = max(self._next_free, checker.earliest(c.cmd, pch.targets(c.cmd, c.bank)))
-            if t - self.env.now // self.domain.period_ticks >= STREAM_LAG_CYCLES:
+                pch.units.set_roles(list(roles))
+            cmd = c.cmd
+            banks = pch.targets(cmd, c.bank)
+            t = timing.earliest(cmd, banks)
+            if t < self._next_free:
+                t = self._next_free
+            if t - env.now // period >= STREAM_LAG_CYCLES:
                 yield self._wait_until(t)
-            self._issue(c.cmd, c.bank, c.row, c.col, c.data, t)
+            issue(timing, cmd, c.bank, banks, c.row, c.col, c.data, t)
         if self.last_cycle >= 0:
             yield self._wait_until(self.last_cycle)
+
+    def _stream_refresh(self, timing: TimingChecker | SetTimingChecker) -> Any:
+        """:meth:`_do_refresh` with the stream's checker."""
+        pch = self.pch
+        reopen: list[tuple[int, int]] = []
+        if pch.mode == "SB":
+            reopen = [(b, r) for b, r in enumerate(pch.open) if r >= 0]
+        else:
+            for parity in (0, 1):
+                r = pch.open[parity]
+                if r >= 0:
+                    reopen.append((parity, r))
+        if any(r >= 0 for r in pch.open):
+            banks = pch.targets("PREA", 0)
+            t = max(self._next_free, timing.earliest("PREA", banks))
+            yield self._wait_until(t)
+            self._stream_issue(timing, "PREA", 0, banks, 0, 0, None, t)
+        banks = pch.targets("REF", 0)
+        t = max(self._next_free, timing.earliest("REF", banks))
+        yield self._wait_until(t)
+        self._stream_issue(timing, "REF", 0, banks, 0, 0, None, t)
+        self.next_refresh += self.std.timing.nREFI
+        return reopen
+
+    def _stream_issue(
+        self, timing: TimingChecker | SetTimingChecker, cmd: str, bank: int,
+        banks: tuple[int, ...], row: int, col: int, data: Any, cycle: int,
+    ) -> None:  # fmt: skip
+        """:meth:`_issue` for a stream: the banks already known, the stream's checker."""
+        timing.issue(cmd, banks, cycle)
+        pch = self.pch
+        if cmd == "RD" or cmd == "WR":
+            trig = pch.mode == "AB-PIM" and pch.open[bank] != pch.row_conf
+            pch.apply(cmd, bank, row, col, data)
+            if trig and pch.units.last_role.startswith("shift"):
+                # each command is charged the cycles since the command before it
+                self.shift_cycles += cycle - (self.last_cycle if self.last_cycle > 0 else 0)
+            t = self.std.timing
+            self._hits[bank] += 1
+            self.bus_busy_cycles += t.nBL
+            if not trig:
+                self.host_bytes += self.std.org.column_bytes
+            done = cycle + (t.nCL if cmd == "RD" else t.nCWL) + t.nBL
+            if done > self.end_cycle:
+                self.end_cycle = done
+        else:
+            trig = False
+            pch.apply(cmd, bank, row, col, data)
+            if cmd == "ACT":
+                for b in banks:
+                    self._hits[b] = 0
+            if cycle + 1 > self.end_cycle:
+                self.end_cycle = cycle + 1
+        counts = self.counts
+        counts[cmd] = counts.get(cmd, 0) + 1
+        if self.first_cycle < 0:
+            self.first_cycle = cycle
+        self.last_cycle = cycle
+        self._next_free = cycle + 1
+        if self.record:
+            self.trace_log.append(Issued(cycle, cmd, banks, row, col))
+        if self.sim.trace_level >= TraceLevel.OPS:
+            self._trace(cmd, banks, row, col, cycle, trig)
 
     # -- the request scheduler -------------------------------------------------------------------
     def _next_command(self, req: Request) -> str:
