@@ -79,7 +79,9 @@ class SetTimingChecker:
         memo = self._memo
         if memo is not None and memo[0] == cmd and memo[1] == banks:
             return memo[2]
-        s = self._set(banks)
+        s = self._sets.get(banks)
+        if s is None:
+            s = self._set(banks)
         terms = self._terms.get((cmd, s))
         if terms is None:
             terms = self._terms[(cmd, s)] = self._terms_of(cmd, s)
@@ -111,7 +113,8 @@ class SetTimingChecker:
         """Note that ``cmd`` went to ``banks`` at ``cycle`` (in cycle order)."""
         i = _INDEX[cmd]
         self._memo = None
-        self._own[self._set(banks)][i] = cycle
+        s = self._sets.get(banks)
+        self._own[self._set(banks) if s is None else s][i] = cycle
         self.last_pch[i] = cycle
         self._last = cycle
         if cmd == "ACT":

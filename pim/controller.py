@@ -316,28 +316,27 @@ class Controller(Component):
         )
         issue = self._stream_issue
         refresh = self.refresh == "all-bank"
-        for c in self.stream:
-            now = env.now // period
-            if self._next_free > now:
-                now = self._next_free
-            if refresh and now >= self.next_refresh:
+        clock = env.now // period  # the kernel's cycle: it moves only at a yield
+        for cmd, bank, row, col, data, note in self.stream:
+            if refresh and max(self._next_free, clock) >= self.next_refresh:
                 reopen = yield from self._stream_refresh(timing)
-                for bank, row in reopen:
-                    banks = pch.targets("ACT", bank)
+                for b, r in reopen:
+                    banks = pch.targets("ACT", b)
                     t = max(self._next_free, timing.earliest("ACT", banks))
                     yield self._wait_until(t)
-                    issue(timing, "ACT", bank, banks, row, 0, None, t)
-            if c.note is not None:
-                roles, self._program_name = c.note
+                    issue(timing, "ACT", b, banks, r, 0, None, t)
+                clock = env.now // period
+            if note is not None:
+                roles, self._program_name = note
                 pch.units.set_roles(list(roles))
-            cmd = c.cmd
-            banks = pch.targets(cmd, c.bank)
+            banks = pch.targets(cmd, bank)
             t = timing.earliest(cmd, banks)
             if t < self._next_free:
                 t = self._next_free
-            if t - env.now // period >= STREAM_LAG_CYCLES:
+            if t - clock >= STREAM_LAG_CYCLES:
                 yield self._wait_until(t)
-            issue(timing, cmd, c.bank, banks, c.row, c.col, c.data, t)
+                clock = env.now // period
+            issue(timing, cmd, bank, banks, row, col, data, t)
         if self.last_cycle >= 0:
             yield self._wait_until(self.last_cycle)
 

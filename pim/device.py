@@ -78,6 +78,7 @@ class PimUnits:
         self.crf = [0] * CRF_ENTRIES
         self._decoded: list[Instr] = [decode(0)] * CRF_ENTRIES
         self._operands: list[Operands] = [operands(decode(0))] * CRF_ENTRIES
+        self._plain = [True] * CRF_ENTRIES  # decoded entries that are neither JUMP nor EXIT
         self.pc = 0
         self.loops: dict[int, int] = {}
         self.done = False
@@ -93,6 +94,7 @@ class PimUnits:
             if self.decode_once:
                 self._decoded[first + k] = decode(w)
                 self._operands[first + k] = operands(self._decoded[first + k])
+                self._plain[first + k] = self._decoded[first + k].op not in ("JUMP", "EXIT")
 
     def set_roles(self, roles: list[str]) -> None:
         """The roles (compiler metadata) of the CRF entries, for the counts by role."""
@@ -155,10 +157,16 @@ class PimUnits:
         """The control part of a trigger: the next instruction (the program counter moves past
         it and any JUMP or EXIT after it), its checks and counts; returns its CRF entry and the
         instruction, whose lane function :meth:`execute` runs (now, or with a batch later)."""
-        ins = self._advance()
-        if ins is None:
-            raise ProtocolError("PIM trigger after the program's EXIT (write PIM_OP_MODE = 0)")
-        info = self._operands[self.pc] if self.decode_once else operands(ins)
+        fast = self.decode_once
+        pc = self.pc
+        if fast and pc < CRF_ENTRIES and self._plain[pc]:
+            ins = self._decoded[pc]  # what _advance would return (no JUMP or EXIT to follow)
+        else:
+            adv = self._advance()
+            if adv is None:
+                raise ProtocolError("PIM trigger after the program's EXIT (write PIM_OP_MODE = 0)")
+            ins, pc = adv, self.pc
+        info = self._operands[pc] if fast else operands(ins)
         for kind in info.bank_reads:
             if kind == "EVEN_BANK" and not even_open:
                 raise ProtocolError("PIM operand EVEN_BANK but the even banks have no open row")
@@ -169,13 +177,14 @@ class PimUnits:
                 f"CRF entry {self.pc} ({ins}) writes a bank: trigger it with a WR, not a RD"
             )
         self.triggers += 1
-        self.by_op[ins.op] = self.by_op.get(ins.op, 0) + 1
-        pc = self.pc
+        by_op = self.by_op
+        by_op[ins.op] = by_op.get(ins.op, 0) + 1
         role = self.last_role = self.roles[pc]
         if role:
             self.by_role[role] = self.by_role.get(role, 0) + 1
-        self.pc += 1
-        self._advance()  # JUMP and EXIT take no trigger: the program ends with its last one
+        self.pc = nxt = pc + 1
+        if not (fast and nxt < CRF_ENTRIES and self._plain[nxt]):
+            self._advance()  # JUMP and EXIT take no trigger: the program ends with its last one
         if info.srf_write:
             raise ProtocolError(f"CRF entry {pc} ({ins}): SRF is not a PIM destination")
         return pc, ins
