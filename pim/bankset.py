@@ -6,14 +6,15 @@ banks of b's parity, PREA and REF to all sixteen, and only the mode changes go t
 :class:`pim.timing.TimingChecker` keeps, per bank and per bank group, the cycle each command was
 last issued there, so a command to eight banks reads and writes eight banks' tables.
 :class:`SetTimingChecker` keeps instead, per set of banks a command has gone to, the cycle each
-command last went to exactly that set (``own``). Commands are issued in cycle order (one a cycle
-on the command bus), so the last cycle of command X at a bank is the largest ``own[T][X]`` over
-the sets T holding that bank, and the bound a rule at bank level puts on a command to set S is
-the largest over the sets T that share a bank with S (at bank-group level: a bank group). A
-record is one store; a bound reads (rules x sets sharing a bank) entries, with the sets known
-in advance. It answers exactly what :class:`pim.timing.TimingChecker` answers from the same
-table (tests/test_pim_bankset.py compares them command by command on the JIT-Q streams and on
-random streams); a command issued before its bound is a
+command last went to exactly that set (``own``), and for each set S two aggregates: the last
+cycle each command went to a set sharing a bank with S (``at_bank``) or a bank group
+(``at_group``). Commands are issued in cycle order (one a cycle on the command bus), so the last
+cycle of command X at any bank of S is ``at_bank[S][X]``: a record stores its cycle in the
+aggregates of the few sets it shares a bank or a group with (the largest, as cycles only grow),
+and a bound reads each rule of the table once. A set seen for the first time gets its
+aggregates from ``own``. It answers exactly what :class:`pim.timing.TimingChecker` answers
+from the same table (tests/test_pim_bankset.py compares them command by command on the JIT-Q
+streams and on random streams); a command issued before its bound is a
 :class:`pim.timing.TimingViolation` naming the rule, as there.
 """
 
@@ -30,49 +31,56 @@ class SetTimingChecker:
 
     def __init__(self, std: Standard, name: str = "pch") -> None:
         self.name = name
-        self._rules = TimingChecker(std, name).rules  # next -> level -> (prev, cycles, w, name)
-        self._faw = TimingChecker(std, name).faw
+        generic = TimingChecker(std, name)
+        self._rules = generic.rules  # next -> level -> [(prev, cycles, window, prev name)]
+        self._faw = generic.faw
         self._bpg = std.org.banks_per_group
         self.last_pch = [NEVER] * len(COMMANDS)
         self.acts: list[int] = []  # the pseudo-channel's last four ACT cycles, oldest first
         self._sets: dict[tuple[int, ...], int] = {}  # bank set -> its number
         self._banks: list[tuple[int, ...]] = []
         self._own: list[list[int]] = []  # per set: last cycle of each command sent to it
+        self._at_bank: list[list[int]] = []  # per set: ... to a set sharing a bank with it
+        self._at_group: list[list[int]] = []  # per set: ... to a set sharing a bank group
+        self._touch: list[list[list[int]]] = []  # per set: the aggregates its records update
         self._terms: dict[tuple[str, int], list[tuple[list[int], int, int]]] = {}
         self._last = NEVER
         self._memo: tuple[str, tuple[int, ...], int] | None = None  # until the next record
 
     def _set(self, banks: tuple[int, ...]) -> int:
         s = self._sets.get(banks)
-        if s is None:
-            s = self._sets[banks] = len(self._banks)
-            self._banks.append(tuple(banks))
-            self._own.append([NEVER] * len(COMMANDS))
-            self._terms.clear()  # the sets sharing a bank or a group changed
+        if s is not None:
+            return s
+        s = self._sets[banks] = len(self._banks)
+        self._banks.append(tuple(banks))
+        self._own.append([NEVER] * len(COMMANDS))
+        self._at_bank.append([NEVER] * len(COMMANDS))
+        self._at_group.append([NEVER] * len(COMMANDS))
+        groups = [{b // self._bpg for b in bs} for bs in self._banks]
+        self._touch = [[] for _ in self._banks]
+        for t, tb in enumerate(self._banks):
+            for u, ub in enumerate(self._banks):
+                if set(tb) & set(ub):
+                    self._touch[t].append(self._at_bank[u])
+                if groups[t] & groups[u]:
+                    self._touch[t].append(self._at_group[u])
+        mine = set(banks)
+        for i in range(len(COMMANDS)):  # the new set's aggregates, from what each set got
+            self._at_bank[s][i] = max(
+                (own[i] for own, tb in zip(self._own, self._banks, strict=True) if mine & set(tb)),
+            )  # fmt: skip
+            self._at_group[s][i] = max(
+                (own[i] for own, g in zip(self._own, groups, strict=True) if g & groups[s]),
+            )  # fmt: skip
         return s
 
     def _terms_of(self, cmd: str, s: int) -> list[tuple[list[int], int, int]]:
-        """(table, command index, cycles) whose sum bounds ``cmd`` to set ``s``: the
-        pseudo-channel's rules once, the bank-group and bank rules once per set sharing a
-        group or a bank with ``s`` (the largest cycles of a duplicate kept)."""
+        """(table, command index, cycles) whose sums bound ``cmd`` to set ``s``."""
         rules = self._rules[cmd]
-        banks = set(self._banks[s])
-        groups = {b // self._bpg for b in banks}
-        best: dict[tuple[int, int], int] = {}
-        for prev, cyc, _w, _n in rules["pch"]:
-            key = (-1, prev)
-            best[key] = max(best.get(key, NEVER), cyc)
-        for t, other in enumerate(self._banks):
-            if groups & {b // self._bpg for b in other}:
-                for prev, cyc, _w, _n in rules["bankgroup"]:
-                    best[(t, prev)] = max(best.get((t, prev), NEVER), cyc)
-            if banks & set(other):
-                for prev, cyc, _w, _n in rules["bank"]:
-                    best[(t, prev)] = max(best.get((t, prev), NEVER), cyc)
-        return [
-            (self.last_pch if t < 0 else self._own[t], prev, cyc)
-            for (t, prev), cyc in sorted(best.items())
-        ]
+        out = [(self.last_pch, prev, cyc) for prev, cyc, _w, _n in rules["pch"]]
+        out += [(self._at_group[s], prev, cyc) for prev, cyc, _w, _n in rules["bankgroup"]]
+        out += [(self._at_bank[s], prev, cyc) for prev, cyc, _w, _n in rules["bank"]]
+        return out
 
     def earliest(self, cmd: str, banks: tuple[int, ...]) -> int:
         """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
@@ -114,7 +122,11 @@ class SetTimingChecker:
         i = _INDEX[cmd]
         self._memo = None
         s = self._sets.get(banks)
-        self._own[self._set(banks) if s is None else s][i] = cycle
+        if s is None:
+            s = self._set(banks)
+        self._own[s][i] = cycle
+        for table in self._touch[s]:
+            table[i] = cycle
         self.last_pch[i] = cycle
         self._last = cycle
         if cmd == "ACT":
@@ -126,23 +138,15 @@ class SetTimingChecker:
         """The rule a command at ``cycle`` breaks (named only on a violation)."""
         if cycle < self._last:
             return f"the order of the command bus (last command at cycle {self._last})"
+        s = self._set(banks)
         rules = self._rules[cmd]
-        last = {(-1, r[0]): self.last_pch[r[0]] for r in rules["pch"]}
         best, why = NEVER, "no constraint"
-        for prev, cyc, _w, pname in rules["pch"]:
-            if last[(-1, prev)] + cyc > best:
-                best, why = last[(-1, prev)] + cyc, f"pch: {pname} -> {cmd} >= {cyc} cycles"
+        for level, table in (
+            ("pch", self.last_pch), ("bankgroup", self._at_group[s]), ("bank", self._at_bank[s])
+        ):  # fmt: skip
+            for prev, cyc, _w, pname in rules[level]:
+                if table[prev] + cyc > best:
+                    best, why = table[prev] + cyc, f"{level}: {pname} -> {cmd} >= {cyc} cycles"
         if cmd == "ACT" and len(self.acts) >= 4 and self.acts[-4] + self._faw > best:
-            best, why = self.acts[-4] + self._faw, f"pch: tFAW (4 ACT in {self._faw}) cycles"
-        for level, shares in (
-            ("bankgroup", lambda o: {b // self._bpg for b in o} & {b // self._bpg for b in banks}),
-            ("bank", lambda o: set(o) & set(banks)),
-        ):
-            for t, other in enumerate(self._banks):
-                if not shares(other):
-                    continue
-                for prev, cyc, _w, pname in rules[level]:
-                    if self._own[t][prev] + cyc > best:
-                        best = self._own[t][prev] + cyc
-                        why = f"{level}: {pname} -> {cmd} >= {cyc} cycles"
+            why = f"pch: tFAW (4 ACT in {self._faw}) cycles"
         return why
