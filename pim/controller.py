@@ -167,6 +167,8 @@ class Controller(Component):
         self._win_trig = 0
         self._program_start = -1
         self._program_name = ""
+        self._done_after: dict[str, int] = {}  # a stream's RD/WR: cycles to its last beat
+        self._tracing = False  # a stream's run records traces (OPS or more)
 
     # -- feeding ---------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
@@ -316,6 +318,9 @@ class Controller(Component):
         )
         issue = self._stream_issue
         refresh = self.refresh == "all-bank"
+        t_ = self.std.timing
+        self._done_after = {"RD": t_.nCL + t_.nBL, "WR": t_.nCWL + t_.nBL}
+        self._tracing = self.sim.trace_level >= TraceLevel.OPS
         clock = env.now // period  # the kernel's cycle: it moves only at a yield
         for cmd, bank, row, col, data, note in self.stream:
             if refresh and max(self._next_free, clock) >= self.next_refresh:
@@ -373,15 +378,15 @@ class Controller(Component):
         if cmd == "RD" or cmd == "WR":
             trig = pch.mode == "AB-PIM" and pch.open[bank] != pch.row_conf
             pch.apply(cmd, bank, row, col, data)
-            if trig and pch.units.last_role.startswith("shift"):
-                # each command is charged the cycles since the command before it
-                self.shift_cycles += cycle - (self.last_cycle if self.last_cycle > 0 else 0)
-            t = self.std.timing
-            self._hits[bank] += 1
-            self.bus_busy_cycles += t.nBL
-            if not trig:
+            if trig:
+                if pch.units.last_role.startswith("shift"):
+                    # each command is charged the cycles since the command before it
+                    self.shift_cycles += cycle - (self.last_cycle if self.last_cycle > 0 else 0)
+            else:
                 self.host_bytes += self.std.org.column_bytes
-            done = cycle + (t.nCL if cmd == "RD" else t.nCWL) + t.nBL
+            self._hits[bank] += 1
+            self.bus_busy_cycles += self.std.timing.nBL
+            done = cycle + self._done_after[cmd]
             if done > self.end_cycle:
                 self.end_cycle = done
         else:
@@ -400,7 +405,7 @@ class Controller(Component):
         self._next_free = cycle + 1
         if self.record:
             self.trace_log.append(Issued(cycle, cmd, banks, row, col))
-        if self.sim.trace_level >= TraceLevel.OPS:
+        if self._tracing:
             self._trace(cmd, banks, row, col, cycle, trig)
 
     # -- the request scheduler -------------------------------------------------------------------

@@ -245,25 +245,30 @@ def stream_counts(p: JitqParams, plan: kernel.Plan | None = None) -> dict[str, i
     last_at = [0, 0]  # its index
     prev = "RD"
     switch_wait = 0  # the pending row switch's spacing, until the next column command
-    for c in plan.stream:
-        par = c.bank % 2
-        n = trig + reg
-        if c.cmd in ("RD", "WR"):
-            spacing = turn.get((prev, c.cmd), 0)
-            turnarounds += spacing > 0
-            extra += max(0, max(spacing, switch_wait) - t.nCCD_L)
+    ccd = t.nCCD_L
+    for cmd, bank, row, *_ in plan.stream:
+        par = bank % 2
+        if cmd == "RD" or cmd == "WR":
+            spacing = 0 if cmd == prev else turn[(prev, cmd)]
+            if spacing > 0:
+                turnarounds += 1
+            wait = spacing if spacing > switch_wait else switch_wait
+            if wait > ccd:
+                extra += wait - ccd
             switch_wait = 0
+            n = trig + reg
             if open_row[par] == conf:
                 reg += 1
             else:
                 trig += 1
-            prev = last[par] = c.cmd
+            prev = last[par] = cmd
             last_at[par] = n
-        elif c.cmd == "ACT":
-            open_row[par] = c.row
-            opened_at[par] = n
-        elif c.cmd in ("PRE", "PREA"):
-            parities = (0, 1) if c.cmd == "PREA" else (par,)
+        elif cmd == "ACT":
+            open_row[par] = row
+            opened_at[par] = trig + reg
+        elif cmd in ("PRE", "PREA"):
+            n = trig + reg
+            parities = (0, 1) if cmd == "PREA" else (par,)
             for q in parities:
                 if open_row[q] < 0:
                     continue
