@@ -75,10 +75,13 @@ def matrix(p: JitqParams) -> np.ndarray:
     2^[-8, 8), some exact zeros."""
     rng = np.random.default_rng([p.seed, 12])
     vals = rng.standard_normal((p.rows, p.cols))
-    np.ldexp(vals, rng.integers(-8, 8, (p.rows, p.cols)), out=vals)  # x 2^e: exact
-    # in strips of rows (the same draws, in order; less memory touched at once)
+    # the exponents, the zeros and the conversion in strips of rows: the same draws in the same
+    # order as whole-matrix calls (tests/test_pim_jitq.py), less memory touched at once
     out = np.empty((p.rows, p.cols), np.uint32 if p.master == "fp32" else np.uint16)
     step = max(1, MATRIX_STRIP_ELEMENTS // p.cols)
+    for r in range(0, p.rows, step):
+        v = vals[r : r + step]
+        np.ldexp(v, rng.integers(-8, 8, v.shape), out=v)  # x 2^e: exact
     for r in range(0, p.rows, step):
         v = vals[r : r + step]
         v[rng.random(v.shape) < p.zero_fraction] = 0.0
