@@ -23,7 +23,9 @@ stream, at the first command boundary after it falls due, then reopens the rows 
 open, which PIM state survives), ``none`` turns it off.
 
 Every issued command goes through :meth:`TimingChecker.issue` (so a bug here is a
-TimingViolation, never a silent wrong time), then :meth:`PseudoChannel.apply`. ``record=True``
+TimingViolation, never a silent wrong time), then :meth:`PseudoChannel.apply`; a command
+stream's through :meth:`pim.bankset.SetTimingChecker.issue`, the same table kept per bank set
+(``stream_timing="bank-sets"``, the default; ``"generic"``: the per-bank checker). ``record=True``
 keeps the command trace for the independent checker of the tests.
 """
 
