@@ -85,9 +85,9 @@ class Issued(NamedTuple):
 #: controller changes when that is (the stream is fixed, the state is its own): so the process
 #: lets the kernel's clock lag behind the commands it issues by up to this many cycles, waking
 #: the kernel only then (the commands and their cycles are the same; the run's progress hooks,
-#: checked every 20,000 kernel events, see time advance in these steps: a small lag keeps them
-#: within a few CPU seconds, bench/notes/pim-requests.md).
-STREAM_LAG_CYCLES = 16
+#: checked every 20,000 kernel events, see time advance in these steps: at 64 cycles, every
+#: 1.3 M cycles, about 1.5 CPU s of a JIT-Q stream; bench/notes/pim-requests.md).
+STREAM_LAG_CYCLES = 64
 
 #: Cycles per window of the bus-utilisation and PIM-trigger counters in traces.
 TRACE_WINDOW_CYCLES = 256
