@@ -29,7 +29,9 @@ stream, at the first command boundary after it falls due, then reopens the rows 
 open, which PIM state survives), ``none`` turns it off.
 
 Every issued command goes through :meth:`TimingChecker.issue` (so a bug here is a
-TimingViolation, never a silent wrong time), then :meth:`PseudoChannel.apply`. ``record=True``
+TimingViolation, never a silent wrong time), then :meth:`PseudoChannel.apply`; a command
+stream's through :meth:`pim.bankset.SetTimingChecker.issue`, the same table kept per bank set
+(``stream_timing="bank-sets"``, the default; ``"generic"``: the per-bank checker). ``record=True``
 keeps the command trace for the independent checker of the tests.
 """
 
@@ -43,6 +45,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pim.bankset import SetTimingChecker
 from pim.device import ProtocolError, PseudoChannel
 from pim.standard import COMMANDS
 from pim.timing import TimingChecker
@@ -90,9 +93,9 @@ class Issued(NamedTuple):
 #: controller changes when that is (the stream is fixed, the state is its own): so the process
 #: lets the kernel's clock lag behind the commands it issues by up to this many cycles, waking
 #: the kernel only then (the commands and their cycles are the same; the run's progress hooks,
-#: checked every 20,000 kernel events, see time advance in these steps: a small lag keeps them
-#: within a few CPU seconds, bench/notes/pim-requests.md).
-STREAM_LAG_CYCLES = 16
+#: checked every 20,000 kernel events, see time advance in these steps: at 64 cycles, every
+#: 1.3 M cycles, about 1.5 CPU s of a JIT-Q stream; bench/notes/pim-requests.md).
+STREAM_LAG_CYCLES = 64
 
 #: The bulk request path (:meth:`Controller._requests_bulk`) returns to the kernel after this
 #: many cycles of its own: the run's progress hooks and livelock watch see it advance, and
@@ -138,6 +141,7 @@ class Controller(Component):
         record: bool = False,
         request_path: str = "event",
         traces_alone: bool = False,
+        stream_timing: str = "bank-sets",
     ) -> None:
         super().__init__(parent, name)
         self.pch = pch
@@ -154,6 +158,9 @@ class Controller(Component):
         self.record = record
         self.request_path = request_path  # "bulk": _requests_bulk when eligible; "event"
         self.traces_alone = traces_alone  # the only controller whose commands a run traces
+        # the checker of a command stream: per bank set (pim.bankset, the same answers in
+        # fewer steps) or the generic per-bank one (pim.timing)
+        self.stream_timing = stream_timing
         self.trace_log: list[Issued] = []
         self.requests: list[Request] = []
         self.stream: list[Command] = []
@@ -180,6 +187,8 @@ class Controller(Component):
         self._win_trig = 0
         self._program_start = -1
         self._program_name = ""
+        self._done_after: dict[str, int] = {}  # a stream's RD/WR: cycles to its last beat
+        self._tracing = False  # a stream's run records traces (OPS or more)
 
     # -- feeding ---------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
@@ -316,27 +325,108 @@ class Controller(Component):
 
     def _run_stream(self) -> Any:
         yield from self._stream()
+        self.pch.flush()  # the units' last triggers, if the stream stops inside a program
         self.finish_trace()
 
     def _stream(self) -> Any:
-        pch, checker = self.pch, self.checker
-        for c in self.stream:
-            now = max(self._next_free, self.env.now // self.domain.period_ticks)
-            if self._refresh_due(now):
-                reopen = yield from self._do_refresh()
-                for bank, row in reopen:
-                    t = max(self._next_free, checker.earliest("ACT", pch.targets("ACT", bank)))
+        pch, env = self.pch, self.env
+        period = self.domain.period_ticks
+        timing: TimingChecker | SetTimingChecker = (
+            SetTimingChecker(self.std, self.path)
+            if self.stream_timing == "bank-sets"
+            else self.checker
+        )
+        issue = self._stream_issue
+        refresh = self.refresh == "all-bank"
+        t_ = self.std.timing
+        self._done_after = {"RD": t_.nCL + t_.nBL, "WR": t_.nCWL + t_.nBL}
+        self._tracing = self.sim.trace_level >= TraceLevel.OPS
+        clock = env.now // period  # the kernel's cycle: it moves only at a yield
+        for cmd, bank, row, col, data, note in self.stream:
+            if refresh and max(self._next_free, clock) >= self.next_refresh:
+                reopen = yield from self._stream_refresh(timing)
+                for b, r in reopen:
+                    banks = pch.targets("ACT", b)
+                    t = max(self._next_free, timing.earliest("ACT", banks))
                     yield self._wait_until(t)
-                    self._issue("ACT", bank, row, 0, None, t)
-            if c.note is not None:
-                roles, self._program_name = c.note
-                pch.units.roles = list(roles) + [""] * (32 - len(roles))
-            t = max(self._next_free, checker.earliest(c.cmd, pch.targets(c.cmd, c.bank)))
-            if t - self.env.now // self.domain.period_ticks >= STREAM_LAG_CYCLES:
+                    issue(timing, "ACT", b, banks, r, 0, None, t)
+                clock = env.now // period
+            if note is not None:
+                roles, self._program_name = note
+                pch.units.set_roles(list(roles))
+            banks = pch.targets(cmd, bank)
+            t = timing.earliest(cmd, banks)
+            if t < self._next_free:
+                t = self._next_free
+            if t - clock >= STREAM_LAG_CYCLES:
                 yield self._wait_until(t)
-            self._issue(c.cmd, c.bank, c.row, c.col, c.data, t)
+                clock = env.now // period
+            issue(timing, cmd, bank, banks, row, col, data, t)
         if self.last_cycle >= 0:
             yield self._wait_until(self.last_cycle)
+
+    def _stream_refresh(self, timing: TimingChecker | SetTimingChecker) -> Any:
+        """:meth:`_do_refresh` with the stream's checker."""
+        pch = self.pch
+        reopen: list[tuple[int, int]] = []
+        if pch.mode == "SB":
+            reopen = [(b, r) for b, r in enumerate(pch.open) if r >= 0]
+        else:
+            for parity in (0, 1):
+                r = pch.open[parity]
+                if r >= 0:
+                    reopen.append((parity, r))
+        if any(r >= 0 for r in pch.open):
+            banks = pch.targets("PREA", 0)
+            t = max(self._next_free, timing.earliest("PREA", banks))
+            yield self._wait_until(t)
+            self._stream_issue(timing, "PREA", 0, banks, 0, 0, None, t)
+        banks = pch.targets("REF", 0)
+        t = max(self._next_free, timing.earliest("REF", banks))
+        yield self._wait_until(t)
+        self._stream_issue(timing, "REF", 0, banks, 0, 0, None, t)
+        self.next_refresh += self.std.timing.nREFI
+        return reopen
+
+    def _stream_issue(
+        self, timing: TimingChecker | SetTimingChecker, cmd: str, bank: int,
+        banks: tuple[int, ...], row: int, col: int, data: Any, cycle: int,
+    ) -> None:  # fmt: skip
+        """:meth:`_issue` for a stream: the banks already known, the stream's checker."""
+        timing.issue(cmd, banks, cycle)
+        pch = self.pch
+        if cmd == "RD" or cmd == "WR":
+            trig = pch.mode == "AB-PIM" and pch.open[bank] != pch.row_conf
+            pch.apply(cmd, bank, row, col, data)
+            if trig:
+                if pch.units.last_role.startswith("shift"):
+                    # each command is charged the cycles since the command before it
+                    self.shift_cycles += cycle - (self.last_cycle if self.last_cycle > 0 else 0)
+            else:
+                self.host_bytes += self.std.org.column_bytes
+            self._hits[bank] += 1
+            self.bus_busy_cycles += self.std.timing.nBL
+            done = cycle + self._done_after[cmd]
+            if done > self.end_cycle:
+                self.end_cycle = done
+        else:
+            trig = False
+            pch.apply(cmd, bank, row, col, data)
+            if cmd == "ACT":
+                for b in banks:
+                    self._hits[b] = 0
+            if cycle + 1 > self.end_cycle:
+                self.end_cycle = cycle + 1
+        counts = self.counts
+        counts[cmd] = counts.get(cmd, 0) + 1
+        if self.first_cycle < 0:
+            self.first_cycle = cycle
+        self.last_cycle = cycle
+        self._next_free = cycle + 1
+        if self.record:
+            self.trace_log.append(Issued(cycle, cmd, banks, row, col))
+        if self._tracing:
+            self._trace(cmd, banks, row, col, cycle, trig)
 
     # -- the request scheduler -------------------------------------------------------------------
     def _next_command(self, req: Request) -> str:

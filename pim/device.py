@@ -26,9 +26,21 @@ command sequences to reserved rows at the top of each bank:
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import numpy as np
 
-from pim.isa import CRF_ENTRIES, LANES, Instr, IsaError, decode, encode, evaluate
+from pim.isa import (
+    CRF_ENTRIES,
+    LANES,
+    SHIFT_COUNTER,
+    Instr,
+    IsaError,
+    decode,
+    encode,
+    evaluate,
+)  # fmt: skip
 from pim.standard import Standard
 from simcore.errors import WafersimError
 
@@ -65,6 +77,8 @@ class PimUnits:
         self.m_out = np.zeros((units, LANES), np.uint16)
         self.crf = [0] * CRF_ENTRIES
         self._decoded: list[Instr] = [decode(0)] * CRF_ENTRIES
+        self._operands: list[Operands] = [operands(decode(0))] * CRF_ENTRIES
+        self._plain = [True] * CRF_ENTRIES  # decoded entries that are neither JUMP nor EXIT
         self.pc = 0
         self.loops: dict[int, int] = {}
         self.done = False
@@ -79,6 +93,12 @@ class PimUnits:
             self.crf[first + k] = w
             if self.decode_once:
                 self._decoded[first + k] = decode(w)
+                self._operands[first + k] = operands(self._decoded[first + k])
+                self._plain[first + k] = self._decoded[first + k].op not in ("JUMP", "EXIT")
+
+    def set_roles(self, roles: list[str]) -> None:
+        """The roles (compiler metadata) of the CRF entries, for the counts by role."""
+        self.roles = roles + [""] * (CRF_ENTRIES - len(roles))
 
     def write_srf(self, lanes: np.ndarray) -> None:
         self.srf[:] = lanes
@@ -133,26 +153,54 @@ class PimUnits:
             return odd
         return self.a_out if kind == "A_OUT" else self.m_out
 
-    def trigger(
-        self, is_write: bool, even: np.ndarray | None, odd: np.ndarray | None
+    def control(self, is_write: bool, even_open: bool, odd_open: bool) -> tuple[int, Instr]:
+        """The control part of a trigger: the next instruction (the program counter moves past
+        it and any JUMP or EXIT after it), its checks and counts; returns its CRF entry and the
+        instruction, whose lane function :meth:`execute` runs (now, or with a batch later)."""
+        fast = self.decode_once
+        pc = self.pc
+        if fast and pc < CRF_ENTRIES and self._plain[pc]:
+            ins = self._decoded[pc]  # what _advance would return (no JUMP or EXIT to follow)
+        else:
+            adv = self._advance()
+            if adv is None:
+                raise ProtocolError("PIM trigger after the program's EXIT (write PIM_OP_MODE = 0)")
+            ins, pc = adv, self.pc
+        info = self._operands[pc] if fast else operands(ins)
+        for kind in info.bank_reads:
+            if kind == "EVEN_BANK" and not even_open:
+                raise ProtocolError("PIM operand EVEN_BANK but the even banks have no open row")
+            if kind == "ODD_BANK" and not odd_open:
+                raise ProtocolError("PIM operand ODD_BANK but the odd banks have no open row")
+        if info.bank_write >= 0 and not is_write:
+            raise ProtocolError(
+                f"CRF entry {self.pc} ({ins}) writes a bank: trigger it with a WR, not a RD"
+            )
+        self.triggers += 1
+        by_op = self.by_op
+        by_op[ins.op] = by_op.get(ins.op, 0) + 1
+        role = self.last_role = self.roles[pc]
+        if role:
+            self.by_role[role] = self.by_role.get(role, 0) + 1
+        self.pc = nxt = pc + 1
+        if not (fast and nxt < CRF_ENTRIES and self._plain[nxt]):
+            self._advance()  # JUMP and EXIT take no trigger: the program ends with its last one
+        if info.srf_write:
+            raise ProtocolError(f"CRF entry {pc} ({ins}): SRF is not a PIM destination")
+        return pc, ins
+
+    def execute(
+        self, ins: Instr, even: np.ndarray | None, odd: np.ndarray | None
     ) -> tuple[str, np.ndarray] | None:
-        """Run the next instruction in every unit; ``even``/``odd`` are (units, 16) words at
-        the commanded column. Returns (bank type, words) when it writes a bank."""
-        ins = self._advance()
-        if ins is None:
-            raise ProtocolError("PIM trigger after the program's EXIT (write PIM_OP_MODE = 0)")
-        src_needed = ins.op not in ("NOP",)
-        s0 = self._read(ins.src0, even, odd) if src_needed else None
+        """The lane function of one instruction in every unit (``even``/``odd``: (units, 16)
+        words at the commanded column); returns (bank type, words) when it writes a bank."""
+        s0 = self._read(ins.src0, even, odd) if ins.op != "NOP" else None
         two = ins.op in ("ADD", "MUL", "MAC", "MAD", "CMP", "MAX") or (
             ins.op == "BSHIFT" and ins.lanes == 1
         )
         s1 = self._read(ins.src1, even, odd) if two else s0
         kind, idx = ins.dst
         bank_dst = kind in ("EVEN_BANK", "ODD_BANK")
-        if bank_dst and not is_write:
-            raise ProtocolError(
-                f"CRF entry {self.pc} ({ins}) writes a bank: trigger it with a WR, not a RD"
-            )
         if bank_dst or kind in ("SRF_M", "SRF_A"):
             old = self._zeros
         else:
@@ -162,13 +210,6 @@ class PimUnits:
             result, self.counter = evaluate(ins, s0, s1, old, self.counter, addend)
         except IsaError as err:
             raise ProtocolError(str(err)) from None
-        self.triggers += 1
-        self.by_op[ins.op] = self.by_op.get(ins.op, 0) + 1
-        role = self.last_role = self.roles[self.pc]
-        if role:
-            self.by_role[role] = self.by_role.get(role, 0) + 1
-        self.pc += 1
-        self._advance()  # JUMP and EXIT take no trigger: the program ends with its last one
         if ins.op == "NOP" or (ins.op == "MOV" and ins.to_counter):
             return None
         if ins.op in ("ADD", "MAC", "MAD"):
@@ -181,9 +222,63 @@ class PimUnits:
             self.grf[:, idx] = result
         elif kind == "GRF_B":
             self.grf[:, 8 + idx] = result
-        elif kind in ("SRF_M", "SRF_A"):
-            raise ProtocolError(f"CRF entry {self.pc - 1} ({ins}): SRF is not a PIM destination")
         return None
+
+    def trigger(
+        self, is_write: bool, even: np.ndarray | None, odd: np.ndarray | None
+    ) -> tuple[str, np.ndarray] | None:
+        """Run the next instruction in every unit; ``even``/``odd`` are (units, 16) words at
+        the commanded column. Returns (bank type, words) when it writes a bank."""
+        _, ins = self.control(is_write, even is not None, odd is not None)
+        return self.execute(ins, even, odd)
+
+
+class Operands(NamedTuple):
+    """What an instruction reads and writes, for the batches of :meth:`PseudoChannel.flush`:
+    registers as ``g0``-``g15`` (GRF_A, GRF_B), ``a`` (A_OUT), ``m`` (M_OUT), ``s`` (the
+    shift counters); banks by operand type and by parity written (-1: none)."""
+
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    bank_reads: tuple[str, ...]
+    bank_write: int
+    srf_write: bool
+    inert: bool  # NOP, MOV to S: no register or bank takes its result
+
+
+def _register(opd: tuple[str, int]) -> str | None:
+    kind, idx = opd
+    if kind in ("GRF_A", "GRF_B"):
+        return f"g{idx + (8 if kind == 'GRF_B' else 0)}"
+    return {"A_OUT": "a", "M_OUT": "m"}.get(kind)
+
+
+@functools.lru_cache(maxsize=1024)
+def operands(ins: Instr) -> Operands:
+    """The reads and writes of ``ins`` as :meth:`PimUnits.execute` does them."""
+    op = ins.op
+    srcs = [] if op == "NOP" else [ins.src0]
+    if op in ("ADD", "MUL", "MAC", "MAD", "CMP", "MAX") or (op == "BSHIFT" and ins.lanes == 1):
+        srcs.append(ins.src1)
+    if op == "MAC":
+        srcs.append(ins.dst)
+    reads = [r for r in map(_register, srcs) if r]
+    bank_reads = tuple(k for k, _ in srcs if k in ("EVEN_BANK", "ODD_BANK"))
+    counted = op == "BSHIFT" and ins.lanes == SHIFT_COUNTER
+    if counted:
+        reads.append("s")
+    writes: list[str] = []
+    inert = op == "NOP" or (op == "MOV" and ins.to_counter)
+    if (op == "MOV" and ins.to_counter) or counted:
+        writes.append("s")
+    if not inert:
+        writes += {"ADD": ["a"], "MAC": ["a"], "MAD": ["a"], "MUL": ["m"]}.get(op, [])
+        if ins.dst[0] in ("GRF_A", "GRF_B"):
+            writes.append(_register(ins.dst) or "")
+    bank_write = ("EVEN_BANK", "ODD_BANK").index(ins.dst[0]) if ins.dst[0] in (
+        "EVEN_BANK", "ODD_BANK") else -1  # fmt: skip
+    srf_write = not inert and ins.dst[0] in ("SRF_M", "SRF_A")
+    return Operands(tuple(reads), tuple(writes), bank_reads, bank_write, srf_write, inert)
 
 
 class PseudoChannel:
@@ -192,9 +287,11 @@ class PseudoChannel:
 
     def __init__(
         self, std: Standard, name: str = "pch", *, decode_once: bool = True,
-        store_data: bool = True,
+        store_data: bool = True, batch: bool = True,
     ) -> None:  # fmt: skip
         self.std = std
+        self.batch = batch  # triggers' lane functions run in batches (see flush); False: each now
+        self._pending: list[tuple[int, int, int, int]] = []  # CRF entry, even row, odd row, col
         self.store_data = store_data  # False: rows, modes and PIM state only (a RD returns None)
         self.name = name
         org = std.org
@@ -214,7 +311,13 @@ class PseudoChannel:
 
     # -- storage ---------------------------------------------------------------------------------
     def row(self, r: int) -> np.ndarray:
-        """Row ``r`` of every bank: (banks, columns, 16) uint16, zero when first touched."""
+        """Row ``r`` of every bank: (banks, columns, 16) uint16, zero when first touched (the
+        triggers waiting for a batch run first)."""
+        if self._pending:
+            self.flush()
+        return self._row(r)
+
+    def _row(self, r: int) -> np.ndarray:
         arr = self.rows.get(r)
         if arr is None:
             arr = self.rows[r] = np.zeros((self.nbanks, self.ncols, LANES), np.uint16)
@@ -233,6 +336,8 @@ class PseudoChannel:
         self, cmd: str, bank: int, row: int = 0, col: int = 0, data: np.ndarray | None = None
     ) -> np.ndarray | None:
         """Run one command; a RD in SB/AB mode returns the 16 lanes it reads."""
+        if cmd == "RD" or cmd == "WR":
+            return self._column(cmd, bank, col, data)
         banks = self.targets(cmd, bank)
         if cmd == "ACT":
             busy = [b for b in banks if self.open[b] >= 0]
@@ -262,26 +367,31 @@ class PseudoChannel:
             if opened:
                 raise ProtocolError(f"{self.name}: REF with bank {opened[0]} open")
             return None
-        # RD / WR
+        raise ProtocolError(f"{self.name}: unknown command {cmd!r}")
+
+    def _column(self, cmd: str, bank: int, col: int, data: np.ndarray | None) -> np.ndarray | None:
+        """A RD or WR: a PIM trigger, a register write, or a host access."""
         r = self.open[bank]
         if r < 0:
             raise ProtocolError(f"{self.name}: {cmd} to bank {bank}, which has no open row")
         if not 0 <= col < self.ncols:
             raise ProtocolError(f"{self.name}: {cmd} to column {col}, beyond the row")
+        if r != self.row_conf and self.mode == "AB-PIM":
+            return self._trigger(cmd == "WR", col)
+        if self._pending:
+            self.flush()
         if r == self.row_conf:
             if cmd == "WR":
                 self._write_register(col, data)
             return None
-        if self.mode == "AB-PIM":
-            return self._trigger(cmd == "WR", col)
         if not self.store_data:
             return None
         if cmd == "RD":
-            return self.row(r)[bank, col].copy()
+            return self._row(r)[bank, col].copy()
         if data is None:
             raise ProtocolError(f"{self.name}: WR without data")
-        arr = self.row(r)
-        for b in banks:
+        arr = self._row(r)
+        for b in self.targets(cmd, bank):
             arr[b, col] = data
         return None
 
@@ -295,16 +405,160 @@ class PseudoChannel:
         if self._parity_rows is None:
             self._parity_rows = (self._open_row_of(0), self._open_row_of(1))
         re, ro = self._parity_rows
-        even = self.row(re)[0::2, col] if re >= 0 else None
-        odd = self.row(ro)[1::2, col] if ro >= 0 else None
-        out = self.units.trigger(is_write, even, odd)
+        units = self.units
+        if not self.batch:
+            even = self._row(re)[0::2, col] if re >= 0 else None
+            odd = self._row(ro)[1::2, col] if ro >= 0 else None
+            self._store(units.trigger(is_write, even, odd), re, ro, col)
+            return None
+        pc, ins = units.control(is_write, re >= 0, ro >= 0)
+        info = units._operands[pc] if units.decode_once else operands(ins)
+        if not info.inert and info.bank_write >= 0 and (ro if info.bank_write else re) < 0:
+            kind = ("EVEN_BANK", "ODD_BANK")[info.bank_write]
+            raise ProtocolError(f"{self.name}: PIM writes {kind} but it has no open row")
+        self._pending.append((pc, re, ro, col))
+        if units.done:
+            self.flush()
+        return None
+
+    def _store(self, out: tuple[str, np.ndarray] | None, re: int, ro: int, col: int) -> None:
         if out is not None:
             kind, words = out
             r = re if kind == "EVEN_BANK" else ro
             if r < 0:
                 raise ProtocolError(f"{self.name}: PIM writes {kind} but it has no open row")
-            self.row(r)[(0 if kind == "EVEN_BANK" else 1) :: 2, col] = words
-        return None
+            self._row(r)[(0 if kind == "EVEN_BANK" else 1) :: 2, col] = words
+
+    def flush(self) -> None:
+        """Run the lane functions of the triggers issued since the last flush (they were
+        checked and counted when issued). When they are K repetitions of one sequence of CRF
+        entries (a loop over groups or words) and no repetition reads what another writes
+        (no register read before it is written in the sequence and written in it; no bank
+        word written by one repetition and touched by another), each instruction runs once
+        for the K repetitions at once, on (K, units, 16) arrays: the same values as one at a
+        time, in order (tests/test_pim_batch.py compares them). Otherwise one at a time."""
+        pend, self._pending = self._pending, []
+        if not pend:
+            return
+        units = self.units
+        arr = np.array(pend, np.int64)
+        # rows come into being in the order the triggers touched them (as one at a time)
+        touched = arr[:, 1:3].ravel()
+        touched = touched[touched >= 0]
+        uniq, first = np.unique(touched, return_index=True)
+        for r in uniq[np.argsort(first)].tolist():
+            self._row(r)
+        n = len(pend)
+        pcs = arr[:, 0]
+        for size in range(1, n // 2 + 1):
+            if n % size or not np.array_equal(pcs.reshape(-1, size), np.broadcast_to(
+                    pcs[:size], (n // size, size))):  # fmt: skip
+                continue
+            body = [units._instr(int(pc)) for pc in pcs[:size]]
+            if _independent(body) and self._disjoint(arr, body):
+                self._run_batch(arr, body, uniq)
+                return
+        for pc, re, ro, col in pend:
+            even = self._row(re)[0::2, col] if re >= 0 else None
+            odd = self._row(ro)[1::2, col] if ro >= 0 else None
+            self._store(units.execute(units._instr(pc), even, odd), re, ro, col)
+
+    def _accesses(self, arr: np.ndarray, body: list[Instr]) -> tuple[np.ndarray, np.ndarray]:
+        """Bank words each step of the K repetitions reads or writes: (K, accesses) keys
+        (row, column, parity) and whether each is a write."""
+        k = len(arr) // len(body)
+        rows = arr[:, 1:3].reshape(k, len(body), 2)
+        cols = arr[:, 3].reshape(k, len(body))
+        keys, writes = [], []
+        for s, ins in enumerate(body):
+            info = operands(ins)
+            used = [(("EVEN_BANK", "ODD_BANK").index(b), False) for b in info.bank_reads]
+            if not info.inert and info.bank_write >= 0:
+                used.append((info.bank_write, True))
+            for parity, w in used:
+                keys.append((rows[:, s, parity] * self.ncols + cols[:, s]) * 2 + parity)
+                writes.append(w)
+        if not keys:
+            return np.zeros((k, 0), np.int64), np.zeros(0, bool)
+        return np.stack(keys, axis=1), np.array(writes)
+
+    def _disjoint(self, arr: np.ndarray, body: list[Instr]) -> bool:
+        """No bank word written by one repetition is read or written by another."""
+        keys, writes = self._accesses(arr, body)
+        if not writes.any():
+            return True
+        k = keys.shape[0]
+        rep = np.broadcast_to(np.arange(k)[:, None], keys.shape).ravel()
+        wr = np.broadcast_to(writes[None, :], keys.shape).ravel()
+        flat = keys.ravel()
+        order = np.lexsort((rep, flat))
+        flat, rep, wr = flat[order], rep[order], wr[order]
+        start = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
+        end = np.r_[start[1:], len(flat)] - 1
+        shared = rep[start] != rep[end]
+        written = np.maximum.reduceat(wr.astype(np.int8), start) > 0
+        return not bool((shared & written).any())
+
+    def _run_batch(self, arr: np.ndarray, body: list[Instr], uniq: np.ndarray) -> None:
+        """Each instruction of ``body`` once for the K repetitions (see :meth:`flush`)."""
+        units = self.units
+        k = len(arr) // len(body)
+        shape = (k, units.units, LANES)
+        window = np.stack([self.rows[r] for r in uniq.tolist()])
+        local = np.searchsorted(uniq, np.maximum(arr[:, 1:3], 0)).reshape(k, len(body), 2)
+        cols = arr[:, 3].reshape(k, len(body))
+        grf = np.repeat(units.grf[None], k, axis=0)
+        regs = {"a": np.repeat(units.a_out[None], k, 0), "m": np.repeat(units.m_out[None], k, 0)}
+        counter = np.repeat(units.counter[None], k, axis=0)
+        zeros = np.zeros(shape, np.uint16)
+
+        def read(opd: tuple[str, int], s: int) -> np.ndarray:
+            kind, idx = opd
+            if kind == "GRF_A":
+                return grf[:, :, idx]
+            if kind == "GRF_B":
+                return grf[:, :, 8 + idx]
+            if kind in ("SRF_M", "SRF_A"):
+                return np.broadcast_to(units.srf[idx if kind == "SRF_M" else 8 + idx], shape)
+            if kind == "EVEN_BANK":
+                return window[local[:, s, 0], 0::2, cols[:, s]]
+            if kind == "ODD_BANK":
+                return window[local[:, s, 1], 1::2, cols[:, s]]
+            return regs["a" if kind == "A_OUT" else "m"]
+
+        for s, ins in enumerate(body):
+            op = ins.op
+            s0 = read(ins.src0, s) if op != "NOP" else zeros
+            two = op in ("ADD", "MUL", "MAC", "MAD", "CMP", "MAX") or (
+                op == "BSHIFT" and ins.lanes == 1
+            )
+            s1 = read(ins.src1, s) if two else s0
+            kind, idx = ins.dst
+            bank = kind in ("EVEN_BANK", "ODD_BANK")
+            old = zeros if bank or kind in ("SRF_M", "SRF_A") else read(ins.dst, s)
+            addend = np.broadcast_to(units.srf[8 + idx], shape) if op == "MAD" else None
+            try:
+                result, counter = evaluate(ins, s0, s1, old, counter, addend)
+            except IsaError as err:
+                raise ProtocolError(str(err)) from None
+            if op == "NOP" or (op == "MOV" and ins.to_counter):
+                continue
+            if op in ("ADD", "MAC", "MAD"):
+                regs["a"] = result
+            elif op == "MUL":
+                regs["m"] = result
+            if bank:
+                p = 0 if kind == "EVEN_BANK" else 1
+                window[local[:, s, p], p::2, cols[:, s]] = result
+            elif kind == "GRF_A":
+                grf[:, :, idx] = result
+            elif kind == "GRF_B":
+                grf[:, :, 8 + idx] = result
+        units.grf[:] = grf[-1]
+        units.a_out, units.m_out = regs["a"][-1].copy(), regs["m"][-1].copy()
+        units.counter = counter[-1].astype(np.int16)
+        for j, r in enumerate(uniq.tolist()):
+            self.rows[r][:] = window[j]
 
     def _write_register(self, col: int, data: np.ndarray | None) -> None:
         if data is None:
@@ -330,6 +584,18 @@ class PseudoChannel:
                 self.mode = "AB"
         else:
             raise ProtocolError(f"{self.name}: column {col} of the register row maps no register")
+
+
+def _independent(body: list[Instr]) -> bool:
+    """No register of the sequence ``body`` is read before it is written there and written
+    there too (each repetition starts from the registers as they were before the first)."""
+    live_in: set[str] = set()
+    written: set[str] = set()
+    for ins in body:
+        info = operands(ins)
+        live_in.update(r for r in info.reads if r not in written)
+        written.update(info.writes)
+    return not (live_in & written)
 
 
 def crf_payload(program: list[Instr]) -> list[tuple[int, np.ndarray]]:

@@ -393,28 +393,46 @@ class Layout:
         row, col = divmod(int(off), per)
         return row, col + plane * per
 
-    def scatter(self, mat: np.ndarray) -> np.ndarray:
-        """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded."""
-        tr, tc = self.rows // BLOCK, self.cols // BLOCK
-        tiles = mat.reshape(tr, BLOCK, tc, BLOCK).transpose(0, 2, 1, 3).reshape(-1, BLOCK, BLOCK)
+    def tile_ids(self, u0: int = 0, u1: int | None = None) -> np.ndarray:
+        """The matrix tiles (row-major tile numbers) units ``u0 .. u1 - 1`` hold, shaped
+        (per_unit, units) (tiled: tile t -> unit t % units, position t // units) or (per_unit,
+        units, 16) (strided, opt: super-tile s = 16 tiles, one a lane -> unit s % units,
+        position s // units); numbers past the last tile are the zero padding."""
+        u1 = self.units if u1 is None else u1
+        ids = np.arange(self.per_unit)[:, None] * self.units + np.arange(u0, u1)[None, :]
         if self.placement in TILED:
-            n = self.units * self.per_unit
-            padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
-            padded[: len(tiles)] = tiles
-            # tile t -> unit t % units, position t // units; a tile is 16 words (its rows)
-            per = padded.reshape(self.per_unit, self.units, BLOCK, BLOCK).transpose(1, 0, 2, 3)
+            return ids
+        return ids[:, :, None] * 16 + np.arange(16)
+
+    def tiles(self, mat: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The 16 x 16 tiles ``ids`` of ``mat`` (shape ids.shape + (16, 16)), zero past the
+        last tile."""
+        tr, tc = self.rows // BLOCK, self.cols // BLOCK
+        rows = mat.reshape(tr, BLOCK, tc, BLOCK)
+        out = np.zeros((*ids.shape, BLOCK, BLOCK), mat.dtype)
+        valid = ids < tr * tc
+        t = ids[valid]
+        out[valid] = rows[t // tc, :, t % tc]
+        return out
+
+    def place(self, tiles: np.ndarray) -> np.ndarray:
+        """Tiles as :meth:`tile_ids` orders them -> the units' even-bank words (units,
+        input_words, 16), zero-padded."""
+        n = tiles.shape[1]
+        if self.placement in TILED:
+            per = tiles.transpose(1, 0, 2, 3)  # unit, position, r, c: a tile is 16 words
             if self.row_major:
-                out = np.zeros((self.units, self.input_words, BLOCK), np.uint16)
+                out = np.zeros((n, self.input_words, BLOCK), tiles.dtype)
                 out[:, self._tile_words] = per
                 return out
-            return per.reshape(self.units, self.input_words, BLOCK)
-        n = self.units * self.per_unit * 16
-        padded = np.zeros((n, BLOCK, BLOCK), np.uint16)
-        padded[: len(tiles)] = tiles
-        # super-tile s = 16 tiles (lanes) -> unit s % units, position s // units; word r*16+c
-        sup = padded.reshape(self.per_unit, self.units, 16, BLOCK, BLOCK)  # p, u, lane, r, c
-        words = sup.transpose(1, 0, 3, 4, 2)  # u, p, r, c, lane
-        return words.reshape(self.units, self.input_words, BLOCK)
+            return per.reshape(n, self.input_words, BLOCK)
+        # position, unit, lane, r, c -> unit, position, r, c, lane: word r*16+c of a super-tile
+        return tiles.transpose(1, 0, 3, 4, 2).reshape(n, self.input_words, BLOCK)
+
+    def scatter(self, mat: np.ndarray, u0: int = 0, u1: int | None = None) -> np.ndarray:
+        """(units, input_words, 16) uint16: each unit's even-bank words, zero-padded (units
+        ``u0 .. u1 - 1``, all by default)."""
+        return self.place(self.tiles(mat, self.tile_ids(u0, u1)))
 
     def gather(self, words: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`scatter` for (units, input_words, 16) arrays."""
@@ -483,23 +501,54 @@ class Plan:
     batch_groups: int
 
 
-def _resolve(tag: str | None, env: dict[str, int], lay: Layout) -> tuple[int, int, int] | None:
-    """(parity, row, column) of a tagged operand."""
-    if tag is None:
-        return None
-    g = env["g"]
-    if tag in ("x", "x0", "x1", "xlo"):
-        w = env["w"] % WORDS_PER_GROUP if tag in ("x", "xlo") else 2 * env["j"] + int(tag[1])
-        r, c = lay.word_address(lay.group_words(g)[w], plane=int(tag == "xlo"))
-        return 0, r, c
-    if tag in ("slot", "slot0", "slot1"):
-        w = env["w"] % WORDS_PER_GROUP if tag == "slot" else 2 * env["j"] + int(tag[-1])
-        return 1, g, w
-    if tag == "pslot":
-        return 1, g, SLOT_PAIR + env["j"]
-    if tag == "wslot":
-        return 1, g, SLOT_PAIR + env["w"] % WORDS_PER_GROUP
-    return 1, g, SLOT_EMAX  # emax
+#: Address codes of :func:`_template`: an even-bank input word (plane 0 or 1), an odd column.
+_PLANE0, _PLANE1, _ODD = 0, 1, 2
+
+
+def _template(items: list) -> list[tuple[str, int, int, int]]:
+    """The triggers of a phase over groups 0 .. n - 1, as (RD or WR, address code, index,
+    group): code _PLANE0/_PLANE1 with the index of a word of the group, or _ODD with a column
+    of the group's odd row (the slots of the module docstring; an untagged instruction takes the
+    address of the next tagged one, or of the last one). A batch adds its first group."""
+    dyn = list(expand(items, {"g0": 0}))
+    addr: list[tuple[int, int, int] | None] = []
+    for op, env in dyn:
+        tag = op.tag
+        if tag is None:
+            addr.append(None)
+        elif tag in ("x", "x0", "x1", "xlo"):
+            w = env["w"] % WORDS_PER_GROUP if tag in ("x", "xlo") else 2 * env["j"] + int(tag[1])
+            addr.append((_PLANE1 if tag == "xlo" else _PLANE0, w, env["g"]))
+        elif tag in ("slot", "slot0", "slot1"):
+            w = env["w"] % WORDS_PER_GROUP if tag == "slot" else 2 * env["j"] + int(tag[-1])
+            addr.append((_ODD, w, env["g"]))
+        elif tag == "pslot":
+            addr.append((_ODD, SLOT_PAIR + env["j"], env["g"]))
+        elif tag == "wslot":
+            addr.append((_ODD, SLOT_PAIR + env["w"] % WORDS_PER_GROUP, env["g"]))
+        else:  # emax
+            addr.append((_ODD, SLOT_EMAX, env["g"]))
+    nxt = None
+    for i in range(len(addr) - 1, -1, -1):  # untagged: where the next tagged one is
+        if addr[i] is None:
+            addr[i] = nxt
+        else:
+            nxt = addr[i]
+    out = []
+    last = None
+    for (op, _env), a in zip(dyn, addr, strict=True):
+        a = a or last
+        last = a
+        assert a is not None
+        is_write = op.instr.dst[0] in ("EVEN_BANK", "ODD_BANK")
+        out.append(("WR" if is_write else "RD", a[0], a[1], a[2]))
+    return out
+
+
+def _word_addresses(lay: Layout, g: int) -> list[list[tuple[int, int]]]:
+    """(row, column) of group ``g``'s 16 input words, per plane."""
+    words = lay.group_words(g).tolist()
+    return [[lay.word_address(w, plane) for w in words] for plane in range(lay.planes)]
 
 
 def compile_jitq(
@@ -512,6 +561,9 @@ def compile_jitq(
     stream: list[Command] = [Command("ACT", 0, abmr_row), Command("PRE", 0)]
     open_rows = [-1, -1]
     phases_seen: list[list[Instr]] = []
+    templates: dict[tuple[str, int], list[tuple[str, int, int, int]]] = {}
+    addresses: dict[int, list[list[tuple[int, int]]]] = {}
+    new = tuple.__new__
 
     def goto(parity: int, row: int) -> None:
         if open_rows[parity] != row:
@@ -554,22 +606,22 @@ def compile_jitq(
             mode[0] = 1
             stream.append(Command("WR", 0, conf_row, COL_OP_MODE, mode))
             # the triggers, one per executed instruction, with the rows they need
-            dyn = list(expand(items, {"g0": first}))
-            addr = [_resolve(op.tag, env, lay) for op, env in dyn]
-            nxt = None
-            for i in range(len(addr) - 1, -1, -1):  # untagged: where the next tagged one is
-                if addr[i] is None:
-                    addr[i] = nxt
+            key = (name, n)
+            if key not in templates:
+                templates[key] = _template(items)
+            for cmd, code, a, dg in templates[key]:
+                g = first + dg
+                if code == _ODD:
+                    parity, row, col = 1, g, a
                 else:
-                    nxt = addr[i]
-            last = None
-            for (op, _env), a in zip(dyn, addr, strict=True):
-                a = a or last
-                last = a
-                parity, row, col = a
-                goto(parity, row)
-                is_write = op.instr.dst[0] in ("EVEN_BANK", "ODD_BANK")
-                stream.append(Command("WR" if is_write else "RD", parity, row, col))
+                    words = addresses.get(g)
+                    if words is None:
+                        words = addresses[g] = _word_addresses(lay, g)
+                    parity = 0
+                    row, col = words[code][a]
+                if open_rows[parity] != row:
+                    goto(parity, row)
+                stream.append(new(Command, (cmd, parity, row, col, None, None)))
     goto(0, conf_row)  # leave AB-PIM, then AB -> SB
     stream.append(Command("WR", 0, conf_row, COL_OP_MODE, np.zeros(16, np.uint16)))
     stream += [Command("PREA", 0), Command("ACT", 0, sbmr_row), Command("PREA", 0)]

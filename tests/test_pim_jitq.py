@@ -327,3 +327,19 @@ def test_plot_jitq_breakdown_draws_every_placement_and_direction(tmp_path, capsy
     out = tmp_path / "b.png"
     assert cli.main(["plot", "jitq-breakdown", "--set", "rows=17", "-o", str(out)]) == 2
     assert "rows" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("master", ("bf16", "fp32"))
+def test_the_matrix_drawn_in_strips_is_the_matrix_drawn_whole(monkeypatch, master):
+    """The seeded master matrix: the draws as whole-matrix calls (normals, exponents, zeros),
+    converted at once; matrix() draws and converts in strips of rows."""
+    import workloads.pim.jitq as wj
+
+    p = JitqParams(rows=96, cols=48, master=master, seed=3)
+    rng = np.random.default_rng([p.seed, 12])
+    vals = rng.standard_normal((p.rows, p.cols)) * np.exp2(rng.integers(-8, 8, (p.rows, p.cols)))
+    vals[rng.random((p.rows, p.cols)) < p.zero_fraction] = 0.0
+    f = vals.astype(np.float32)
+    want = fp32_bits(f) if master == "fp32" else bf16_bits(f)
+    monkeypatch.setattr(wj, "MATRIX_STRIP_ELEMENTS", 48 * 5)  # strips of 5 rows and a rest
+    assert np.array_equal(wj.matrix(p), want)

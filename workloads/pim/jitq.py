@@ -74,11 +74,24 @@ def matrix(p: JitqParams) -> np.ndarray:
     """The seeded master matrix's bits (BF16: uint16, FP32: uint32): normal values scaled by
     2^[-8, 8), some exact zeros."""
     rng = np.random.default_rng([p.seed, 12])
-    vals = rng.standard_normal((p.rows, p.cols)) * np.exp2(rng.integers(-8, 8, (p.rows, p.cols)))
-    vals[rng.random((p.rows, p.cols)) < p.zero_fraction] = 0.0
-    if p.master == "fp32":
-        return fp32_bits(vals.astype(np.float32))
-    return bf16_bits(vals.astype(np.float32))
+    vals = rng.standard_normal((p.rows, p.cols))
+    # the exponents, the zeros and the conversion in strips of rows: the same draws in the same
+    # order as whole-matrix calls (tests/test_pim_jitq.py), less memory touched at once
+    out = np.empty((p.rows, p.cols), np.uint32 if p.master == "fp32" else np.uint16)
+    step = max(1, MATRIX_STRIP_ELEMENTS // p.cols)
+    for r in range(0, p.rows, step):
+        v = vals[r : r + step]
+        np.ldexp(v, rng.integers(-8, 8, v.shape), out=v)  # x 2^e: exact
+    for r in range(0, p.rows, step):
+        v = vals[r : r + step]
+        v[rng.random(v.shape) < p.zero_fraction] = 0.0
+        f = v.astype(np.float32)
+        out[r : r + step] = fp32_bits(f) if p.master == "fp32" else bf16_bits(f)
+    return out
+
+
+#: Elements per strip in which :func:`matrix` draws its zeros and converts its values.
+MATRIX_STRIP_ELEMENTS = 1 << 20
 
 
 def planes_of(bits: np.ndarray) -> list[np.ndarray]:
@@ -117,8 +130,9 @@ def build(sim: Simulation, p: JitqParams) -> JitqRun:
     stack = HbmStack(sim, p.hbm, pchs=1 if p.fidelity == "pch" else total)
     lay, plan = plan_for(p, stack)
     bits = matrix(p)
-    words = [lay.scatter(plane) for plane in planes_of(bits)]
     upc = std.org.banks // 2
+    n = upc * len(stack.pchs)  # the simulated pseudo-channels' units
+    words = [lay.scatter(plane, 0, n) for plane in planes_of(bits)]
     for k, (pch, ctl) in enumerate(zip(stack.pchs, stack.controllers, strict=True)):
         kernel.load(pch, lay, [w[k * upc : (k + 1) * upc] for w in words])
         ctl.submit_stream(plan.stream)
@@ -153,13 +167,27 @@ def by_class(by_op: dict[str, int]) -> dict[str, int]:
     return {name: sum(by_op.get(op, 0) for op in ops) for name, ops in CLASSES.items()}
 
 
+def reference(
+    bits: np.ndarray, p: JitqParams, lay: kernel.Layout, units: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:mod:`numerics.mx`'s codes and scale exponents for the tiles of units ``0 .. units - 1``,
+    as :meth:`kernel.Layout.scatter` lays them out (zero padding quantizes to zeros). Blocks lie
+    inside 16 x 16 tiles in both directions, so the tiles side by side, a 16-row matrix,
+    quantize as they do in the whole matrix (only the simulated units' tiles are quantized)."""
+    tiles = lay.tiles(bits, lay.tile_ids(0, units))
+    n = tiles.size // (16 * 16)
+    strip = tiles.reshape(n, 16, 16).transpose(1, 0, 2).reshape(16, 16 * n)
+    codes, scale = mx.lanes(mx.quantize_matrix(strip, p.format, p.direction), strip.shape,
+                            p.direction)  # fmt: skip
+    back = [a.reshape(16, n, 16).transpose(1, 0, 2).reshape(tiles.shape) for a in (codes, scale)]
+    return lay.place(back[0]), lay.place(back[1])
+
+
 def metrics(sim: Simulation, p: JitqParams, run: JitqRun, result: RunResult) -> dict[str, Any]:
     stack, lay = run.stack, run.layout
     std = stack.std
     upc = std.org.banks // 2
-    ref = mx.quantize_matrix(run.bits, p.format, p.direction)
-    ref_codes, ref_scale = mx.lanes(ref, (p.rows, p.cols), p.direction)
-    want_codes, want_scale = lay.scatter(ref_codes), lay.scatter(ref_scale)
+    want_codes, want_scale = reference(run.bits, p, lay, upc * len(stack.pchs))
     correct = True
     for k, pch in enumerate(stack.pchs):
         codes, scale = kernel.read_back(pch, lay)
@@ -220,25 +248,30 @@ def stream_counts(p: JitqParams, plan: kernel.Plan | None = None) -> dict[str, i
     last_at = [0, 0]  # its index
     prev = "RD"
     switch_wait = 0  # the pending row switch's spacing, until the next column command
-    for c in plan.stream:
-        par = c.bank % 2
-        n = trig + reg
-        if c.cmd in ("RD", "WR"):
-            spacing = turn.get((prev, c.cmd), 0)
-            turnarounds += spacing > 0
-            extra += max(0, max(spacing, switch_wait) - t.nCCD_L)
+    ccd = t.nCCD_L
+    for cmd, bank, row, *_ in plan.stream:
+        par = bank % 2
+        if cmd == "RD" or cmd == "WR":
+            spacing = 0 if cmd == prev else turn[(prev, cmd)]
+            if spacing > 0:
+                turnarounds += 1
+            wait = spacing if spacing > switch_wait else switch_wait
+            if wait > ccd:
+                extra += wait - ccd
             switch_wait = 0
+            n = trig + reg
             if open_row[par] == conf:
                 reg += 1
             else:
                 trig += 1
-            prev = last[par] = c.cmd
+            prev = last[par] = cmd
             last_at[par] = n
-        elif c.cmd == "ACT":
-            open_row[par] = c.row
-            opened_at[par] = n
-        elif c.cmd in ("PRE", "PREA"):
-            parities = (0, 1) if c.cmd == "PREA" else (par,)
+        elif cmd == "ACT":
+            open_row[par] = row
+            opened_at[par] = trig + reg
+        elif cmd in ("PRE", "PREA"):
+            n = trig + reg
+            parities = (0, 1) if cmd == "PREA" else (par,)
             for q in parities:
                 if open_row[q] < 0:
                     continue
