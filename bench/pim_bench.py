@@ -9,8 +9,9 @@ pseudo-channel gets the same broadcast stream; docs/pim/design.md, "Two fideliti
 of the whole run (building, loading the banks, simulating, reading back and checking every bit
 against the reference), the simulated time, and the commands the simulated controller issued per
 wall second, and the CPU seconds the process used (the one-core figure on a shared machine).
-Targets: under 60 s per run for 4096 x 4096 MX6; the ``jitq-study`` table over all models under
-30 s.
+Targets (issue 24): under 5 CPU s per run for 4096 x 4096 MX6; at least 150,000 commands per CPU
+second on 65,536 random reads (``--hbm-read``); the ``jitq-study`` table over all models under
+30 s. Figures: docs/pim/performance.md; the journal: bench/notes/pim-requests.md.
 """
 
 from __future__ import annotations
