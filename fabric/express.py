@@ -161,14 +161,23 @@ def _shares_a_port(r: Router, colour: int, tx: tuple[Dir, ...]) -> bool:
     uses: its wavelets could then need such a port in a cycle the stream holds it, which the
     schedule does not see, so the stream is not committed (it runs wavelet by wavelet)."""
     routes = r.routes
-    if len(routes) == 1 and not r.future:
+    future = r.future
+    if len(routes) == 1 and not future:
         return False
+    # (plain loops: a generator per route cost more than the test, at every router of a tree)
     for c, route in routes.items():
-        if c != colour and any(d in tx for p in route.positions for d in p.tx):
-            return True
-    for c, (_, route) in r.future.items():
-        if c != colour and any(d in tx for p in route.positions for d in p.tx):
-            return True
+        if c != colour:
+            for p in route.positions:
+                for d in p.tx:
+                    if d in tx:
+                        return True
+    if future:
+        for c, (_, route) in future.items():
+            if c != colour:
+                for p in route.positions:
+                    for d in p.tx:
+                        if d in tx:
+                            return True
     return False
 
 
@@ -279,7 +288,7 @@ def _commit(
         r.express_colour = colour
         r.forwarded += n
         tx = route.current.tx
-        r.express_busy = {port: (fa, shift) for port in tx}
+        r.express_busy = dict.fromkeys(tx, (fa, shift))
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)

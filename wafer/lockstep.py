@@ -721,6 +721,10 @@ class VectorPhase(LockstepPhase):
         self.up = z((n, 2), np.int64)
         # operations per CE, column 2 * kind + slot (kind 0 receive, 1 send, 2 control send)
         self.oact = z((n, 8), bool)
+        # an operation with wavelets still to move (oact and odone < olen), kept as they change
+        self.ordy = z((n, 8), bool)
+        self.ordy_u = self.ordy.view(np.uint64)[:, 0]  # (one word per CE)
+        self.empty_ops = 0  # operations of no wavelets taken and not yet complete
         self.odone = z((n, 8), np.int64)
         self.olen = z((n, 8), np.int64)
         self.okey = z((n, 8), np.int64)
@@ -898,6 +902,9 @@ class VectorPhase(LockstepPhase):
         elif o == 2:
             self.tok_due[i, k] = False
         self.oact[i, j] = True
+        self.ordy[i, j] = op.length > 0
+        if op.length <= 0:
+            self.empty_ops += 1
         self.odone[i, j] = 0
         self.olen[i, j] = op.length
         self.okey[i, j] = op.priority * 64 + op.microthread
@@ -977,10 +984,20 @@ class VectorPhase(LockstepPhase):
                     if self._unfit_arrivals(e, new):
                         self.arrivals[t] = batches[b:]
                         return None
-                    self.hd_f[e[new] if np.ndim(e) else e] = seq[new] if np.ndim(seq) else seq
-                src[e] = port
-                sid[e] = stream
-                nlen[e] = length
+                    # An entry's input port, stream and length are written when a stream's
+                    # first wavelet reaches it: the rest of the stream (and its TEARDOWN)
+                    # comes through the same port of the same tree.
+                    if np.ndim(e):
+                        en = e[new]
+                        self.hd_f[en] = seq[new] if np.ndim(seq) else seq
+                        src[en] = port[new] if np.ndim(port) else port
+                        sid[en] = stream[new] if np.ndim(stream) else stream
+                        nlen[en] = length[new] if np.ndim(length) else length
+                    else:
+                        self.hd_f[e] = seq
+                        src[e] = port
+                        sid[e] = stream
+                        nlen[e] = length
                 cnt[e] += m
         batches = self.deliveries.pop(t, None)
         if batches:
@@ -1175,14 +1192,12 @@ class VectorPhase(LockstepPhase):
             return False
         self._read_holds()
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
-        rem = self.olen - self.odone
-        ready = self.oact & (rem > 0)
         # what each column's operation needs: a queued wavelet (receives), an up-ramp credit
         # (sends), as bytes 0-1, 2-3 and 4-5 of a word per CE
         q = (self.q > 0).view(np.uint16)[:, 0].astype(np.uint64)
         up = (self.up > 0).view(np.uint16)[:, 0].astype(np.uint64)
-        ready_u = ready.view(np.uint64)[:, 0]
-        ready_u &= q | (up << 16) | (up << 32)  # (any operation of the CE ready)
+        ready_u = self.ordy_u & (q | (up << 16) | (up << 32))  # (any operation of the CE ready)
+        ready = ready_u.view(bool).reshape(self.n, 8)
         elig = ready_u * ~held
         if not elig.any():
             if ready_u.any():  # waiting for a task to give the issue slot back
@@ -1195,7 +1210,7 @@ class VectorPhase(LockstepPhase):
         bo, bk = best >> 1, best & 1
         self.oissues[ci, best] += 1
         width = self.owidth[ci, best]
-        r_ = rem[ci, best]
+        r_ = self.olen[ci, best] - self.odone[ci, best]
         _, lr, _, lc = self.lat
         # receives: up to the width, as the queue allows
         rv = bo == 0
@@ -1229,17 +1244,30 @@ class VectorPhase(LockstepPhase):
                 # the token belongs to the stream just sent: its sequence number is the length
                 n = self.olen[i, 2 + k]
                 self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], n, n, 1))
-        fin = self.oact & (self.odone == self.olen)
-        if fin.view(np.uint64).any():
-            for f in np.flatnonzero(fin).tolist():  # (CE index order, then kind and slot)
-                i, j = f >> 3, f & 7
-                self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
+        # Complete what finished, in CE index order, then kind and slot. Only the operations that
+        # issued now can have finished (one per CE, ``ci`` ascending), but for any of no
+        # wavelets, which the engine completes in a cycle some CE issues: all are looked at.
+        more = self.odone[ci, best] < self.olen[ci, best]
+        self.ordy[ci, best] = more
+        if self.empty_ops:
+            done = np.flatnonzero(self.oact & (self.odone == self.olen)).tolist()
+        elif more.all():
+            return True
+        else:
+            now = ~more
+            done = (ci[now] * 8 + best[now]).tolist()
+        for f in done:
+            i, j = f >> 3, f & 7
+            self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
         op = self.oref.pop((o, i, k))
         j = 2 * o + k
         self.oact[i, j] = False
+        self.ordy[i, j] = False
+        if op.length <= 0:
+            self.empty_ops -= 1
         self.left -= 1
         op.issues = int(self.oissues[i, j])
         op.done = op.length
