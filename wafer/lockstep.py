@@ -694,6 +694,7 @@ class VectorPhase(LockstepPhase):
                 if isinstance(other, Router):  # (not an edge port)
                     nb[r.index, d] = other.index
         self.nb = nb
+        self.nb_list: list[list[int]] = nb.tolist()  # (read per TEARDOWN hop, as Python ints)
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
@@ -1014,34 +1015,40 @@ class VectorPhase(LockstepPhase):
         if toks:
             landed = True
             toks.sort(key=lambda e: (e[0], e[1]))
-            qtok = self.qtok
+            qtok, ce_at, cols, streams = self.qtok, self.ce_at, self.cols, self.streams
+            # (the tables read below do not change in this loop: read for all tokens at once)
+            ti = np.fromiter((x[0] for x in toks), np.int64, len(toks))
+            tk = np.fromiter((x[1] for x in toks), np.int64, len(toks))
+            te = 2 * ti + tk
+            queued_l = self.q_f[te].tolist()
+            reading_l = self.oact[ti, tk].tolist()
+            done_l = self.odone[ti, tk].tolist()
+            qsid_l = self.qsid_f[te].tolist()
             for j, (i, k, w) in enumerate(toks):
-                ce = self.ce_at[i]
-                queue_id = ce.queue_of_colour.get(self.cols[k])
+                ce = ce_at[i]
+                queue_id = ce.queue_of_colour.get(cols[k])
                 if queue_id is None:
-                    raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
+                    raise RouteError(f"{ce.path}: colour {cols[k]} has no queue")
                 # Held only right behind the last element of the stream its reader takes whole
                 # (or, with no reader and nothing queued, acted on at once); not behind another.
-                e = 2 * i + k
-                queued = self.q_f[e]
-                reading = self.oact[i, k]
+                queued = queued_l[j]
+                reading = reading_l[j]
                 if (i, k) in qtok or (
                     queue_id in ce.ops_in
                     if not (queued or reading)
-                    else (self.odone[i, k] if reading else 0) + queued
-                    != self.streams[self.qsid_f[e]].length
+                    else (done_l[j] if reading else 0) + queued != streams[qsid_l[j]].length
                 ):
                     self.tok_deliver[t] = toks[j:]
                     return None
                 if queue_id in ce.ops_in:  # behind the data its reader has still to take
-                    self.qtok[(i, k)] = w
+                    qtok[(i, k)] = w
                 elif queue_id in ce.data_task_of_queue:
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
-                elif self.q_f[2 * i + k] == 0:
+                elif queued == 0:
                     self._credit_ramp(t, i, k, 1)
                     ce.act_on_control(w)
                 else:
-                    self.qtok[(i, k)] = w
+                    qtok[(i, k)] = w
         batches = self.credits.pop(t, None)
         if batches:
             landed = True
@@ -1140,17 +1147,22 @@ class VectorPhase(LockstepPhase):
         if tok_sent.any():
             te = np.flatnonzero(tok_sent)
             ports = wb.reshape(2 * n, 8)[te, :5].tolist()
-            nb = self.nb
+            nbl, tokw = self.nb_list, self.tokw
+            arrive = deliver = None  # (this cycle's lists, made on first use as _send does)
             for e_, tp in zip(te.tolist(), ports, strict=True):
                 i, k = e_ >> 1, e_ & 1
-                w = self.tokw[(i, k)][0]
+                w = tokw[(i, k)][0]
                 for p in range(5):
                     if not tp[p]:
                         continue
                     if p == _RAMP:
-                        self._send(self.tok_deliver, t + lr, (i, k, w))
+                        if deliver is None:
+                            deliver = self.tok_deliver.setdefault(t + lr, [])
+                        deliver.append((i, k, w))
                     else:
-                        self._send(self.tok_arrive, t + hop, (int(nb[i, p]), k, w))
+                        if arrive is None:
+                            arrive = self.tok_arrive.setdefault(t + hop, [])
+                        arrive.append((nbl[i][p], k, w))
         done = sending & (self.pend == 0)
         if done.any():
             self.cnt -= done
@@ -1172,17 +1184,17 @@ class VectorPhase(LockstepPhase):
             if tok_done.any():
                 np.copyto(self.hd, 0, where=tok_done)
                 routers = self.engine.routers
-                told = self.routes_told
+                told, tokw, cols, state = self.routes_told, self.tokw, self.cols, self._route_state
                 for e_ in np.flatnonzero(tok_done).tolist():
                     i, k = e_ >> 1, e_ & 1
-                    toks = self.tokw[(i, k)]
+                    toks = tokw[(i, k)]
                     w = toks.pop(0)
                     if not toks:
-                        del self.tokw[(i, k)]
+                        del tokw[(i, k)]
                     r = routers[i]
-                    r.apply_commands(self.cols[k], w)
-                    # teardown now (and any switch)
-                    told[e_] = self._route_state(r.routes.get(self.cols[k]))
+                    c = cols[k]
+                    r.apply_commands(c, w)
+                    told[e_] = state(r.routes.get(c))  # teardown now (and any switch)
         return True
 
     def _ces(self, t: int) -> bool:
