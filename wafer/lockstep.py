@@ -758,6 +758,7 @@ class VectorPhase(LockstepPhase):
         # noted by the hooks, put in the tables at the routers' or CEs' next pass
         self.routes_told: dict[int, tuple[bool, int]] = {}  # entry -> (teardown, tx)
         self.holds_told: dict[int, tuple[bool, int, int]] = {}  # CE -> running, hold, busy
+        self.nops = bytearray(n)  # operations of the phase running on each CE (at most 6)
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
         self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
@@ -837,6 +838,8 @@ class VectorPhase(LockstepPhase):
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.index
+        if not self.nops[i]:
+            return  # (read only where an operation of the phase runs: noted when one begins)
         # (noted now, while the CE is in cache; the tables take it at the CEs' next pass)
         self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
@@ -913,6 +916,9 @@ class VectorPhase(LockstepPhase):
         self.oissues[i, j] = 0
         self.oref[(o, i, k)] = op
         self.left += 1
+        self.nops[i] += 1
+        # the main thread's hold, which the CE's hooks note only while it runs phase operations
+        self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
         if o == 1:
             self.ssid[i, k] = len(self.streams)
             self.streams.append(op)
@@ -1281,6 +1287,7 @@ class VectorPhase(LockstepPhase):
         if op.length <= 0:
             self.empty_ops -= 1
         self.left -= 1
+        self.nops[i] -= 1
         op.issues = int(self.oissues[i, j])
         op.done = op.length
         if o == 0:
