@@ -695,6 +695,13 @@ class VectorPhase(LockstepPhase):
                     nb[r.index, d] = other.index
         self.nb = nb
         self.nb_list: list[list[int]] = nb.tolist()  # (read per TEARDOWN hop, as Python ints)
+        # per (entry, port), index 8 * entry + port: the entry a wavelet sent out of the port
+        # reaches, and the index into ``cred_f`` of the credit its leaving returns upstream
+        # when it came in through that port (mesh ports only; computed once, read per send)
+        entry = np.arange(2 * n, dtype=np.int64)[:, None]
+        to = nb[entry >> 1, np.arange(8)] * 2 + (entry & 1)
+        self.hop_to = to.reshape(-1)
+        self.credit_to = (to * 8 + _OPP).reshape(-1)
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
@@ -1139,9 +1146,9 @@ class VectorPhase(LockstepPhase):
         tok_sent = sending & (self.hd == self.nlen)
         mesh = pi != _RAMP
         if mesh.any():
-            em, pm = e[mesh], pi[mesh]
-            dst = self.nb[em >> 1, pm] * 2 + ki[mesh]
-            sent = (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], self.hd_f[em], 1)
+            em = e[mesh]
+            sent = (self.hop_to[f[mesh]], _OPP[pi[mesh]], self.sid_f[em], self.nlen_f[em],
+                    self.hd_f[em], 1)  # fmt: skip
             self._send(self.arrivals, t + hop, sent)
         ramp = ~mesh
         if ramp.any():
@@ -1181,9 +1188,7 @@ class VectorPhase(LockstepPhase):
             sp = self.src_f[ed]
             mesh = sp != _RAMP
             if mesh.any():
-                em, spm = ed[mesh], sp[mesh]
-                up_e = self.nb[em >> 1, spm] * 2 + (em & 1)
-                self._send(self.credits, t + lch, (up_e * 8 + _OPP[spm], 1))
+                self._send(self.credits, t + lch, (self.credit_to[(ed * 8 + sp)[mesh]], 1))
             ramp = ~mesh
             if ramp.any():
                 self._send(self.upcredits, t + lc, (ed[ramp], 1))
