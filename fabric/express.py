@@ -54,7 +54,6 @@ Should something reach a router or CE inside an express window after all, the en
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
@@ -133,25 +132,25 @@ def _tree(
     no later than the stream's first wavelet reaches it (then they cannot affect the stream).
     """
     out: list[tuple[Router, int, Any]] = []
-    todo = deque([(root, 0)])
+    ready, route = root.route_at(colour)
+    todo = [(root, 0, ready, route)]  # (breadth first: read in order as it grows)
     seen = {root.index}
-    while todo:
-        r, depth = todo.popleft()
-        ready, route = r.route_at(colour)
+    for r, depth, ready, route in todo:
         if route is None or route.teardown or ready > first_arrival + depth * hop:
             return None
         out.append((r, depth, route))
-        for port in route.current.tx:
-            if port is Dir.RAMP:
+        nbrs = r.nbr
+        for port in route.positions[route.pos].tx:
+            if port is RAMP:
                 continue
-            nbr = r.nbr.get(port)
+            nbr = nbrs.get(port)
             if not isinstance(nbr, Router) or nbr.index in seen:
                 return None  # off the mesh (an edge port) or a loop: not for an express stream
-            _, nroute = nbr.route_at(colour)
-            if nroute is None or port.opposite not in nroute.current.rx:
+            nready, nroute = nbr.route_at(colour)
+            if nroute is None or port.opposite not in nroute.positions[nroute.pos].rx:
                 return None
             seen.add(nbr.index)
-            todo.append((nbr, depth + 1))
+            todo.append((nbr, depth + 1, nready, nroute))
     return out
 
 
@@ -161,14 +160,23 @@ def _shares_a_port(r: Router, colour: int, tx: tuple[Dir, ...]) -> bool:
     uses: its wavelets could then need such a port in a cycle the stream holds it, which the
     schedule does not see, so the stream is not committed (it runs wavelet by wavelet)."""
     routes = r.routes
-    if len(routes) == 1 and not r.future:
+    future = r.future
+    if len(routes) == 1 and not future:
         return False
+    # (plain loops: a generator per route cost more than the test, at every router of a tree)
     for c, route in routes.items():
-        if c != colour and any(d in tx for p in route.positions for d in p.tx):
-            return True
-    for c, (_, route) in r.future.items():
-        if c != colour and any(d in tx for p in route.positions for d in p.tx):
-            return True
+        if c != colour:
+            for p in route.positions:
+                for d in p.tx:
+                    if d in tx:
+                        return True
+    if future:
+        for c, (_, route) in future.items():
+            if c != colour:
+                for p in route.positions:
+                    for d in p.tx:
+                        if d in tx:
+                            return True
     return False
 
 
@@ -208,10 +216,11 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     for r, depth, route in tree:
         if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
             return False
-        if _shares_a_port(r, colour, route.current.tx):
+        tx = route.positions[route.pos].tx
+        if _shares_a_port(r, colour, tx):
             return False
         held_by = r.credits
-        for port in route.current.tx:
+        for port in tx:
             if port is RAMP:
                 rce: ExpressEndpoint = r.ce  # type: ignore[assignment]
                 recv = rce.express_receive(colour, n, now)
@@ -279,7 +288,7 @@ def _commit(
         r.express_colour = colour
         r.forwarded += n
         tx = route.current.tx
-        r.express_busy = {port: (fa, shift) for port in tx}
+        r.express_busy = dict.fromkeys(tx, (fa, shift))
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)

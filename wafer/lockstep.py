@@ -694,6 +694,14 @@ class VectorPhase(LockstepPhase):
                 if isinstance(other, Router):  # (not an edge port)
                     nb[r.index, d] = other.index
         self.nb = nb
+        self.nb_list: list[list[int]] = nb.tolist()  # (read per TEARDOWN hop, as Python ints)
+        # per (entry, port), index 8 * entry + port: the entry a wavelet sent out of the port
+        # reaches, and the index into ``cred_f`` of the credit its leaving returns upstream
+        # when it came in through that port (mesh ports only; computed once, read per send)
+        entry = np.arange(2 * n, dtype=np.int64)[:, None]
+        to = nb[entry >> 1, np.arange(8)] * 2 + (entry & 1)
+        self.hop_to = to.reshape(-1)
+        self.credit_to = (to * 8 + _OPP).reshape(-1)
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
@@ -721,6 +729,10 @@ class VectorPhase(LockstepPhase):
         self.up = z((n, 2), np.int64)
         # operations per CE, column 2 * kind + slot (kind 0 receive, 1 send, 2 control send)
         self.oact = z((n, 8), bool)
+        # an operation with wavelets still to move (oact and odone < olen), kept as they change
+        self.ordy = z((n, 8), bool)
+        self.ordy_u = self.ordy.view(np.uint64)[:, 0]  # (one word per CE)
+        self.empty_ops = 0  # operations of no wavelets taken and not yet complete
         self.odone = z((n, 8), np.int64)
         self.olen = z((n, 8), np.int64)
         self.okey = z((n, 8), np.int64)
@@ -753,6 +765,7 @@ class VectorPhase(LockstepPhase):
         # noted by the hooks, put in the tables at the routers' or CEs' next pass
         self.routes_told: dict[int, tuple[bool, int]] = {}  # entry -> (teardown, tx)
         self.holds_told: dict[int, tuple[bool, int, int]] = {}  # CE -> running, hold, busy
+        self.nops = bytearray(n)  # operations of the phase running on each CE (at most 6)
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
         self.quiet_until = -1  # steps before this cycle would change nothing (``_quiet``)
@@ -832,6 +845,8 @@ class VectorPhase(LockstepPhase):
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.index
+        if not self.nops[i]:
+            return  # (read only where an operation of the phase runs: noted when one begins)
         # (noted now, while the CE is in cache; the tables take it at the CEs' next pass)
         self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
@@ -898,6 +913,9 @@ class VectorPhase(LockstepPhase):
         elif o == 2:
             self.tok_due[i, k] = False
         self.oact[i, j] = True
+        self.ordy[i, j] = op.length > 0
+        if op.length <= 0:
+            self.empty_ops += 1
         self.odone[i, j] = 0
         self.olen[i, j] = op.length
         self.okey[i, j] = op.priority * 64 + op.microthread
@@ -905,6 +923,9 @@ class VectorPhase(LockstepPhase):
         self.oissues[i, j] = 0
         self.oref[(o, i, k)] = op
         self.left += 1
+        self.nops[i] += 1
+        # the main thread's hold, which the CE's hooks note only while it runs phase operations
+        self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
         if o == 1:
             self.ssid[i, k] = len(self.streams)
             self.streams.append(op)
@@ -977,10 +998,20 @@ class VectorPhase(LockstepPhase):
                     if self._unfit_arrivals(e, new):
                         self.arrivals[t] = batches[b:]
                         return None
-                    self.hd_f[e[new] if np.ndim(e) else e] = seq[new] if np.ndim(seq) else seq
-                src[e] = port
-                sid[e] = stream
-                nlen[e] = length
+                    # An entry's input port, stream and length are written when a stream's
+                    # first wavelet reaches it: the rest of the stream (and its TEARDOWN)
+                    # comes through the same port of the same tree.
+                    if np.ndim(e):
+                        en = e[new]
+                        self.hd_f[en] = seq[new] if np.ndim(seq) else seq
+                        src[en] = port[new] if np.ndim(port) else port
+                        sid[en] = stream[new] if np.ndim(stream) else stream
+                        nlen[en] = length[new] if np.ndim(length) else length
+                    else:
+                        self.hd_f[e] = seq
+                        src[e] = port
+                        sid[e] = stream
+                        nlen[e] = length
                 cnt[e] += m
         batches = self.deliveries.pop(t, None)
         if batches:
@@ -997,34 +1028,40 @@ class VectorPhase(LockstepPhase):
         if toks:
             landed = True
             toks.sort(key=lambda e: (e[0], e[1]))
-            qtok = self.qtok
+            qtok, ce_at, cols, streams = self.qtok, self.ce_at, self.cols, self.streams
+            # (the tables read below do not change in this loop: read for all tokens at once)
+            ti = np.fromiter((x[0] for x in toks), np.int64, len(toks))
+            tk = np.fromiter((x[1] for x in toks), np.int64, len(toks))
+            te = 2 * ti + tk
+            queued_l = self.q_f[te].tolist()
+            reading_l = self.oact[ti, tk].tolist()
+            done_l = self.odone[ti, tk].tolist()
+            qsid_l = self.qsid_f[te].tolist()
             for j, (i, k, w) in enumerate(toks):
-                ce = self.ce_at[i]
-                queue_id = ce.queue_of_colour.get(self.cols[k])
+                ce = ce_at[i]
+                queue_id = ce.queue_of_colour.get(cols[k])
                 if queue_id is None:
-                    raise RouteError(f"{ce.path}: colour {self.cols[k]} has no queue")
+                    raise RouteError(f"{ce.path}: colour {cols[k]} has no queue")
                 # Held only right behind the last element of the stream its reader takes whole
                 # (or, with no reader and nothing queued, acted on at once); not behind another.
-                e = 2 * i + k
-                queued = self.q_f[e]
-                reading = self.oact[i, k]
+                queued = queued_l[j]
+                reading = reading_l[j]
                 if (i, k) in qtok or (
                     queue_id in ce.ops_in
                     if not (queued or reading)
-                    else (self.odone[i, k] if reading else 0) + queued
-                    != self.streams[self.qsid_f[e]].length
+                    else (done_l[j] if reading else 0) + queued != streams[qsid_l[j]].length
                 ):
                     self.tok_deliver[t] = toks[j:]
                     return None
                 if queue_id in ce.ops_in:  # behind the data its reader has still to take
-                    self.qtok[(i, k)] = w
+                    qtok[(i, k)] = w
                 elif queue_id in ce.data_task_of_queue:
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
-                elif self.q_f[2 * i + k] == 0:
+                elif queued == 0:
                     self._credit_ramp(t, i, k, 1)
                     ce.act_on_control(w)
                 else:
-                    self.qtok[(i, k)] = w
+                    qtok[(i, k)] = w
         batches = self.credits.pop(t, None)
         if batches:
             landed = True
@@ -1109,9 +1146,9 @@ class VectorPhase(LockstepPhase):
         tok_sent = sending & (self.hd == self.nlen)
         mesh = pi != _RAMP
         if mesh.any():
-            em, pm = e[mesh], pi[mesh]
-            dst = self.nb[em >> 1, pm] * 2 + ki[mesh]
-            sent = (dst, _OPP[pm], self.sid_f[em], self.nlen_f[em], self.hd_f[em], 1)
+            em = e[mesh]
+            sent = (self.hop_to[f[mesh]], _OPP[pi[mesh]], self.sid_f[em], self.nlen_f[em],
+                    self.hd_f[em], 1)  # fmt: skip
             self._send(self.arrivals, t + hop, sent)
         ramp = ~mesh
         if ramp.any():
@@ -1123,17 +1160,22 @@ class VectorPhase(LockstepPhase):
         if tok_sent.any():
             te = np.flatnonzero(tok_sent)
             ports = wb.reshape(2 * n, 8)[te, :5].tolist()
-            nb = self.nb
+            nbl, tokw = self.nb_list, self.tokw
+            arrive = deliver = None  # (this cycle's lists, made on first use as _send does)
             for e_, tp in zip(te.tolist(), ports, strict=True):
                 i, k = e_ >> 1, e_ & 1
-                w = self.tokw[(i, k)][0]
+                w = tokw[(i, k)][0]
                 for p in range(5):
                     if not tp[p]:
                         continue
                     if p == _RAMP:
-                        self._send(self.tok_deliver, t + lr, (i, k, w))
+                        if deliver is None:
+                            deliver = self.tok_deliver.setdefault(t + lr, [])
+                        deliver.append((i, k, w))
                     else:
-                        self._send(self.tok_arrive, t + hop, (int(nb[i, p]), k, w))
+                        if arrive is None:
+                            arrive = self.tok_arrive.setdefault(t + hop, [])
+                        arrive.append((nbl[i][p], k, w))
         done = sending & (self.pend == 0)
         if done.any():
             self.cnt -= done
@@ -1146,26 +1188,24 @@ class VectorPhase(LockstepPhase):
             sp = self.src_f[ed]
             mesh = sp != _RAMP
             if mesh.any():
-                em, spm = ed[mesh], sp[mesh]
-                up_e = self.nb[em >> 1, spm] * 2 + (em & 1)
-                self._send(self.credits, t + lch, (up_e * 8 + _OPP[spm], 1))
+                self._send(self.credits, t + lch, (self.credit_to[(ed * 8 + sp)[mesh]], 1))
             ramp = ~mesh
             if ramp.any():
                 self._send(self.upcredits, t + lc, (ed[ramp], 1))
             if tok_done.any():
                 np.copyto(self.hd, 0, where=tok_done)
                 routers = self.engine.routers
-                told = self.routes_told
+                told, tokw, cols, state = self.routes_told, self.tokw, self.cols, self._route_state
                 for e_ in np.flatnonzero(tok_done).tolist():
                     i, k = e_ >> 1, e_ & 1
-                    toks = self.tokw[(i, k)]
+                    toks = tokw[(i, k)]
                     w = toks.pop(0)
                     if not toks:
-                        del self.tokw[(i, k)]
+                        del tokw[(i, k)]
                     r = routers[i]
-                    r.apply_commands(self.cols[k], w)
-                    # teardown now (and any switch)
-                    told[e_] = self._route_state(r.routes.get(self.cols[k]))
+                    c = cols[k]
+                    r.apply_commands(c, w)
+                    told[e_] = state(r.routes.get(c))  # teardown now (and any switch)
         return True
 
     def _ces(self, t: int) -> bool:
@@ -1175,14 +1215,12 @@ class VectorPhase(LockstepPhase):
             return False
         self._read_holds()
         held = self.running & (self.hold_from <= t) & (t < self.busy_until)
-        rem = self.olen - self.odone
-        ready = self.oact & (rem > 0)
         # what each column's operation needs: a queued wavelet (receives), an up-ramp credit
         # (sends), as bytes 0-1, 2-3 and 4-5 of a word per CE
         q = (self.q > 0).view(np.uint16)[:, 0].astype(np.uint64)
         up = (self.up > 0).view(np.uint16)[:, 0].astype(np.uint64)
-        ready_u = ready.view(np.uint64)[:, 0]
-        ready_u &= q | (up << 16) | (up << 32)  # (any operation of the CE ready)
+        ready_u = self.ordy_u & (q | (up << 16) | (up << 32))  # (any operation of the CE ready)
+        ready = ready_u.view(bool).reshape(self.n, 8)
         elig = ready_u * ~held
         if not elig.any():
             if ready_u.any():  # waiting for a task to give the issue slot back
@@ -1195,7 +1233,7 @@ class VectorPhase(LockstepPhase):
         bo, bk = best >> 1, best & 1
         self.oissues[ci, best] += 1
         width = self.owidth[ci, best]
-        r_ = rem[ci, best]
+        r_ = self.olen[ci, best] - self.odone[ci, best]
         _, lr, _, lc = self.lat
         # receives: up to the width, as the queue allows
         rv = bo == 0
@@ -1229,18 +1267,32 @@ class VectorPhase(LockstepPhase):
                 # the token belongs to the stream just sent: its sequence number is the length
                 n = self.olen[i, 2 + k]
                 self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], n, n, 1))
-        fin = self.oact & (self.odone == self.olen)
-        if fin.view(np.uint64).any():
-            for f in np.flatnonzero(fin).tolist():  # (CE index order, then kind and slot)
-                i, j = f >> 3, f & 7
-                self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
+        # Complete what finished, in CE index order, then kind and slot. Only the operations that
+        # issued now can have finished (one per CE, ``ci`` ascending), but for any of no
+        # wavelets, which the engine completes in a cycle some CE issues: all are looked at.
+        more = self.odone[ci, best] < self.olen[ci, best]
+        self.ordy[ci, best] = more
+        if self.empty_ops:
+            done = np.flatnonzero(self.oact & (self.odone == self.olen)).tolist()
+        elif more.all():
+            return True
+        else:
+            now = ~more
+            done = (ci[now] * 8 + best[now]).tolist()
+        for f in done:
+            i, j = f >> 3, f & 7
+            self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
         return True
 
     def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
         op = self.oref.pop((o, i, k))
         j = 2 * o + k
         self.oact[i, j] = False
+        self.ordy[i, j] = False
+        if op.length <= 0:
+            self.empty_ops -= 1
         self.left -= 1
+        self.nops[i] -= 1
         op.issues = int(self.oissues[i, j])
         op.done = op.length
         if o == 0:
