@@ -80,7 +80,9 @@ class Router:
         # (lists, not deques: a few wavelets each, and an empty deque takes 760 B to a list's 56)
         self.bufs: dict[tuple[Dir, int], list[Wavelet]] = {}
         self.buffered = 0  # wavelets in all of bufs (a credit wakes the router only if > 0)
-        self.pending: dict[tuple[Dir, int], list[Dir]] = {}
+        # key -> the ports its head still has to go out of: a list, or the route's one-port tx
+        # tuple (read-only) for a unicast head without a filter
+        self.pending: dict[tuple[Dir, int], list[Dir] | tuple[Dir, ...]] = {}
         self.credits: dict[tuple[Dir, int], int] = {}
         self.rr: list[int] = [-1] * 5
         self.nbr: dict[Dir, LinkPeer | None] = {}
@@ -221,18 +223,25 @@ class Router:
                 continue
             pend = pending.get(key)
             if pend is None:
-                pend = pending[key] = list(route.positions[route.pos].tx)
-                if not pend:
-                    raise RouteError(
-                        f"colour {colour}: {self.name} accepts from {key[0].name} but has no tx "
-                        f"({route.current.describe()}); the wavelet has nowhere to go"
-                    )
-                filt = self.filters.get(colour)
-                if filt is not None and Dir.RAMP in pend and not buf[0].ctrl and not filt.admit():
-                    pend.remove(Dir.RAMP)
-                    if not pend:  # filtered out and going nowhere else: consumed here
-                        self._done(t, key)
-                        continue
+                tx = route.positions[route.pos].tx
+                filt = self.filters.get(colour) if self.filters else None
+                if len(tx) == 1 and filt is None:
+                    # One port and no filter (most hops): the route's own tuple, never changed
+                    # in place; the wavelet is done once that port has sent it.
+                    pend = pending[key] = tx
+                else:
+                    pend = pending[key] = list(tx)
+                    if not pend:
+                        raise RouteError(
+                            f"colour {colour}: {self.name} accepts from {key[0].name} but has no "
+                            f"tx ({route.current.describe()}); the wavelet has nowhere to go"
+                        )
+                    if (filt is not None and Dir.RAMP in pend and not buf[0].ctrl
+                            and not filt.admit()):  # fmt: skip
+                        pend.remove(Dir.RAMP)
+                        if not pend:  # filtered out and going nowhere else: consumed here
+                            self._done(t, key)
+                            continue
             for port in pend:
                 c = held.get((port, colour))
                 if c is None:
@@ -276,8 +285,9 @@ class Router:
                     hops = due.get(t + engine.hop_latency) or slot_of(t + engine.hop_latency)
                 hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
             pend = pending[key]
-            pend.remove(port)
-            if not pend:
+            if pend.__class__ is list:  # (a tuple holds one port: this one)
+                pend.remove(port)
+            if not pend or pend.__class__ is tuple:
                 # ``_done``, inlined for data wavelets (once per wavelet and hop)
                 if detail or w.ctrl:
                     self._done(t, key)
