@@ -489,14 +489,29 @@ class TensorUnit:
     def _fast_operand(self, d: MemDsd, sram: Store, data: np.ndarray) -> FastOperand | None:
         """Make and keep the fast path's state for ``d`` in ``sram``; None if ``d`` is not a
         dense FP32 SRAM tensor inside the memory (the general path takes it, or reports it)."""
-        if d.dtype != "f32" or d.space != "sram" or not d.is_dense:
+        if d.dtype != "f32" or d.space != "sram":
             return None
-        lo, hi = d.span()
+        shape = d.shape
+        if len(shape) == 1 and shape[0] >= 1:
+            # One dimension (the inner loops' descriptors, made anew by each move): ``is_dense``
+            # and ``span`` worked out here, without their cached properties' cost per new one.
+            n = shape[0]
+            if n > 1 and d.strides[0] != 1:
+                return None
+            lo = d.base + d.offset * 4
+            hi = lo + 4 * n - 1
+            key = ("f32", shape, d.strides, "sram", lo % self._period)  # (_memory_key)
+        else:
+            if not d.is_dense:
+                return None
+            lo, hi = d.span()
+            n = d.length
+            key = self._memory_key(d)
         if lo < 0 or hi >= sram.nbytes:
             return None
         start = lo // 4  # dense: the lowest byte is the first element's
-        stop = start + d.length
-        timing_class = self._classes.setdefault(self._memory_key(d), len(self._classes))
+        stop = start + n
+        timing_class = self._classes.setdefault(key, len(self._classes))
         e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
         d.__dict__[_FAST_OPERAND] = e
         return e
