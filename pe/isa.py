@@ -788,6 +788,61 @@ _SCALAR_FAST: dict[str, Callable[..., np.float32]] = {
 }
 
 
+def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int], Any] | None:
+    """``elem(v, k)``: ``elementwise(op)(v, mem[k])`` (``(mem[k], v)`` unless
+    ``fabric_first``) for an async operation with a fabric input ``v`` and an FP32 memory
+    source ``mem``, in one call per element where ``elementwise`` takes three (the operation's
+    closure, ``elementwise``'s and the scalar form's): the scalar form's arithmetic inline, on
+    the memory's values as Python floats (FP32 values, exact), and the scalar form itself for
+    any element it does not cover, so every element is ``elementwise``'s. None for other ops
+    and sources (``fadds``, ``fsubs`` and ``fmuls`` only)."""
+    if op not in ("fadds", "fsubs", "fmuls") or not isinstance(mem, np.ndarray):
+        return None
+    if mem.dtype != F32 or mem.ndim != 1:
+        return None
+    fast = _SCALAR_FAST[op]
+    general = _scalar_general(op)
+    vals = mem.tolist()
+    m = _F32_MAX
+    floats = _FLOATS
+
+    def other(v: Any, k: int) -> Any:
+        return fast(v, mem[k], general) if fabric_first else fast(mem[k], v, general)
+
+    if op == "fadds":
+
+        def elem(v: Any, k: int) -> Any:
+            b = vals[k]
+            if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
+                x = float(F32(v)) + b
+                if -m <= x <= m:
+                    return F32(x)
+            return other(v, k)
+
+    elif op == "fmuls":
+
+        def elem(v: Any, k: int) -> Any:
+            b = vals[k]
+            if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
+                x = float(F32(v)) * b
+                if -m <= x <= m:
+                    return F32(x)
+            return other(v, k)
+
+    else:
+        sign = 1.0 if fabric_first else -1.0  # v - b, or b - v = -(v - b) (exact, either way)
+
+        def elem(v: Any, k: int) -> Any:
+            b = vals[k]
+            if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
+                x = float(F32(v)) - b if sign > 0 else b - float(F32(v))
+                if -m <= x <= m:
+                    return F32(x)
+            return other(v, k)
+
+    return elem
+
+
 def _not_scalar(*_args: object) -> None:
     """The general form a one-element instruction of the fast path falls back to: none
     (None: the fast path's ufuncs compute it)."""

@@ -199,3 +199,34 @@ def test_one_element_instruction_fast_is_general(op: str, data) -> None:
     (fast_bits, fast_mem, fast_cycles), (slow_bits, slow_mem, slow_cycles) = runs
     assert_same_bits(fast_bits, slow_bits, f"{op} {values} alias={alias} scalar={scalar}")
     assert same_memory(fast_mem, slow_mem) and fast_cycles == slow_cycles
+
+
+# One element of an async operation with a fabric input and an FP32 memory source, fused with
+# the arithmetic (pe.isa.stream_element): the same bits as the general path's element.
+@pytest.mark.parametrize("op", ["fadds", "fsubs", "fmuls"])
+@pytest.mark.parametrize("fabric_first", [True, False])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_stream_element_is_general(op: str, fabric_first: bool, data) -> None:
+    from pe import isa
+
+    mem = np.array([data.draw(_F32_EDGE) for _ in range(3)], np.float32)
+    k = data.draw(st.integers(0, 2))
+    v = data.draw(_SCALARS)
+    elem = isa.stream_element(op, mem, fabric_first)
+    assert elem is not None
+    with np.errstate(all="ignore"):
+        fused = elem(v, k)
+        args = (v, mem[k]) if fabric_first else (mem[k], v)
+        slow = isa.elementwise(op, fast_path=False)(*args)
+    assert type(fused) is type(slow) is np.float32
+    assert_same_bits(np.array([fused]), np.array([slow]), f"{op} {args}")
+
+
+def test_stream_element_leaves_other_ops_and_sources_to_elementwise() -> None:
+    from pe import isa
+
+    f32 = np.zeros(3, np.float32)
+    assert isa.stream_element("fmacs", f32, True) is None
+    assert isa.stream_element("fmaxs", f32, True) is None
+    assert isa.stream_element("fadds", np.zeros(3, np.float16), True) is None
