@@ -212,7 +212,12 @@ class Router:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
         detail = engine.detail
-        wanted: dict[Dir, Any] = {}
+        # The candidates of each port: most steps have one, kept in ``first_*`` without a
+        # dict; ``wanted`` (port -> one key, or a list once there are two) from the second on.
+        wanted: dict[Dir, Any] | None = None
+        first_port: Dir | None = None
+        first_key: Any = None
+        first_pend: Any = None
         routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
             if not buf:
@@ -227,8 +232,12 @@ class Router:
                 filt = self.filters.get(colour) if self.filters else None
                 if len(tx) == 1 and filt is None:
                     # One port and no filter (most hops): the route's own tuple, never changed
-                    # in place; the wavelet is done once that port has sent it.
-                    pend = pending[key] = tx
+                    # in place; the wavelet is done once that port has sent it. Kept only if
+                    # a control wavelet may move the switch before it is sent (a route write
+                    # clears what is kept anyway); otherwise the route gives the same again.
+                    pend = tx
+                    if len(route.positions) > 1:
+                        pending[key] = tx
                 else:
                     pend = pending[key] = list(tx)
                     if not pend:
@@ -247,7 +256,11 @@ class Router:
                 if c is None:
                     c = self.credit(port, colour)
                 if c > 0:
-                    # a port's candidates: one key (a tuple), or a list once there are two
+                    if first_port is None:
+                        first_port, first_key, first_pend = port, key, pend
+                        continue
+                    if wanted is None:
+                        wanted = {first_port: first_key}
                     keys = wanted.get(port)
                     if keys is None:
                         wanted[port] = key
@@ -259,7 +272,7 @@ class Router:
                     self.stall_cycles += 1
                     if detail and key not in self.stalled:  # (read only by detail traces)
                         self.stalled[key] = (t, port)
-        if not wanted:
+        if first_port is None:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             return False
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
@@ -268,7 +281,7 @@ class Router:
         bufs, rr, sched = self.bufs, self.rr, engine.sched
         due, slot_of = sched.due, sched.due_slot
         hops = downs = hop_credits = ramp_credits = None
-        for port, keys in wanted.items():
+        for port, keys in wanted.items() if wanted is not None else ((first_port, first_key),):
             key = keys if keys.__class__ is tuple else engine.arbitrate(self, port, keys)
             colour = key[1]
             rr[port] = colour
@@ -284,33 +297,34 @@ class Router:
                 if hops is None:
                     hops = due.get(t + engine.hop_latency) or slot_of(t + engine.hop_latency)
                 hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
-            pend = pending[key]
-            if pend.__class__ is list:  # (a tuple holds one port: this one)
+            # (the head's ports still to go: a list is changed in place, a tuple is this port)
+            pend = first_pend if wanted is None else pending.get(key)
+            if pend is not None and pend.__class__ is list:
                 pend.remove(port)
-            if not pend or pend.__class__ is tuple:
-                # ``_done``, inlined for data wavelets (once per wavelet and hop)
-                if detail or w.ctrl:
-                    self._done(t, key)
+                if pend:
                     continue
-                del pending[key]
-                del bufs[key][0]
-                self.buffered -= 1
-                self.forwarded += 1
-                src_port = key[0]
-                if src_port is RAMP:
-                    if ramp_credits is None:
-                        ramp_credits = due.get(t + engine.ramp_credit_latency) or slot_of(
-                            t + engine.ramp_credit_latency
-                        )
-                    ramp_credits.append((self.ce.up_credit, (colour,)))
-                else:
-                    if hop_credits is None:
-                        hop_credits = due.get(t + engine.hop_credit_latency) or slot_of(
-                            t + engine.hop_credit_latency
-                        )
-                    hop_credits.append(
-                        (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))
+            # ``_done``, inlined for data wavelets (once per wavelet and hop)
+            if detail or w.ctrl:
+                self._done(t, key)
+                continue
+            if pend is not None:
+                pending.pop(key, None)  # (kept unless a unicast head's port was not)
+            del bufs[key][0]
+            self.buffered -= 1
+            self.forwarded += 1
+            src_port = key[0]
+            if src_port is RAMP:
+                if ramp_credits is None:
+                    ramp_credits = due.get(t + engine.ramp_credit_latency) or slot_of(
+                        t + engine.ramp_credit_latency
                     )
+                ramp_credits.append((self.ce.up_credit, (colour,)))
+            else:
+                if hop_credits is None:
+                    hop_credits = due.get(t + engine.hop_credit_latency) or slot_of(
+                        t + engine.hop_credit_latency
+                    )
+                hop_credits.append((self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour)))
         return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
@@ -318,7 +332,7 @@ class Router:
         engine = self.engine
         colour = key[1]
         buf = self.bufs[key]
-        del self.pending[key]
+        self.pending.pop(key, None)  # (a unicast head's port is not kept: see step)
         w = buf.pop(0)
         self.buffered -= 1
         self.forwarded += 1
