@@ -299,7 +299,7 @@ class Router:
                 hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
             # (the head's ports still to go: a list is changed in place, a tuple is this port)
             pend = first_pend if wanted is None else pending.get(key)
-            if pend is not None and pend.__class__ is list:
+            if pend.__class__ is list:
                 pend.remove(port)
                 if pend:
                     continue
@@ -307,8 +307,9 @@ class Router:
             if detail or w.ctrl:
                 self._done(t, key)
                 continue
-            if pend is not None:
-                pending.pop(key, None)  # (kept unless a unicast head's port was not)
+            # (a list is always kept; a unicast head's port only where the switch may move)
+            if pend.__class__ is list or key in pending:
+                del pending[key]
             del bufs[key][0]
             self.buffered -= 1
             self.forwarded += 1
