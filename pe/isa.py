@@ -447,36 +447,60 @@ class TensorUnit:
             if d is None:
                 return None
         start, stop, n = d.start, d.stop, d.length
-        vals: list = []  # tensors' views, and scalars as given (Python floats)
+        vals: list = []
         key: list = [op, d.timing_class]
-        for i, s in enumerate(srcs):
-            if type(s) is MemDsd:
-                e = s.__dict__.get(_FAST_OPERAND)
-                if e is None or e.data is not data or e.unit is not self:
-                    e = self._fast_operand(s, sram, data)
-                    if e is None:
-                        return None
-                if e.length != n or (e.start != start and e.start < stop and start < e.stop):
-                    return None  # other lengths, or overlapping dst at a shift: general path
-                vals.append(e.view)
-                key.append(e.timing_class)
-            elif type(s) is float and i in fast.scalar_srcs:
-                vals.append(s)
-                key.append(-1)
-            else:
-                return None
         one = _ONE_ELEMENT.get(op) if n == 1 else None
         if one is not None:
             # One element (a kernel's scalar step, e.g. spmv's fmacs per non-zero): the exact
-            # scalar form of ``elementwise`` on the elements' values, None where it does not
-            # vouch for the bits (then the ufuncs below).
-            r = one(*[v if v.__class__ is float else v.item(0) for v in vals], _not_scalar)
+            # scalar form of ``elementwise`` on the elements' values (Python floats; the scalar
+            # as given, which it rounds to FP32 as the ufuncs do), or None where it does not
+            # vouch for the bits: then the ufuncs below, as for any length.
+            args: list = []
+            for i, s in enumerate(srcs):
+                if type(s) is MemDsd:
+                    e = s.__dict__.get(_FAST_OPERAND)
+                    if e is None or e.data is not data or e.unit is not self:
+                        e = self._fast_operand(s, sram, data)
+                        if e is None:
+                            return None
+                    if e.length != 1:
+                        return None  # other lengths: general path
+                    vals.append(e.view)
+                    args.append(e.view.item(0))
+                    key.append(e.timing_class)
+                elif type(s) is float and i in fast.scalar_srcs:
+                    vals.append(s)
+                    args.append(s)
+                    key.append(-1)
+                else:
+                    return None
+            r = one(*args, _not_scalar)
             if r is not None:
                 d.view[0] = r
-                one = _DONE
-        if one is not _DONE:
+            else:
+                with np.errstate(all="ignore"):  # as below
+                    fast.compute(d.view, *[F32(v) if v.__class__ is float else v for v in vals])
+        else:
             with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
-                fast.compute(d.view, *[F32(v) if v.__class__ is float else v for v in vals])
+                for i, s in enumerate(srcs):
+                    if type(s) is MemDsd:
+                        e = s.__dict__.get(_FAST_OPERAND)
+                        if e is None or e.data is not data or e.unit is not self:
+                            e = self._fast_operand(s, sram, data)
+                            if e is None:
+                                return None
+                        if e.length != n or (
+                            e.start != start and e.start < stop and start < e.stop
+                        ):
+                            return None  # other lengths, or overlapping dst at a shift: general
+                        vals.append(e.view)
+                        key.append(e.timing_class)
+                    elif type(s) is float and i in fast.scalar_srcs:
+                        vals.append(F32(s))
+                        key.append(-1)
+                    else:
+                        return None
+                fast.compute(d.view, *vals)
         self.fast_instructions += 1
         k = tuple(key)
         cost = self._fast_costs.get(k)
@@ -853,7 +877,6 @@ def _not_scalar(*_args: object) -> None:
 #: forms above, given the elements' values (Python floats holding FP32 values, and the
 #: instruction's scalar as given, which they round to FP32 as the ufunc path does).
 _ONE_ELEMENT: dict[str, Callable[..., np.float32 | None]] = dict(_SCALAR_FAST)
-_DONE: Any = object()  # (marks a one-element instruction computed in scalar form)
 
 
 def elementwise(op: str, *, fast_path: bool = True) -> Callable[..., np.float32]:
