@@ -212,16 +212,12 @@ class Router:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
         detail = engine.detail
-        # The candidates of each port. Most steps have one (kept in ``first_*``) or a few on
-        # distinct ports (a multicast head: ``more``, (port, key, pending ports) each, ``mask``
-        # the ports taken), without a dict; once a port has two, ``wanted`` (port -> one key,
-        # or a list of keys) holds them all, in the order they were found.
+        # The candidates of each port: most steps have one, kept in ``first_*`` without a
+        # dict; ``wanted`` (port -> one key, or a list once there are two) from the second on.
         wanted: dict[Dir, Any] | None = None
         first_port: Dir | None = None
         first_key: Any = None
         first_pend: Any = None
-        more: list[tuple[Dir, Any, Any]] | None = None
-        mask = 0
         routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
             if not buf:
@@ -262,20 +258,9 @@ class Router:
                 if c > 0:
                     if first_port is None:
                         first_port, first_key, first_pend = port, key, pend
-                        mask = 1 << port
                         continue
                     if wanted is None:
-                        if not mask >> port & 1:
-                            mask |= 1 << port
-                            if more is None:
-                                more = [(port, key, pend)]
-                            else:
-                                more.append((port, key, pend))
-                            continue
-                        wanted = {first_port: first_key}  # a port with two: the dict from now
-                        if more is not None:
-                            for p, k, _ in more:
-                                wanted[p] = k
+                        wanted = {first_port: first_key}
                     keys = wanted.get(port)
                     if keys is None:
                         wanted[port] = key
@@ -296,13 +281,7 @@ class Router:
         bufs, rr, sched = self.bufs, self.rr, engine.sched
         due, slot_of = sched.due, sched.due_slot
         hops = downs = hop_credits = ramp_credits = None
-        if wanted is not None:
-            picks: Any = [(p, keys, None) for p, keys in wanted.items()]
-        elif more is None:
-            picks = ((first_port, first_key, first_pend),)
-        else:
-            picks = [(first_port, first_key, first_pend), *more]
-        for port, keys, pend in picks:
+        for port, keys in wanted.items() if wanted is not None else ((first_port, first_key),):
             key = keys if keys.__class__ is tuple else engine.arbitrate(self, port, keys)
             colour = key[1]
             rr[port] = colour
@@ -319,8 +298,7 @@ class Router:
                     hops = due.get(t + engine.hop_latency) or slot_of(t + engine.hop_latency)
                 hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
             # (the head's ports still to go: a list is changed in place, a tuple is this port)
-            if pend is None:  # (chosen among several candidates: look its ports up)
-                pend = pending.get(key)
+            pend = first_pend if wanted is None else pending.get(key)
             if pend.__class__ is list:
                 pend.remove(port)
                 if pend:
