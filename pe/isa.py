@@ -817,7 +817,7 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
     ``fabric_first``) for an async operation with a fabric input ``v`` and an FP32 memory
     source ``mem``, in one call per element where ``elementwise`` takes three (the operation's
     closure, ``elementwise``'s and the scalar form's): the scalar form's arithmetic inline, on
-    the memory's values as Python floats (FP32 values, exact), and the scalar form itself for
+    the memory's element as a Python float (an FP32 value, exact), and the scalar form itself for
     any element it does not cover, so every element is ``elementwise``'s. None for other ops
     and sources (``fadds``, ``fsubs`` and ``fmuls`` only)."""
     if op not in ("fadds", "fsubs", "fmuls") or not isinstance(mem, np.ndarray):
@@ -826,7 +826,8 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
         return None
     fast = _SCALAR_FAST[op]
     general = _scalar_general(op)
-    vals = mem.tolist()
+    item = mem.item  # (element k as a Python float; no list of them: a reduction's source
+    # may be long, and a list of floats takes ten times the array's bytes at 4,096 PEs at once)
     m = _F32_MAX
     floats = _FLOATS
 
@@ -836,7 +837,7 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
     if op == "fadds":
 
         def elem(v: Any, k: int) -> Any:
-            b = vals[k]
+            b = item(k)
             if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
                 x = float(F32(v)) + b
                 if -m <= x <= m:
@@ -846,7 +847,7 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
     elif op == "fmuls":
 
         def elem(v: Any, k: int) -> Any:
-            b = vals[k]
+            b = item(k)
             if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
                 x = float(F32(v)) * b
                 if -m <= x <= m:
@@ -857,7 +858,7 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
         sign = 1.0 if fabric_first else -1.0  # v - b, or b - v = -(v - b) (exact, either way)
 
         def elem(v: Any, k: int) -> Any:
-            b = vals[k]
+            b = item(k)
             if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
                 x = float(F32(v)) - b if sign > 0 else b - float(F32(v))
                 if -m <= x <= m:
