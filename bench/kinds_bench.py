@@ -8,8 +8,12 @@ seconds (PEs: ``px x py``, ``p x p`` for SUMMA, ``pes`` for the one-row kinds; c
 run's ``cycles`` metric). The cycles and ``correct`` are printed too: a speed change must leave
 them alone (the conformance suite and the digests hold that bit for bit).
 
-Run: ``python bench/kinds_bench.py [--sizes 16 64] [--only spmv-poisson ...] [--list]``.
-The machine is shared: compare CPU seconds, within one session.
+Run: ``python bench/kinds_bench.py [--sizes 16 64] [--only spmv-poisson ...] [--list] [--ir]``.
+The machine is shared: compare CPU seconds, within one session. ``--ir`` runs each child under
+``valgrind --tool=cachegrind --cache-sim=no`` and prints the instructions it executed (``Ir``,
+the whole child: the interpreter's start and the imports, about 1.6 G, included): the same
+figure at any load, so small changes show where CPU seconds on a busy host cannot (about 40
+times slower, so its CPU seconds and rates mean nothing; valgrind must be installed).
 """
 
 from __future__ import annotations
@@ -66,13 +70,21 @@ def pes_of(metrics: dict) -> int:
     return int(cfg.get("pes", 1))
 
 
-def run_point(scenario: str, sets: dict) -> tuple[dict, float]:
+def run_point(scenario: str, sets: dict, *, ir: bool = False) -> tuple[dict, float, int | None]:
+    """Metrics, CPU seconds of ``run_kind`` and, with ``ir``, the child's instructions."""
     cmd = [sys.executable, __file__, "--child", scenario, json.dumps(sets)]
+    if ir:
+        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
+               "--cachegrind-out-file=/dev/null", *cmd]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr.strip()}")
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    return got["metrics"], got["cpu_s"]
+    refs = None
+    if ir:
+        line = next(x for x in out.stderr.splitlines() if "I   refs:" in x or "I refs:" in x)
+        refs = int(line.split(":")[-1].replace(",", "").strip())
+    return got["metrics"], got["cpu_s"], refs
 
 
 def child(scenario_name: str, sets_json: str) -> None:
@@ -103,6 +115,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[16])
     ap.add_argument("--only", nargs="+", choices=sorted(POINTS), default=None)
     ap.add_argument("--list", action="store_true", help="print the points' commands and stop")
+    ap.add_argument("--ir", action="store_true", help="count instructions under valgrind")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -120,12 +133,14 @@ def main() -> None:
                 print(f"wafersim run {scenario} {flags}")
                 continue
             t0 = time.perf_counter()
-            m, cpu = run_point(scenario, sets)
+            m, cpu, refs = run_point(scenario, sets, ir=args.ir)
             wall = time.perf_counter() - t0
             pes = pes_of(m)
             rate = pes * m["cycles"] / cpu / 1e6
+            extra = f"  Ir {refs:,}" if refs is not None else ""
             print(f"{name:<16} {n:>3} {pes:>6} {m['cycles']:>10,} {cpu:>8.2f} "
-                  f"{rate:>14.2f} {m.get('correct')}  (wall {wall:.1f} s)", flush=True)  # fmt: skip
+                  f"{rate:>14.2f} {m.get('correct')}  (wall {wall:.1f} s){extra}",
+                  flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

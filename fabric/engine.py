@@ -80,7 +80,9 @@ class Router:
         # (lists, not deques: a few wavelets each, and an empty deque takes 760 B to a list's 56)
         self.bufs: dict[tuple[Dir, int], list[Wavelet]] = {}
         self.buffered = 0  # wavelets in all of bufs (a credit wakes the router only if > 0)
-        self.pending: dict[tuple[Dir, int], list[Dir]] = {}
+        # key -> the ports its head still has to go out of: a list, or the route's one-port tx
+        # tuple (read-only) for a unicast head without a filter
+        self.pending: dict[tuple[Dir, int], list[Dir] | tuple[Dir, ...]] = {}
         self.credits: dict[tuple[Dir, int], int] = {}
         self.rr: list[int] = [-1] * 5
         self.nbr: dict[Dir, LinkPeer | None] = {}
@@ -210,7 +212,12 @@ class Router:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
         detail = engine.detail
-        wanted: dict[Dir, Any] = {}
+        # The candidates of each port: most steps have one, kept in ``first_*`` without a
+        # dict; ``wanted`` (port -> one key, or a list once there are two) from the second on.
+        wanted: dict[Dir, Any] | None = None
+        first_port: Dir | None = None
+        first_key: Any = None
+        first_pend: Any = None
         routes, pending, held = self.routes, self.pending, self.credits
         for key, buf in self.bufs.items():
             if not buf:
@@ -221,24 +228,39 @@ class Router:
                 continue
             pend = pending.get(key)
             if pend is None:
-                pend = pending[key] = list(route.positions[route.pos].tx)
-                if not pend:
-                    raise RouteError(
-                        f"colour {colour}: {self.name} accepts from {key[0].name} but has no tx "
-                        f"({route.current.describe()}); the wavelet has nowhere to go"
-                    )
-                filt = self.filters.get(colour)
-                if filt is not None and Dir.RAMP in pend and not buf[0].ctrl and not filt.admit():
-                    pend.remove(Dir.RAMP)
-                    if not pend:  # filtered out and going nowhere else: consumed here
-                        self._done(t, key)
-                        continue
+                tx = route.positions[route.pos].tx
+                filt = self.filters.get(colour) if self.filters else None
+                if len(tx) == 1 and filt is None:
+                    # One port and no filter (most hops): the route's own tuple, never changed
+                    # in place; the wavelet is done once that port has sent it. Kept only if
+                    # a control wavelet may move the switch before it is sent (a route write
+                    # clears what is kept anyway); otherwise the route gives the same again.
+                    pend = tx
+                    if len(route.positions) > 1:
+                        pending[key] = tx
+                else:
+                    pend = pending[key] = list(tx)
+                    if not pend:
+                        raise RouteError(
+                            f"colour {colour}: {self.name} accepts from {key[0].name} but has no "
+                            f"tx ({route.current.describe()}); the wavelet has nowhere to go"
+                        )
+                    if (filt is not None and Dir.RAMP in pend and not buf[0].ctrl
+                            and not filt.admit()):  # fmt: skip
+                        pend.remove(Dir.RAMP)
+                        if not pend:  # filtered out and going nowhere else: consumed here
+                            self._done(t, key)
+                            continue
             for port in pend:
                 c = held.get((port, colour))
                 if c is None:
                     c = self.credit(port, colour)
                 if c > 0:
-                    # a port's candidates: one key (a tuple), or a list once there are two
+                    if first_port is None:
+                        first_port, first_key, first_pend = port, key, pend
+                        continue
+                    if wanted is None:
+                        wanted = {first_port: first_key}
                     keys = wanted.get(port)
                     if keys is None:
                         wanted[port] = key
@@ -250,7 +272,7 @@ class Router:
                     self.stall_cycles += 1
                     if detail and key not in self.stalled:  # (read only by detail traces)
                         self.stalled[key] = (t, port)
-        if not wanted:
+        if first_port is None:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             return False
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
@@ -259,7 +281,7 @@ class Router:
         bufs, rr, sched = self.bufs, self.rr, engine.sched
         due, slot_of = sched.due, sched.due_slot
         hops = downs = hop_credits = ramp_credits = None
-        for port, keys in wanted.items():
+        for port, keys in wanted.items() if wanted is not None else ((first_port, first_key),):
             key = keys if keys.__class__ is tuple else engine.arbitrate(self, port, keys)
             colour = key[1]
             rr[port] = colour
@@ -275,32 +297,35 @@ class Router:
                 if hops is None:
                     hops = due.get(t + engine.hop_latency) or slot_of(t + engine.hop_latency)
                 hops.append((self.nbr[port].receive, (OPPOSITE[port], colour, w)))
-            pend = pending[key]
-            pend.remove(port)
-            if not pend:
-                # ``_done``, inlined for data wavelets (once per wavelet and hop)
-                if detail or w.ctrl:
-                    self._done(t, key)
+            # (the head's ports still to go: a list is changed in place, a tuple is this port)
+            pend = first_pend if wanted is None else pending.get(key)
+            if pend.__class__ is list:
+                pend.remove(port)
+                if pend:
                     continue
+            # ``_done``, inlined for data wavelets (once per wavelet and hop)
+            if detail or w.ctrl:
+                self._done(t, key)
+                continue
+            # (a list is always kept; a unicast head's port only where the switch may move)
+            if pend.__class__ is list or key in pending:
                 del pending[key]
-                del bufs[key][0]
-                self.buffered -= 1
-                self.forwarded += 1
-                src_port = key[0]
-                if src_port is RAMP:
-                    if ramp_credits is None:
-                        ramp_credits = due.get(t + engine.ramp_credit_latency) or slot_of(
-                            t + engine.ramp_credit_latency
-                        )
-                    ramp_credits.append((self.ce.up_credit, (colour,)))
-                else:
-                    if hop_credits is None:
-                        hop_credits = due.get(t + engine.hop_credit_latency) or slot_of(
-                            t + engine.hop_credit_latency
-                        )
-                    hop_credits.append(
-                        (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))
+            del bufs[key][0]
+            self.buffered -= 1
+            self.forwarded += 1
+            src_port = key[0]
+            if src_port is RAMP:
+                if ramp_credits is None:
+                    ramp_credits = due.get(t + engine.ramp_credit_latency) or slot_of(
+                        t + engine.ramp_credit_latency
                     )
+                ramp_credits.append((self.ce.up_credit, (colour,)))
+            else:
+                if hop_credits is None:
+                    hop_credits = due.get(t + engine.hop_credit_latency) or slot_of(
+                        t + engine.hop_credit_latency
+                    )
+                hop_credits.append((self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour)))
         return self.buffered > 0
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
@@ -308,7 +333,7 @@ class Router:
         engine = self.engine
         colour = key[1]
         buf = self.bufs[key]
-        del self.pending[key]
+        self.pending.pop(key, None)  # (a unicast head's port is not kept: see step)
         w = buf.pop(0)
         self.buffered -= 1
         self.forwarded += 1

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -448,7 +449,13 @@ class TensorUnit:
         start, stop, n = d.start, d.stop, d.length
         vals: list = []
         key: list = [op, d.timing_class]
-        with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
+        one = _ONE_ELEMENT.get(op) if n == 1 else None
+        if one is not None:
+            # One element (a kernel's scalar step, e.g. spmv's fmacs per non-zero): the exact
+            # scalar form of ``elementwise`` on the elements' values (Python floats; the scalar
+            # as given, which it rounds to FP32 as the ufuncs do), or None where it does not
+            # vouch for the bits: then the ufuncs below, as for any length.
+            args: list = []
             for i, s in enumerate(srcs):
                 if type(s) is MemDsd:
                     e = s.__dict__.get(_FAST_OPERAND)
@@ -456,16 +463,44 @@ class TensorUnit:
                         e = self._fast_operand(s, sram, data)
                         if e is None:
                             return None
-                    if e.length != n or (e.start != start and e.start < stop and start < e.stop):
-                        return None  # other lengths, or overlapping dst at a shift: general path
+                    if e.length != 1:
+                        return None  # other lengths: general path
                     vals.append(e.view)
+                    args.append(e.view.item(0))
                     key.append(e.timing_class)
                 elif type(s) is float and i in fast.scalar_srcs:
-                    vals.append(F32(s))
+                    vals.append(s)
+                    args.append(s)
                     key.append(-1)
                 else:
                     return None
-            fast.compute(d.view, *vals)
+            r = one(*args, _not_scalar)
+            if r is not None:
+                d.view[0] = r
+            else:
+                with np.errstate(all="ignore"):  # as below
+                    fast.compute(d.view, *[F32(v) if v.__class__ is float else v for v in vals])
+        else:
+            with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
+                for i, s in enumerate(srcs):
+                    if type(s) is MemDsd:
+                        e = s.__dict__.get(_FAST_OPERAND)
+                        if e is None or e.data is not data or e.unit is not self:
+                            e = self._fast_operand(s, sram, data)
+                            if e is None:
+                                return None
+                        if e.length != n or (
+                            e.start != start and e.start < stop and start < e.stop
+                        ):
+                            return None  # other lengths, or overlapping dst at a shift: general
+                        vals.append(e.view)
+                        key.append(e.timing_class)
+                    elif type(s) is float and i in fast.scalar_srcs:
+                        vals.append(F32(s))
+                        key.append(-1)
+                    else:
+                        return None
+                fast.compute(d.view, *vals)
         self.fast_instructions += 1
         k = tuple(key)
         cost = self._fast_costs.get(k)
@@ -478,14 +513,29 @@ class TensorUnit:
     def _fast_operand(self, d: MemDsd, sram: Store, data: np.ndarray) -> FastOperand | None:
         """Make and keep the fast path's state for ``d`` in ``sram``; None if ``d`` is not a
         dense FP32 SRAM tensor inside the memory (the general path takes it, or reports it)."""
-        if d.dtype != "f32" or d.space != "sram" or not d.is_dense:
+        if d.dtype != "f32" or d.space != "sram":
             return None
-        lo, hi = d.span()
+        shape = d.shape
+        if len(shape) == 1 and shape[0] >= 1:
+            # One dimension (the inner loops' descriptors, made anew by each move): ``is_dense``
+            # and ``span`` worked out here, without their cached properties' cost per new one.
+            n = shape[0]
+            if n > 1 and d.strides[0] != 1:
+                return None
+            lo = d.base + d.offset * 4
+            hi = lo + 4 * n - 1
+            key = ("f32", shape, d.strides, "sram", lo % self._period)  # (_memory_key)
+        else:
+            if not d.is_dense:
+                return None
+            lo, hi = d.span()
+            n = d.length
+            key = self._memory_key(d)
         if lo < 0 or hi >= sram.nbytes:
             return None
         start = lo // 4  # dense: the lowest byte is the first element's
-        stop = start + d.length
-        timing_class = self._classes.setdefault(self._memory_key(d), len(self._classes))
+        stop = start + n
+        timing_class = self._classes.setdefault(key, len(self._classes))
         e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
         d.__dict__[_FAST_OPERAND] = e
         return e
@@ -760,6 +810,74 @@ _SCALAR_FAST: dict[str, Callable[..., np.float32]] = {
     "fmuls": _fmuls_1,
     "fmacs": _fmacs_1,
 }
+
+
+def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int], Any] | None:
+    """``elem(v, k)``: ``elementwise(op)(v, mem[k])`` (``(mem[k], v)`` unless
+    ``fabric_first``) for an async operation with a fabric input ``v`` and an FP32 memory
+    source ``mem``, in one call per element where ``elementwise`` takes three (the operation's
+    closure, ``elementwise``'s and the scalar form's): the scalar form's arithmetic inline, on
+    the memory's element as a Python float (an FP32 value, exact), and the scalar form itself for
+    any element it does not cover, so every element is ``elementwise``'s. None for other ops
+    and sources (``fadds``, ``fsubs`` and ``fmuls`` only)."""
+    if op not in ("fadds", "fsubs", "fmuls") or not isinstance(mem, np.ndarray):
+        return None
+    if mem.dtype != F32 or mem.ndim != 1:
+        return None
+    fast = _SCALAR_FAST[op]
+    general = _scalar_general(op)
+    item = mem.item  # (element k as a Python float; no list of them: a reduction's source
+    # may be long, and a list of floats takes ten times the array's bytes at 4,096 PEs at once)
+    m = _F32_MAX
+    floats = _FLOATS
+
+    def other(v: Any, k: int) -> Any:
+        return fast(v, mem[k], general) if fabric_first else fast(mem[k], v, general)
+
+    if op == "fadds":
+
+        def elem(v: Any, k: int) -> Any:
+            b = item(k)
+            if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
+                x = float(F32(v)) + b
+                if -m <= x <= m:
+                    return F32(x)
+            return other(v, k)
+
+    elif op == "fmuls":
+
+        def elem(v: Any, k: int) -> Any:
+            b = item(k)
+            if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
+                x = float(F32(v)) * b
+                if -m <= x <= m:
+                    return F32(x)
+            return other(v, k)
+
+    else:
+        sign = 1.0 if fabric_first else -1.0  # v - b, or b - v = -(v - b) (exact, either way)
+
+        def elem(v: Any, k: int) -> Any:
+            b = item(k)
+            if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
+                x = float(F32(v)) - b if sign > 0 else b - float(F32(v))
+                if -m <= x <= m:
+                    return F32(x)
+            return other(v, k)
+
+    return elem
+
+
+def _not_scalar(*_args: object) -> None:
+    """The general form a one-element instruction of the fast path falls back to: none
+    (None: the fast path's ufuncs compute it)."""
+    return None
+
+
+#: One-element instructions of the fast path (``TensorUnit._execute_dense_f32``): the scalar
+#: forms above, given the elements' values (Python floats holding FP32 values, and the
+#: instruction's scalar as given, which they round to FP32 as the ufunc path does).
+_ONE_ELEMENT: dict[str, Callable[..., np.float32 | None]] = dict(_SCALAR_FAST)
 
 
 def elementwise(op: str, *, fast_path: bool = True) -> Callable[..., np.float32]:

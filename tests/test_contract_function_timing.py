@@ -151,3 +151,82 @@ def test_one_element_fast_is_general(op: str, data) -> None:
         slow = isa.elementwise(op, fast_path=False)(*args)
     assert type(fast) is type(slow) is np.float32
     assert np.asarray(fast).view(np.uint32) == np.asarray(slow).view(np.uint32), (args, fast, slow)
+
+
+# One element of a synchronous instruction on the fast path (TensorUnit._execute_dense_f32
+# computes it in scalar form): the same bits and cycles as the general path, on FP32 values
+# drawn from the edge values above, with an alias (dst as a source) and a scalar operand.
+_F32_EDGE = st.one_of(
+    st.sampled_from([v for v in _EDGE if v != v or abs(v) <= 3.4028234663852886e38 or
+                     abs(v) == float("inf")]).map(np.float32),
+    st.floats(width=32).map(np.float32),
+)  # fmt: skip
+_SCALAR_FLOATS = st.one_of(st.sampled_from(_EDGE), st.floats(allow_nan=True))
+
+
+@pytest.mark.parametrize("op", ["fadds", "fsubs", "fmuls", "fmacs"])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_one_element_instruction_fast_is_general(op: str, data) -> None:
+    from pe import isa
+    from pe.config import PeConfig
+    from pe.dsd import MemDsd
+    from pe.memory import Sram
+
+    spec = isa.OPS[op]
+    runs = []
+    values = [data.draw(_F32_EDGE) for _ in range(spec.n_srcs + 1)]
+    alias = data.draw(st.booleans())  # the destination is the first source too (acc += ...)
+    scalar = data.draw(_SCALAR_FLOATS) if spec.scalar_srcs and data.draw(st.booleans()) else None
+    for fast_path in (True, False):
+        cfg = PeConfig()
+        unit = isa.TensorUnit(cfg, fast_path=fast_path)
+        sram = Sram(cfg, owner="contract")
+        cells = []
+        for i, v in enumerate(values):
+            buf = sram.alloc_array(f"v{i}", "f32", 1)
+            d = MemDsd.vector(buf.base, "f32", 1)
+            d.write(sram, np.array([v], np.float32))
+            cells.append(d)
+        dst = cells[0]
+        srcs: list[object] = [dst if alias else cells[1], *cells[2 : spec.n_srcs + 1]]
+        if scalar is not None:
+            srcs[spec.scalar_srcs[-1]] = scalar
+        with np.errstate(all="ignore"):
+            cycles = unit.execute(op, sram, dst, tuple(srcs))
+        runs.append((dst.read(sram).copy(), sram.data.tobytes(), cycles))
+        assert unit.fast_instructions == (1 if fast_path else 0)
+    (fast_bits, fast_mem, fast_cycles), (slow_bits, slow_mem, slow_cycles) = runs
+    assert_same_bits(fast_bits, slow_bits, f"{op} {values} alias={alias} scalar={scalar}")
+    assert same_memory(fast_mem, slow_mem) and fast_cycles == slow_cycles
+
+
+# One element of an async operation with a fabric input and an FP32 memory source, fused with
+# the arithmetic (pe.isa.stream_element): the same bits as the general path's element.
+@pytest.mark.parametrize("op", ["fadds", "fsubs", "fmuls"])
+@pytest.mark.parametrize("fabric_first", [True, False])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_stream_element_is_general(op: str, fabric_first: bool, data) -> None:
+    from pe import isa
+
+    mem = np.array([data.draw(_F32_EDGE) for _ in range(3)], np.float32)
+    k = data.draw(st.integers(0, 2))
+    v = data.draw(_SCALARS)
+    elem = isa.stream_element(op, mem, fabric_first)
+    assert elem is not None
+    with np.errstate(all="ignore"):
+        fused = elem(v, k)
+        args = (v, mem[k]) if fabric_first else (mem[k], v)
+        slow = isa.elementwise(op, fast_path=False)(*args)
+    assert type(fused) is type(slow) is np.float32
+    assert_same_bits(np.array([fused]), np.array([slow]), f"{op} {args}")
+
+
+def test_stream_element_leaves_other_ops_and_sources_to_elementwise() -> None:
+    from pe import isa
+
+    f32 = np.zeros(3, np.float32)
+    assert isa.stream_element("fmacs", f32, True) is None
+    assert isa.stream_element("fmaxs", f32, True) is None
+    assert isa.stream_element("fadds", np.zeros(3, np.float16), True) is None
