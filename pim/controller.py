@@ -517,26 +517,8 @@ class Controller(Component):
                 window = due_hits
             if self.scheduler == "fcfs":
                 window = [min(window, key=lambda r: r.seq)]
-            # per bank: the oldest queued request (of either queue) that hits its open row
             popen = pch.open
-            oldest_hit: dict[int, int] = {}
-            for q in (reads, writes):
-                for r in q:  # oldest first: the first hit of a bank is its oldest in q
-                    b = r.bank
-                    if popen[b] == r.row and r.seq < oldest_hit.get(b, r.seq + 1):
-                        oldest_hit[b] = r.seq
-            # per bank, within the window: the oldest miss, read hit and write hit. Requests of
-            # a bank needing the same command are ready at the same cycle, so the oldest of
-            # each kind stands for all of them (the rules below only ever favour the older).
-            miss: dict[int, Request] = {}
-            rd_hit: dict[int, Request] = {}
-            wr_hit: dict[int, Request] = {}
-            for r in window:
-                b = r.bank
-                d = (wr_hit if r.is_write else rd_hit) if popen[b] == r.row else miss
-                cur = d.get(b)
-                if cur is None or r.seq < cur.seq:
-                    d[b] = r
+            oldest_hit, miss, rd_hit, wr_hit = _by_bank((reads, writes), window, popen)
             # Candidates: (class, age, command, bank, request); the lowest ready one goes.
             # Class 0: a row hit; 1: closed-page precharge; 2: the rest. A PRE never closes a row
             # an older queued request needs unless the row has served its cap of hits since its
@@ -717,21 +699,9 @@ class Controller(Component):
             """The reference's candidates over ``window`` (fcfs, a refresh's pending hits)."""
             if fcfs:
                 window = [min(window, key=lambda r: r.seq)]
-            oldest_hit: dict[int, int] = {}
-            for q in (reads, writes):
-                for r in q.values():
-                    b = r.bank
-                    if popen[b] == r.row and r.seq < oldest_hit.get(b, r.seq + 1):
-                        oldest_hit[b] = r.seq
-            miss: dict[int, Request] = {}
-            rd_hit: dict[int, Request] = {}
-            wr_hit: dict[int, Request] = {}
-            for r in window:
-                b = r.bank
-                d = (wr_hit if r.is_write else rd_hit) if popen[b] == r.row else miss
-                cur = d.get(b)
-                if cur is None or r.seq < cur.seq:
-                    d[b] = r
+            oldest_hit, miss, rd_hit, wr_hit = _by_bank(
+                (reads.values(), writes.values()), window, popen
+            )
             out: list[tuple] = []
             for b, r in miss.items():
                 base = (b // bpg) * NC
@@ -1079,6 +1049,31 @@ class Controller(Component):
             self.trace_log.append(Issued(cycle, cmd, banks, 0, 0))
         if self.sim.trace_level >= TraceLevel.OPS:
             self._trace(cmd, banks, 0, 0, cycle, False)
+
+
+def _by_bank(
+    queues: Iterable[Iterable[Request]], window: Iterable[Request], popen: list[int]
+) -> tuple[dict[int, int], dict[int, Request], dict[int, Request], dict[int, Request]]:
+    """What both request paths decide from, per bank: the age (``seq``) of the oldest queued
+    request of ``queues`` that hits its open row, and within ``window`` the oldest miss, read hit
+    and write hit. Requests of a bank needing the same command are ready at the same cycle, so
+    the oldest of each kind stands for all of them (the rules only ever favour the older)."""
+    oldest_hit: dict[int, int] = {}
+    for q in queues:
+        for r in q:
+            b = r.bank
+            if popen[b] == r.row and r.seq < oldest_hit.get(b, r.seq + 1):
+                oldest_hit[b] = r.seq
+    miss: dict[int, Request] = {}
+    rd_hit: dict[int, Request] = {}
+    wr_hit: dict[int, Request] = {}
+    for r in window:
+        b = r.bank
+        d = (wr_hit if r.is_write else rd_hit) if popen[b] == r.row else miss
+        cur = d.get(b)
+        if cur is None or r.seq < cur.seq:
+            d[b] = r
+    return oldest_hit, miss, rd_hit, wr_hit
 
 
 def latency_cycles(controllers: Iterable[Controller]) -> dict[str, float]:
