@@ -213,6 +213,9 @@ class MemDsd:
                 f"{lo:#x}..{hi:#x}, outside the {store.kind} (0x0..{store.nbytes - 1:#x}); "
                 "fix its base, shape, strides or offset"
             )
+        widen = getattr(store, "widen", None)
+        if widen is not None:  # a packed SRAM (pe.memory.SramArena) reached above its bytes
+            widen(hi + 1)
 
     def indices_in(self, store: Store) -> np.ndarray:
         self.check(store)
@@ -228,11 +231,12 @@ class MemDsd:
 
     def read(self, store: Store) -> np.ndarray:
         """Gather the elements (a copy, in iteration order)."""
-        view = store.data.view(DTYPES[self.dtype])
         dense = self._dense_slice(store)
+        index = dense if dense is not None else self.indices_in(store)
+        view = store.data.view(DTYPES[self.dtype])  # (after the checks: they may widen it)
         if dense is not None:
             return view[dense].copy()
-        return view[self.indices_in(store)]
+        return view[index]
 
     def write(self, store: Store, values: np.ndarray | float) -> None:
         """Scatter ``values`` (one per element, or a scalar) into the tensor."""
@@ -245,12 +249,13 @@ class MemDsd:
         if vals.dtype != DTYPES[self.dtype]:
             with np.errstate(all="ignore"):
                 vals = vals.astype(DTYPES[self.dtype])
-        view = store.data.view(DTYPES[self.dtype])
         dense = self._dense_slice(store)
+        index = dense if dense is not None else self.indices_in(store)
+        view = store.data.view(DTYPES[self.dtype])  # (after the checks: they may widen it)
         if dense is not None:
             view[dense] = vals.reshape(-1) if vals.ndim else vals
         else:
-            view[self.indices_in(store)] = vals.reshape(-1)
+            view[index] = vals.reshape(-1)
 
     def with_offset(self, delta_elements: int) -> MemDsd:
         """The same descriptor moved by ``delta_elements`` (CSL ``@increment_dsd_offset``)."""
@@ -416,7 +421,8 @@ class FifoDsd:
                 f"PE {store.owner}: {self.label} underflow: popping {n} elements but it holds "
                 f"{self.count}; wait for more pushes"
             )
-        out = store.data.view(DTYPES[self.dtype])[self._slots(store, self.head, n)]
+        slots = self._slots(store, self.head, n)  # (before the bytes: it may widen them)
+        out = store.data.view(DTYPES[self.dtype])[slots]
         self.head = (self.head + n) % self.capacity
         self.count -= n
         return out

@@ -481,7 +481,7 @@ class TensorUnit:
         if d.dtype != "f32" or d.space != "sram" or not d.is_dense:
             return None
         lo, hi = d.span()
-        if lo < 0 or hi >= sram.nbytes:
+        if lo < 0 or hi >= len(data):  # (a packed SRAM: the general path widens it)
             return None
         start = lo // 4  # dense: the lowest byte is the first element's
         stop = start + d.length

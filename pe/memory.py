@@ -37,18 +37,35 @@ def _b(n: int) -> str:
 
 
 class SramArena:
-    """Zeroed memory for many PEs' SRAMs, handed out in page-aligned slices of anonymous
-    memory maps (``CHUNK_BYTES`` each, so a large wafer needs few maps). The operating system
-    backs a page only when it is first written, so a PE's 48 kB costs the pages its buffers
-    touch: a PE holding a few hundred bytes costs one 4 kB page, not 48 kB. A slice is an
-    ordinary contiguous ``uint8`` array, so views and descriptors work unchanged. A map is
-    released when no slice of it is left."""
+    """Zeroed memory for many PEs' SRAMs. Two kinds of slices of anonymous memory maps
+    (``CHUNK_BYTES`` each, so a large wafer needs few maps; the operating system backs a page
+    only when it is first written):
+
+    - :meth:`take`: a whole store, page-aligned: a PE's 48 kB costs the pages its buffers
+      touch;
+    - :meth:`take_packed`: only the bytes below a store's allocation top (rounded up to
+      ``PACK_ALIGN``), packed one after another, so that several PEs holding a few hundred
+      bytes each share a page instead of taking one each (a full array's 745,500 PEs, 4 kB
+      each, would be 3 GB). A wafer packs each PE's SRAM once its PE code has run
+      (:meth:`_Store.settle`); a packed store widens to a whole one if an allocation or an
+      access ever reaches above it.
+
+    While a wafer builds (``building``), the one PE whose code is running writes into a
+    shared zeroed scratch store, which :meth:`_Store.settle` copies into its packed slice and
+    zeroes again. A slice is an ordinary contiguous ``uint8`` array, so views and descriptors
+    work unchanged. A map is released when no slice of it is left."""
 
     CHUNK_BYTES = 64 << 20
+    PACK_ALIGN = 64
 
     def __init__(self) -> None:
         self._chunk: np.ndarray | None = None
         self._offset = 0
+        self._packed: np.ndarray | None = None
+        self._packed_offset = 0
+        self.building = False
+        self._scratch: np.ndarray | None = None
+        self.scratch_user: _Store | None = None
 
     def take(self, nbytes: int) -> np.ndarray:
         step = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -59,6 +76,37 @@ class SramArena:
         out = self._chunk[self._offset : self._offset + nbytes]
         self._offset += step
         return out
+
+    def take_packed(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` (a multiple of ``PACK_ALIGN``) right after the last packed slice."""
+        if self._packed is None or self._packed_offset + nbytes > len(self._packed):
+            size = max(self.CHUNK_BYTES, nbytes)
+            self._packed = np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
+            self._packed_offset = 0
+        out = self._packed[self._packed_offset : self._packed_offset + nbytes]
+        self._packed_offset += nbytes
+        return out
+
+    def scratch(self, store: _Store) -> np.ndarray:
+        """The build's scratch store for ``store`` (zeroed), or a whole slice of its own if
+        another store holds the scratch."""
+        if self.scratch_user is not None:
+            return self.take(store.nbytes)
+        if self._scratch is None or len(self._scratch) != store.nbytes:
+            self._scratch = np.zeros(store.nbytes, dtype=np.uint8)
+        self.scratch_user = store
+        return self._scratch
+
+    def release_scratch(self, store: _Store, used: int) -> None:
+        """``store`` is done with the scratch; zero what it wrote (``used`` bytes from 0, or
+        all of it if anything above was written)."""
+        scratch = self._scratch
+        assert scratch is not None and self.scratch_user is store
+        if scratch[used:].any():
+            scratch[:] = 0
+        else:
+            scratch[:used] = 0
+        self.scratch_user = None
 
 
 class _Store:
@@ -79,13 +127,52 @@ class _Store:
     @property
     def data(self) -> np.ndarray:
         """The memory's bytes (``uint8``), created zeroed on first use so that idle PEs of a large
-        wafer cost no memory (from ``arena`` if given: then only touched pages cost memory)."""
+        wafer cost no memory (from ``arena`` if given: then only touched pages cost memory).
+        A packed store's (:meth:`settle`) ends at its allocation top: accesses through
+        descriptors and :meth:`view` widen it first (:meth:`widen`)."""
         if self._data is None:
-            if self._arena is not None:
-                self._data = self._arena.take(self.nbytes)
-            else:
+            arena = self._arena
+            if arena is None:
                 self._data = np.zeros(self.nbytes, dtype=np.uint8)
+            elif arena.building:
+                self._data = arena.scratch(self)
+            else:
+                self._data = arena.take(self.nbytes)
         return self._data
+
+    def settle(self) -> None:
+        """Pack the store (its program's code has run and allocated its buffers): keep only
+        the bytes below the allocation top, in a packed slice of the arena (see
+        :class:`SramArena`). A store without an arena, or without buffers, is left as it is."""
+        arena = self._arena
+        if arena is None:
+            return
+        used = -(-self._top // arena.PACK_ALIGN) * arena.PACK_ALIGN
+        data = self._data
+        if data is not None and arena.scratch_user is self:
+            if data[used:].any():  # written above its buffers: keep the whole store
+                whole = arena.take(self.nbytes)
+                whole[:] = data
+                self._data = whole
+            elif used:
+                packed = arena.take_packed(used)
+                packed[:] = data[:used]
+                self._data = packed
+            else:
+                self._data = None
+            arena.release_scratch(self, used)
+        elif data is None and used:
+            self._data = arena.take_packed(used)
+
+    def widen(self, end: int) -> np.ndarray:
+        """The store's bytes, made whole (``nbytes``) if a packed store ends below ``end``."""
+        data = self.data
+        if end > len(data):
+            arena = self._arena
+            whole = arena.take(self.nbytes) if arena is not None else np.zeros(self.nbytes, np.uint8)
+            whole[: len(data)] = data
+            self._data = data = whole
+        return data
 
     @property
     def code_bytes(self) -> int:
@@ -149,6 +236,8 @@ class _Store:
             )
         self._buffers[name] = (addr, int(nbytes))
         self._top = end
+        if self._data is not None and end > len(self._data):
+            self.widen(end)  # a packed store (see settle) allocating above its bytes
         return addr
 
     def alloc_array(
@@ -196,7 +285,7 @@ class _Store:
                 f"{self._what()} address {addr:#x} is not aligned to {nd.itemsize}-byte "
                 f"{short_name(nd)} elements"
             )
-        return self.data[addr:end].view(nd)
+        return self.widen(end)[addr:end].view(nd)
 
 
 class Sram(_Store):

@@ -130,7 +130,7 @@ class Wafer(Component):
         self.engine.fast = cfg.fidelity != "reference"  # express streams
         self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
         self.flows_issued = 0  # trace flow ids handed out by the compute engines (tracing only)
-        self.sram_arena = SramArena()  # the PEs' SRAMs: only touched pages cost memory
+        self.sram_arena = SramArena()  # the PEs' SRAMs: packed, or only touched pages
         self.pes: dict[tuple[int, int], Pe] = {}
         # The cyclic garbage collector is off while the PEs are built: they are a few hundred
         # long-lived objects each, and its full collections, each rescanning everything built
@@ -151,12 +151,21 @@ class Wafer(Component):
             for x in range(layout.width):
                 self.pes[(x, y)] = Pe(self, (x, y), len(self.pes))
         self.engine.link_neighbours()
-        for xy in sorted(layout.tiles, key=lambda p: (p[1], p[0])):
-            tile = layout.tiles[xy]
-            pe = self.pes[xy]
-            builder = PeBuilder(pe.ce, layout, tile.params)
-            tile.code(builder)
-            pe.start_tasks = builder.start_tasks
+        # Each PE's code writes into the arena's scratch SRAM; then its SRAM is packed to the
+        # bytes its buffers take (pe.memory.SramArena): a PE holding a few hundred bytes
+        # shares a page with its neighbours instead of taking one of its own.
+        arena = self.sram_arena
+        arena.building = True
+        try:
+            for xy in sorted(layout.tiles, key=lambda p: (p[1], p[0])):
+                tile = layout.tiles[xy]
+                pe = self.pes[xy]
+                builder = PeBuilder(pe.ce, layout, tile.params)
+                tile.code(builder)
+                pe.start_tasks = builder.start_tasks
+                pe.sram.settle()
+        finally:
+            arena.building = False
         for xy, colours in layout.routes.items():
             self.pes[xy].router.routes.update(colours)
         self.edges: list[EdgePort] = []
