@@ -169,7 +169,7 @@ class _Store:
         data = self.data
         if end > len(data):
             arena = self._arena
-            whole = arena.take(self.nbytes) if arena is not None else np.zeros(self.nbytes, np.uint8)
+            whole = np.zeros(self.nbytes, np.uint8) if arena is None else arena.take(self.nbytes)
             whole[: len(data)] = data
             self._data = data = whole
         return data
