@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from simcore.errors import BuildError
 
@@ -76,7 +76,7 @@ class Position:
 class ColourRoute:
     """The switch positions of one colour on one router, its current position and teardown."""
 
-    positions: list[Position]
+    positions: Sequence[Position]  # (a tuple may be shared by routes: replaced, never changed)
     pos: int = 0
     teardown: bool = False
     ring: bool = True  # SWITCH_ADV past the last position wraps to pos0

@@ -49,6 +49,10 @@ INPUT_QUEUES = 8
 OUTPUT_QUEUES = 6
 
 
+#: Interned descriptor shapes and strides (tuples of ints: immutable, safe to share).
+_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
 def np_dtype(dtype: str | np.dtype) -> np.dtype:
     """The numpy dtype for a short name ('f32') or anything numpy accepts that we support."""
     if isinstance(dtype, str) and dtype in DTYPES:
@@ -113,6 +117,9 @@ class MemDsd:
     def __post_init__(self) -> None:
         shape = tuple(int(n) for n in self.shape)
         strides = tuple(int(s) for s in self.strides)
+        # One tuple object per distinct shape and strides (a full array's PEs make millions)
+        shape = _TUPLES.setdefault(shape, shape)
+        strides = _TUPLES.setdefault(strides, strides)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "strides", strides)
         if self.dtype not in DTYPES:  # (the label is made only for the message)

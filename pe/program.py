@@ -29,7 +29,7 @@ different tiles, as with CSL's layout/PE split.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -138,12 +138,30 @@ class Layout:
         teardown: bool = False,
     ) -> None:
         self._check_xy(x, y)
-        pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
+        positions = tuple(positions)
+        pos: Sequence[Position]
+        if positions:
+            pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
+        else:  # one position: a tuple shared by every route of that position (routes replace
+            # their positions, never change them in place); a full array has millions
+            first = Position.make(rx, tx)
+            one = _ONE_POSITION.get(first)
+            if one is None:
+                one = _ONE_POSITION[first] = (first,)
+            pos = one
         self.routes.setdefault((x, y), {})[colour] = ColourRoute(pos, teardown=teardown)
+
+
+_ONE_POSITION: dict[Position, tuple[Position]] = {}  # Position is frozen: safe to share
 
 
 class PeBuilder:
     """The build-time view of one PE: allocate buffers, make DSDs, bind tasks."""
+
+    __slots__ = (
+        "_teardown_handlers", "ce", "height", "layout", "params", "start_tasks", "width", "x",
+        "y",
+    )  # fmt: skip
 
     def __init__(self, ce: ComputeEngine, layout: Layout, params: dict[str, Any]) -> None:
         self.ce = ce

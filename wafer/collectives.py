@@ -234,5 +234,6 @@ class Collectives:
             else Dimension(self, "y", y_colours, y_tasks, y_queues, priority, microthreads)
         )
         for dim in (self.x,) if self.y is None else (self.x, self.y):
+            handler = dim.on_teardown  # (one bound method for both colours)
             for colour in dim.colours:
-                pe.on_teardown(colour, dim.on_teardown, task_id=teardown_task)
+                pe.on_teardown(colour, handler, task_id=teardown_task)

@@ -208,8 +208,8 @@ class _SpmvPe:
     instead of a closure, its cells and a state object per task)."""
 
     __slots__ = (
-        "c", "coll", "cols", "dcsr", "it", "nnz", "pe", "r", "row_ids", "rowptr", "s0", "s1",
-        "sh", "sumsq", "vals", "xbuf", "ypart",
+        "c", "coll", "cols", "dcsr", "it", "nnz", "norm", "pe", "r", "row_ids", "rowptr",
+        "scal", "sh", "vals", "xbuf", "ypart",
     )  # fmt: skip
 
     def __init__(self, pe: PeBuilder, sh: _Shared, blk: sparse.Block, x_block: np.ndarray) -> None:
@@ -226,10 +226,9 @@ class _SpmvPe:
         self.row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and blk.nnz else None
         self.xbuf = pe.array("x", x_block)
         self.ypart = pe.zeros("y", rb)
-        scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
+        self.scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
         self.it = 0
-        self.sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
-        self.s0, self.s1 = scal.with_length(1), scal.with_length(1).with_offset(1)
+        self.norm: tuple[MemDsd, MemDsd, MemDsd] | None = None  # (sumsq, s0, s1): see norm_dsds
         pe.local_task(id=MAIN)(self.main)
         pe.local_task(id=X_DONE)(self.local_product)
         pe.local_task(id=RED_DONE)(self.reduced)
@@ -237,6 +236,14 @@ class _SpmvPe:
         pe.local_task(id=SCALE_DONE)(self.scaled)
         pe.local_task(id=ROW_DONE)(self.next_iteration)
         pe.start(MAIN)
+
+    def norm_dsds(self) -> tuple[MemDsd, MemDsd, MemDsd]:
+        """The normalisation's descriptors (column 0, iterations > 1), made on first use."""
+        if self.norm is None:
+            scal, rb = self.scal, self.sh.rb
+            sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
+            self.norm = sumsq, scal.with_length(1), scal.with_length(1).with_offset(1)
+        return self.norm
 
     def start_iteration(self, t: Any) -> None:
         t.mark(f"it{self.it}")
@@ -294,9 +301,10 @@ class _SpmvPe:
         if self.c != 0:  # wait for the scaled y block along the row
             self.coll.x.broadcast(t, 0, self.xbuf, ROW_DONE)
             return
-        s0, ypart = self.s0, self.ypart
+        sumsq, s0, _ = self.norm_dsds()
+        ypart = self.ypart
         t.fmovs(s0, 0.0)
-        t.fmacs(self.sumsq, self.sumsq, ypart, ypart)
+        t.fmacs(sumsq, sumsq, ypart, ypart)
         if sh.p.py > 1:
             self.coll.y.reduce_fadds(t, 0, s0, SUM_DONE)  # type: ignore[union-attr]
         else:
@@ -304,9 +312,9 @@ class _SpmvPe:
 
     def summed(self, t: Any) -> None:  # column 0 only
         p = self.sh.p
-        s1 = self.s1
+        _, s0, s1 = self.norm_dsds()
         if self.r == 0:
-            total = float(self.pe.read(self.s0)[0])
+            total = float(self.pe.read(s0)[0])
             t.now += p.rsqrt_cycles
             t.fmovs(s1, float(np.float32(1.0) / np.sqrt(np.float32(total))))
         if p.py > 1:
@@ -316,7 +324,7 @@ class _SpmvPe:
 
     def scaled(self, t: Any) -> None:  # column 0 only
         ypart = self.ypart
-        t.fmuls(ypart, ypart, float(self.pe.read(self.s1)[0]))
+        t.fmuls(ypart, ypart, float(self.pe.read(self.norm_dsds()[2])[0]))
         if self.r == 0:
             t.fmovs(self.xbuf, ypart)  # PE (0, 0) is block row 0's diagonal
         if self.sh.p.px > 1:
