@@ -145,6 +145,30 @@ class MemDsd:
             )
 
     @classmethod
+    def trusted(
+        cls,
+        base: int,
+        dtype: str,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        name: str,
+        space: str,
+    ) -> MemDsd:
+        """A descriptor whose fields have passed the constructor's checks before (the same
+        dtype, shape, strides and space; ``base`` aligned): built without them, field by field
+        as the constructor sets them (an allocator makes millions on a full array)."""
+        new = object.__new__(cls)
+        put = object.__setattr__
+        put(new, "base", base)
+        put(new, "dtype", dtype)
+        put(new, "shape", shape)
+        put(new, "strides", strides)
+        put(new, "offset", 0)
+        put(new, "name", name)
+        put(new, "space", space)
+        return new
+
+    @classmethod
     def vector(
         cls,
         base: int,

@@ -32,6 +32,11 @@ class SramOverflowError(BuildError):
     """A PE's buffers (plus its code) do not fit its SRAM or cache."""
 
 
+#: (dtype, shape, order) -> (short dtype, shape, strides, bytes, alignment) of the buffers
+#: allocated so far: the same few shapes on every PE of a wafer.
+_ARRAY_SPECS: dict[tuple, tuple[str, tuple[int, ...], tuple[int, ...], int, int]] = {}
+
+
 def _b(n: int) -> str:
     return f"{n:,} B"
 
@@ -250,6 +255,15 @@ class _Store:
         row-major: the last dimension is contiguous and the descriptor walks with strides.
         """
         dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+        key = (dtype, dims, order)
+        try:
+            spec = _ARRAY_SPECS.get(key)
+        except TypeError:  # (an unhashable dtype or size: the general path below)
+            spec = key = None
+        if spec is not None:  # a shape made before: its descriptor's fields are checked
+            short, shape_t, strides_t, nbytes, align = spec
+            addr = self.alloc(name, nbytes, align=align)
+            return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         nd = np_dtype(dtype)
         if order not in ("F", "C"):
             raise BuildError(f"{self._what()} buffer '{name}': order {order!r} is not 'F' or 'C'")
@@ -261,8 +275,9 @@ class _Store:
         if order == "C":
             strides.reverse()
         count = math.prod(int(n) for n in dims)
-        addr = self.alloc(name, count * nd.itemsize, align=max(4, nd.itemsize))
-        return MemDsd(
+        align = max(4, nd.itemsize)
+        addr = self.alloc(name, count * nd.itemsize, align=align)
+        dsd = MemDsd(
             addr,
             short_name(nd),
             tuple(int(n) for n in dims),
@@ -270,6 +285,9 @@ class _Store:
             name=name,
             space=self.space,
         )
+        if key is not None and len(_ARRAY_SPECS) < 4096:
+            _ARRAY_SPECS[key] = (dsd.dtype, dsd.shape, dsd.strides, count * nd.itemsize, align)
+        return dsd
 
     def view(self, addr: int, dtype: np.dtype | str, count: int) -> np.ndarray:
         """A numpy view of ``count`` elements at byte ``addr``; writing it writes the memory."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fabric.routes import ColourRoute, Dir, Position, WaveletFilter
-from pe.dsd import FabInDsd, FabOutDsd, MemDsd
+from pe.dsd import DTYPES, FabInDsd, FabOutDsd, MemDsd
 from pe.ops import INPUT_QUEUE_DEPTHS, TaskDef
 from simcore.errors import BuildError
 
@@ -185,7 +185,13 @@ class PeBuilder:
     def array(self, name: str, values: np.ndarray, dtype: str = "f32") -> MemDsd:
         values = np.asarray(values)
         dsd = self.zeros(name, values.shape, dtype)
-        dsd.write(self.ce.sram, values.reshape(-1, order="F"))
+        # A new buffer is dense: its bytes are written at once (as dsd.write would)
+        vals = values.reshape(-1, order="F")
+        nd = DTYPES[dsd.dtype]
+        if vals.dtype != nd:
+            with np.errstate(all="ignore"):
+                vals = vals.astype(nd)
+        self.ce.sram.view(dsd.base, nd, vals.size)[:] = vals
         return dsd
 
     def cache_zeros(self, name: str, shape: tuple[int, ...] | int, dtype: str = "f32") -> MemDsd:

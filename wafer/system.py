@@ -222,9 +222,18 @@ class Wafer(Component):
                 f"{self.layout.height}"
             )
         limit = self.cfg.fabric.switch_positions
-        for xy, colours in sorted(self.layout.routes.items()):
-            for colour, route in sorted(colours.items()):
-                check_switch_positions(self.pes[xy].path, colour, len(route.positions), limit)
+        routes = self.layout.routes
+        over = [
+            (xy, colour)
+            for xy, colours in routes.items()
+            for colour, route in colours.items()
+            if len(route.positions) > limit
+        ]
+        if over:  # the first in PE and colour order
+            xy, colour = min(over)
+            check_switch_positions(
+                self.pes[xy].path, colour, len(routes[xy][colour].positions), limit
+            )
         edges = {((p.router.xy, p.side), p.kind) for p in self.edges}
         check_routes(self.layout.routes, self.layout.width, self.layout.height, edges)
 
