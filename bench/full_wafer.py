@@ -77,6 +77,14 @@ def measure(name: str, px: int, py: int, run: bool = True, max_gb: float = 12.0)
         "build_cpu_s": time.process_time() - c0, "build_wall_s": time.perf_counter() - w0,
         "estimate_bytes": est,
     }  # fmt: skip
+    # The build's figures at once (a full array's run may be stopped before it ends)
+    built = peak_rss()
+    print(
+        f"{name} on {px}x{py} PEs: built in {out['build_cpu_s']:.1f} s CPU, "
+        f"{out['build_wall_s']:.1f} s wall; peak memory so far {built / 1e9:.2f} GB "
+        f"({(built - base) / (px * py):,.0f} B per PE)",
+        flush=True,
+    )
     if run:
         c1 = time.process_time()
         result = sim.run()
