@@ -37,6 +37,11 @@ class SramOverflowError(BuildError):
 _ARRAY_SPECS: dict[tuple, tuple[str, tuple[int, ...], tuple[int, ...], int, int]] = {}
 
 
+#: Settled stores' tables of buffers, one object per distinct table (see _Store.settle).
+_LAYOUTS: dict[tuple, tuple] = {}
+_MAX_LAYOUTS = 1 << 16
+
+
 def _b(n: int) -> str:
     return f"{n:,} B"
 
@@ -126,7 +131,9 @@ class _Store:
         self.nbytes = nbytes
         self._data: np.ndarray | None = None
         self._arena = arena
-        self._buffers: dict[str, tuple[int, int]] = {}
+        # name -> (byte address, bytes); once settled, the same as a tuple of its items,
+        # shared by every store with the same buffers (a wafer's PEs mostly have the same)
+        self._buffers: dict[str, tuple[int, int]] | tuple[tuple[str, tuple[int, int]], ...] = {}
         self._top = 0  # first byte above the last data buffer
 
     @property
@@ -148,7 +155,12 @@ class _Store:
     def settle(self) -> None:
         """Pack the store (its program's code has run and allocated its buffers): keep only
         the bytes below the allocation top, in a packed slice of the arena (see
-        :class:`SramArena`). A store without an arena, or without buffers, is left as it is."""
+        :class:`SramArena`). A store without an arena, or without buffers, is left as it is.
+        Its table of buffers becomes one shared by the stores with the same buffers."""
+        b = self._buffers
+        if isinstance(b, dict) and len(_LAYOUTS) < _MAX_LAYOUTS:
+            items = tuple(b.items())
+            self._buffers = _LAYOUTS.setdefault(items, items)
         arena = self._arena
         if arena is None:
             return
@@ -188,6 +200,12 @@ class _Store:
         """Allocated buffers: name -> (byte address, bytes), in allocation order."""
         return dict(self._buffers)
 
+    def _buffer_dict(self) -> dict[str, tuple[int, int]]:
+        b = self._buffers
+        if not isinstance(b, dict):
+            b = self._buffers = dict(b)
+        return b
+
     @property
     def used_bytes(self) -> int:
         """Bytes taken by code and data, alignment padding included."""
@@ -201,7 +219,7 @@ class _Store:
         return f"PE {self.owner}: {self.kind}"
 
     def _usage(self) -> str:
-        parts = [f"'{n}' {_b(size)}" for n, (_, size) in self._buffers.items()]
+        parts = [f"'{n}' {_b(size)}" for n, (_, size) in self._buffer_dict().items()]
         if self.code_bytes:
             parts.insert(0, f"code {_b(self.code_bytes)}")
         return f"{_b(self.used_bytes)}" + (f" ({', '.join(parts)})" if parts else "")
@@ -216,8 +234,9 @@ class _Store:
         """Reserve ``nbytes`` for buffer ``name`` aligned to ``align``; returns its byte address."""
         if not name:
             raise BuildError(f"{self._what()} buffers need a non-empty name")
-        if name in self._buffers:
-            addr, size = self._buffers[name]
+        buffers = self._buffer_dict()
+        if name in buffers:
+            addr, size = buffers[name]
             raise BuildError(
                 f"{self._what()} buffer '{name}' is already allocated ({_b(size)} at "
                 f"{addr:#x}); give the new buffer another name"
@@ -239,7 +258,7 @@ class _Store:
                 f"{self._needed(end)} but {self._capacity()}; already used: {self._usage()}; "
                 f"{self.advice}"
             )
-        self._buffers[name] = (addr, int(nbytes))
+        buffers[name] = (addr, int(nbytes))
         self._top = end
         if self._data is not None and end > len(self._data):
             self.widen(end)  # a packed store (see settle) allocating above its bytes

@@ -207,6 +207,8 @@ class Collectives:
     issue cycles from it (see :mod:`pe.ce`), which is how a program overlaps a collective with
     its compute."""
 
+    __slots__ = ("pe", "x", "y")
+
     def __init__(
         self,
         pe: PeBuilder,

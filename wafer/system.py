@@ -167,7 +167,11 @@ class Wafer(Component):
         finally:
             arena.building = False
         for xy, colours in layout.routes.items():
-            self.pes[xy].router.routes.update(colours)
+            router = self.pes[xy].router
+            if router.routes:
+                router.routes.update(colours)
+            else:  # the layout's table itself (its routes are the router's objects anyway)
+                router.routes = colours
         self.edges: list[EdgePort] = []
         for x, y, side, colour, kind, data, start in layout.edges:
             router = self.pes[(x, y)].router
