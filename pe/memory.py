@@ -181,6 +181,11 @@ class _Store:
         elif data is None and used:
             self._data = arena.take_packed(used)
 
+    def image(self) -> bytes:
+        """All ``nbytes`` of the memory (a packed store's bytes above its buffers are zeros)."""
+        data = self.data
+        return data.tobytes() + bytes(self.nbytes - len(data))
+
     def widen(self, end: int) -> np.ndarray:
         """The store's bytes, made whole (``nbytes``) if a packed store ends below ``end``."""
         data = self.data

@@ -263,6 +263,7 @@ def test_a_packed_sram_keeps_its_buffers_shares_pages_and_widens_when_reached_ab
     s2, d2 = srams[2]
     s2.alloc_array("big", "f32", 100)  # an allocation above the packed bytes widens too
     assert len(s2.data) == s2.nbytes and d2.read(s2).tolist() == [20, 21, 22, 23, 24]
+    assert srams[0][0].image() == srams[0][0].data.tobytes() + bytes(49152 - 64)
 
 
 def test_a_pe_that_writes_above_its_buffers_during_the_build_keeps_a_whole_sram():
