@@ -107,12 +107,12 @@ class SramArena:
         self.scratch_user = store
         return self._scratch
 
-    def release_scratch(self, store: _Store, used: int) -> None:
+    def release_scratch(self, store: _Store, used: int, above: bool) -> None:
         """``store`` is done with the scratch; zero what it wrote (``used`` bytes from 0, or
-        all of it if anything above was written)."""
+        all of it if it wrote ``above`` them)."""
         scratch = self._scratch
         assert scratch is not None and self.scratch_user is store
-        if scratch[used:].any():
+        if above:
             scratch[:] = 0
         else:
             scratch[:used] = 0
@@ -167,7 +167,8 @@ class _Store:
         used = -(-self._top // arena.PACK_ALIGN) * arena.PACK_ALIGN
         data = self._data
         if data is not None and arena.scratch_user is self:
-            if data[used:].any():  # written above its buffers: keep the whole store
+            above = bool(data[used:].any())
+            if above:  # written above its buffers: keep the whole store
                 whole = arena.take(self.nbytes)
                 whole[:] = data
                 self._data = whole
@@ -177,7 +178,7 @@ class _Store:
                 self._data = packed
             else:
                 self._data = None
-            arena.release_scratch(self, used)
+            arena.release_scratch(self, used, above)
         elif data is None and used:
             self._data = arena.take_packed(used)
 

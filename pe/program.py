@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 PeCode = Callable[["PeBuilder"], None]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Tile:
     code: PeCode
     params: dict[str, Any]

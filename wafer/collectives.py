@@ -86,7 +86,7 @@ class Dimension:
         self.routed_for: int | None = None  # root the data colour's route was last set for
         self.mt_priority = microthreads  # priority of the library's async operations
         for c, q in zip(colours, self.in_queues, strict=True):
-            pe.route(c, rx=[], tx=[], teardown=True)
+            pe.route(c, rx=(), tx=(), teardown=True)
             pe.ce.bind_queue(c, q)
         pe.local_task(self.sm_task, priority)(self._state_machine)
         pe.local_task(self.lock_task, priority)(self._lock)
