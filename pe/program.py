@@ -259,6 +259,12 @@ class PeBuilder:
         """Bind a task activated by other tasks or by the end of an async operation."""
         return self._bind("local", id, priority)
 
+    def bind_local(self, id: int, fn: Callable, priority: str = "low") -> int:  # noqa: A002
+        """``local_task(id, priority)(fn)`` without the decorator (libraries binding many
+        PEs' tasks call it directly)."""
+        self.ce.bind_task(TaskDef(id, "local", fn, fn.__name__, priority))
+        return id
+
     def control_task(self, id: int, priority: str = "low") -> Callable:  # noqa: A002
         """Bind a task run when a control wavelet naming ``id`` reaches this CE."""
         return self._bind("control", id, priority)

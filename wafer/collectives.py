@@ -88,8 +88,8 @@ class Dimension:
         for c, q in zip(colours, self.in_queues, strict=True):
             pe.route(c, rx=(), tx=(), teardown=True)
             pe.ce.bind_queue(c, q)
-        pe.local_task(self.sm_task, priority)(self._state_machine)
-        pe.local_task(self.lock_task, priority)(self._lock)
+        pe.bind_local(self.sm_task, self._state_machine, priority)
+        pe.bind_local(self.lock_task, self._lock, priority)
         self._pending_control: int | None = None
 
     # -- tasks -----------------------------------------------------------------------------------

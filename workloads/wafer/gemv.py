@@ -111,9 +111,9 @@ class _GemvPe:
         )  # column-major: a column is contiguous
         self.xbuf = pe.array("x", x_block) if pe.y == 0 else pe.zeros("x", cb)
         self.ypart = pe.zeros("y", rb)
-        pe.local_task(id=MAIN)(self.main)
-        pe.local_task(id=X_DONE)(self.local_product)
-        pe.local_task(id=RED_DONE)(self.reduced)
+        pe.bind_local(MAIN, self.main)
+        pe.bind_local(X_DONE, self.local_product)
+        pe.bind_local(RED_DONE, self.reduced)
         pe.start(MAIN)
 
     def main(self, t: Any) -> None:

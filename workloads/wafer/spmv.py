@@ -229,12 +229,12 @@ class _SpmvPe:
         self.scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
         self.it = 0
         self.norm: tuple[MemDsd, MemDsd, MemDsd] | None = None  # (sumsq, s0, s1): see norm_dsds
-        pe.local_task(id=MAIN)(self.main)
-        pe.local_task(id=X_DONE)(self.local_product)
-        pe.local_task(id=RED_DONE)(self.reduced)
-        pe.local_task(id=SUM_DONE)(self.summed)
-        pe.local_task(id=SCALE_DONE)(self.scaled)
-        pe.local_task(id=ROW_DONE)(self.next_iteration)
+        pe.bind_local(MAIN, self.main)
+        pe.bind_local(X_DONE, self.local_product)
+        pe.bind_local(RED_DONE, self.reduced)
+        pe.bind_local(SUM_DONE, self.summed)
+        pe.bind_local(SCALE_DONE, self.scaled)
+        pe.bind_local(ROW_DONE, self.next_iteration)
         pe.start(MAIN)
 
     def norm_dsds(self) -> tuple[MemDsd, MemDsd, MemDsd]:
