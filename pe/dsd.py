@@ -49,6 +49,8 @@ INPUT_QUEUES = 8
 OUTPUT_QUEUES = 6
 
 
+_SUPPORTED = frozenset(DTYPES.values())
+
 #: Interned descriptor shapes and strides (tuples of ints: immutable, safe to share).
 _TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -57,6 +59,8 @@ def np_dtype(dtype: str | np.dtype) -> np.dtype:
     """The numpy dtype for a short name ('f32') or anything numpy accepts that we support."""
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
+    if isinstance(dtype, np.dtype) and dtype in _SUPPORTED:
+        return dtype
     try:
         nd = np.dtype(dtype)
     except TypeError:

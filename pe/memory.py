@@ -167,7 +167,7 @@ class _Store:
         used = -(-self._top // arena.PACK_ALIGN) * arena.PACK_ALIGN
         data = self._data
         if data is not None and arena.scratch_user is self:
-            above = bool(data[used:].any())
+            above = bool(data[used:].view(np.uint64).any())  # (used: a multiple of 64)
             if above:  # written above its buffers: keep the whole store
                 whole = arena.take(self.nbytes)
                 whole[:] = data

@@ -29,6 +29,7 @@ different tiles, as with CSL's layout/PE split.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -85,9 +86,17 @@ class Layout:
         self.tiles[(x, y)] = Tile(code, params)
 
     def set_rectangle_code(self, code: PeCode, **params: Any) -> None:
-        for y in range(self.height):
-            for x in range(self.width):
-                self.tiles[(x, y)] = Tile(code, params)
+        # (the cyclic garbage collector off meanwhile: a full array's 745,500 tiles would
+        # start many collections, each scanning every object made so far)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for y in range(self.height):
+                for x in range(self.width):
+                    self.tiles[(x, y)] = Tile(code, params)
+        finally:
+            if enabled:
+                gc.enable()
 
     def set_filter(
         self,
@@ -138,6 +147,12 @@ class Layout:
         teardown: bool = False,
     ) -> None:
         self._check_xy(x, y)
+        one = None
+        if not positions and type(rx) is tuple and type(tx) is tuple:
+            one = _ONE_POSITION_OF.get((rx, tx))  # a one-position route made before
+        if one is not None:
+            self._put_route(x, y, colour, ColourRoute(one, teardown=teardown))
+            return
         positions = tuple(positions)
         pos: Sequence[Position]
         if positions:
@@ -148,11 +163,20 @@ class Layout:
             one = _ONE_POSITION.get(first)
             if one is None:
                 one = _ONE_POSITION[first] = (first,)
+            if type(rx) is tuple and type(tx) is tuple and len(_ONE_POSITION_OF) < 4096:
+                _ONE_POSITION_OF[(rx, tx)] = one
             pos = one
-        self.routes.setdefault((x, y), {})[colour] = ColourRoute(pos, teardown=teardown)
+        self._put_route(x, y, colour, ColourRoute(pos, teardown=teardown))
+
+    def _put_route(self, x: int, y: int, colour: int, route: ColourRoute) -> None:
+        routes = self.routes.get((x, y))
+        if routes is None:
+            routes = self.routes[(x, y)] = {}
+        routes[colour] = route
 
 
 _ONE_POSITION: dict[Position, tuple[Position]] = {}  # Position is frozen: safe to share
+_ONE_POSITION_OF: dict[tuple[tuple, tuple], tuple[Position]] = {}  # by the (rx, tx) given
 
 
 class PeBuilder:
