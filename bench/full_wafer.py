@@ -14,8 +14,10 @@ matrix shrinks with the array), which is how the full array is extrapolated befo
 bytes per PE and build and run seconds per PE carry over. Each point reports the build (CPU
 and wall seconds), one product's run (CPU and wall seconds, simulated cycles, PE-cycles per
 CPU second), and the peak resident memory (``ru_maxrss``) against the kind's footprint
-estimate. A point whose estimate is above ``--max-gb`` (default 12: the machine is shared) or
-does not fit the memory available (:mod:`runner.budget`) is refused before it is built.
+estimate; the build's figures are printed as soon as it is built, and a run longer than a
+minute prints a progress line (simulated cycles so far) to stderr every minute. A point whose
+estimate is above ``--max-gb`` (default 12: the machine is shared) or does not fit the memory
+available (:mod:`runner.budget`) is refused before it is built.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from runner import budget, registry, scenario
 from simcore.errors import BuildError
-from simcore.sim import Simulation
+from simcore.sim import Progress, Simulation
 from wafer.system import MAX_HEIGHT, MAX_WIDTH
 
 #: name -> (kind, its parameters at an array of px x py PEs: the full array's block per PE).
@@ -69,7 +71,7 @@ def measure(name: str, px: int, py: int, run: bool = True, max_gb: float = 12.0)
         raise SystemExit(f"{name} on {px}x{py} PEs: {err}") from None
     base = peak_rss()
     c0, w0 = time.process_time(), time.perf_counter()
-    sim = Simulation(seed=params.seed)
+    sim = Simulation(seed=params.seed, progress=Progress(after_s=60.0, every_s=60.0))  # stderr
     handle = sc.kind.build(sim, params)
     sim.check()
     out: dict[str, Any] = {
