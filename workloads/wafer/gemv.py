@@ -222,8 +222,9 @@ def footprint(p: GemvParams) -> registry.Footprint:
 
 
 #: Host memory of a gemv PE's program beyond an idle PE (its tasks, buffers and collectives'
-#: routes and tasks; measured with ``bench/footprint_bench.py``).
-PROGRAM_BYTES = 15_000
+#: routes and tasks; measured with ``bench/footprint_bench.py``: the 16 x 16 point of
+#: tests/test_full_array.py peaks at 16.3 kB per PE with its data, 2026-11-26).
+PROGRAM_BYTES = 14_000
 
 
 def register() -> None:

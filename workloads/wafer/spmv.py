@@ -536,6 +536,7 @@ def footprint(p: SpmvParams) -> registry.Footprint:
 
 #: Host memory of an spmv PE's program beyond an idle PE (its tasks, buffers, descriptors and
 #: the collectives' routes and tasks; measured with ``bench/footprint_bench.py``), with room for
-#: the garbage a run holds until a young collection falls: the same 32 x 32 power-law point peaks
-#: at 27.3 kB per PE alone and 30.6 kB inside the whole test run.
-PROGRAM_BYTES = 24_000
+#: the garbage a run holds until a young collection falls: the 16 x 16 power-law point of
+#: tests/test_full_array.py peaks at 22.1 kB per PE with its data (2026-11-26, after the
+#: slotted programs and packed SRAMs; 27.3 kB at 32 x 32 before).
+PROGRAM_BYTES = 20_000
