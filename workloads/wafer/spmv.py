@@ -232,9 +232,11 @@ class _SpmvPe:
         pe.bind_local(MAIN, self.main)
         pe.bind_local(X_DONE, self.local_product)
         pe.bind_local(RED_DONE, self.reduced)
-        pe.bind_local(SUM_DONE, self.summed)
-        pe.bind_local(SCALE_DONE, self.scaled)
-        pe.bind_local(ROW_DONE, self.next_iteration)
+        if sh.last > 0:  # the normalisation's tasks: only a power iteration activates them
+            if self.c == 0:
+                pe.bind_local(SUM_DONE, self.summed)
+                pe.bind_local(SCALE_DONE, self.scaled)
+            pe.bind_local(ROW_DONE, self.next_iteration)
         pe.start(MAIN)
 
     def norm_dsds(self) -> tuple[MemDsd, MemDsd, MemDsd]:
