@@ -187,8 +187,9 @@ def _check_position(
     ramp_in: dict[Position, bool] = {}
     sources: list[tuple[int, int]] = []
     edge_inputs = {side_of[0] for side_of, kind in edges if kind == "input"}
-    for xy in sorted(table):
-        p = _position(table[xy], pos_index)
+    for xy, cr in table.items():  # (in PE order: check_routes builds it so)
+        positions = cr.positions
+        p = positions[pos_index] if pos_index < len(positions) else positions[-1]
         out = hops.get(p)
         if out is None:
             out = hops[p] = tuple(d for d in p.tx if d is not Dir.RAMP)
