@@ -3,8 +3,8 @@
 ``python bench/wafer_bench.py --full-wafer [--point NAME] [--array WxH] [--build-only]`` runs
 one point per process (so that ``ru_maxrss`` is that point's peak):
 
-- ``spmv-poisson2d``: ``spmv`` on the 2-D Poisson stencil of a 63 x 63 grid (3,969 rows: every
-  PE holds a block of 4 rows and 6 columns of A at 750 x 994);
+- ``spmv-poisson2d``: ``spmv`` on the 2-D Poisson stencil of a 64 x 64 grid (4,096 rows: every
+  PE holds a block of 5 rows and 6 columns of A at 750 x 994);
 - ``spmv-powerlaw``: ``spmv`` on a 3,976-row power-law matrix (``powerlaw``, 4 non-zeros per row
   on average);
 - ``gemv``: ``gemv`` on a dense 3,976 x 3,000 matrix (a 4 x 4 block on every PE).
@@ -42,7 +42,7 @@ POINTS = ("spmv-poisson2d", "spmv-powerlaw", "gemv")
 def point_sets(name: str, px: int, py: int) -> tuple[str, list[str]]:
     """The kind and ``--set`` overrides of point ``name`` on a px x py array."""
     if name == "spmv-poisson2d":
-        side = math.isqrt(4 * py - 1) + 1  # 4 block rows (63 x 63 = 3,969 rows at py = 994)
+        side = math.isqrt(4 * py - 1) + 1  # 64 x 64 = 4,096 rows at py = 994 (blocks of 5 rows)
         return "spmv", ["matrix=poisson2d", f"n={side * side}", "iterations=1"]
     if name == "spmv-powerlaw":
         n = 4 * max(px, py)  # 3,976 rows at py = 994
