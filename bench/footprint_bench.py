@@ -3,7 +3,7 @@
 For a few scenarios: build (no run) under ``tracemalloc`` and print the components built, the
 memory they hold, bytes per component and the kind's :class:`registry.Footprint` estimate.
 Then an idle wafer (no program) and the full-array kinds (``spmv``, ``gemv``) built and run,
-per PE at the peak (Python objects plus the SRAM pages touched): where
+per PE at the peak (Python objects plus the SRAM bytes of the packed buffers): where
 ``workloads/wafer/footprint.py``'s ``IDLE_PE_BYTES`` and the kinds' ``PROGRAM_BYTES`` come from.
 
     python bench/footprint_bench.py
@@ -88,12 +88,12 @@ def peak_per_pe(name: str, sets: list[str]) -> str:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     pes = handle.wafer.pes.values()
-    pages = sum(footprint.data_pages_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
+    data = sum(footprint.data_host_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
     module = sys.modules[sc.kind.origin]
-    est = footprint.per_pe(0, module.PROGRAM_BYTES) - footprint.data_pages_bytes(0)
+    est = footprint.per_pe(0, module.PROGRAM_BYTES) - footprint.data_host_bytes(0)
     return (
-        f"{name} {' '.join(sets)}: {(peak + pages) / len(pes):,.0f} B per PE at the peak "
-        f"({pages / len(pes):,.0f} of SRAM pages); estimate {est:,} + its data's pages"
+        f"{name} {' '.join(sets)}: {(peak + data) / len(pes):,.0f} B per PE at the peak "
+        f"({data / len(pes):,.0f} of SRAM data); estimate {est:,} + its data"
     )
 
 

@@ -127,9 +127,16 @@ def main() -> None:
         "--max-gb", type=float, default=12.0,
         help="--full-wafer: refuse a point whose footprint estimate is above this (GB)",
     )  # fmt: skip
+    ap.add_argument(
+        "--no-estimate-check", action="store_true",
+        help="--full-wafer: build even if the footprint estimate is above --max-gb or the "
+        "memory available (bench/full_wafer.py)",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.full_wafer:
-        full_wafer.main(args.point, args.array, args.build_only, args.max_gb)
+        full_wafer.main(
+            args.point, args.array, args.build_only, args.max_gb, args.no_estimate_check
+        )
         return
     cfg = dataclasses.replace(WaferConfig(), fidelity=args.fidelity)
     if args.build_only:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from simcore.errors import BuildError
 
@@ -76,7 +76,7 @@ class Position:
 class ColourRoute:
     """The switch positions of one colour on one router, its current position and teardown."""
 
-    positions: list[Position]
+    positions: Sequence[Position]  # (a tuple may be shared by routes: replaced, never changed)
     pos: int = 0
     teardown: bool = False
     ring: bool = True  # SWITCH_ADV past the last position wraps to pos0
@@ -157,8 +157,8 @@ def check_routes(
     ``edges`` holds ((xy, side), 'input'|'output') for the wafer's edge ports: a tx off the mesh
     is allowed onto an output port, and a router fed by an input port is a source."""
     by_colour: dict[int, dict[tuple[int, int], ColourRoute]] = {}
-    for xy in sorted(routes):
-        for colour, cr in sorted(routes[xy].items()):
+    for xy in sorted(routes):  # (each colour's table in PE order; the colours sorted below)
+        for colour, cr in routes[xy].items():
             by_colour.setdefault(colour, {})[xy] = cr
     for colour in sorted(by_colour):
         table = by_colour[colour]
@@ -181,11 +181,22 @@ def _check_position(
     import networkx as nx  # checking routes needs it; describing a kind's parameters does not
 
     graph = nx.DiGraph()
-    for xy in sorted(table):
-        p = _position(table[xy], pos_index)
-        for d in p.tx:
-            if d is Dir.RAMP:
-                continue
+    # Per distinct switch position (a full array has a handful for millions of routes): its
+    # hops off the router, and whether it is a source (rx from the RAMP or an edge input).
+    hops: dict[Position, tuple[Dir, ...]] = {}
+    ramp_in: dict[Position, bool] = {}
+    sources: list[tuple[int, int]] = []
+    edge_inputs = {side_of[0] for side_of, kind in edges if kind == "input"}
+    for xy, cr in table.items():  # (in PE order: check_routes builds it so)
+        positions = cr.positions
+        p = positions[pos_index] if pos_index < len(positions) else positions[-1]
+        out = hops.get(p)
+        if out is None:
+            out = hops[p] = tuple(d for d in p.tx if d is not Dir.RAMP)
+            ramp_in[p] = Dir.RAMP in p.rx
+        if ramp_in[p] or (xy in edge_inputs and any(((xy, d), "input") in edges for d in p.rx)):
+            sources.append(xy)
+        for d in out:
             dx, dy = STEP[d]
             nxy = (xy[0] + dx, xy[1] + dy)
             if not (0 <= nxy[0] < width and 0 <= nxy[1] < height):
@@ -204,12 +215,6 @@ def _check_position(
                     f"its rx or remove {d.name} from {pe_name(xy)}'s tx"
                 )
             graph.add_edge(xy, nxy)
-    sources = [
-        xy
-        for xy in sorted(table)
-        if Dir.RAMP in _position(table[xy], pos_index).rx
-        or any(((xy, d), "input") in edges for d in _position(table[xy], pos_index).rx)
-    ]
     for src in sources:
         if src not in graph:
             continue

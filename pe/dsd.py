@@ -49,10 +49,18 @@ INPUT_QUEUES = 8
 OUTPUT_QUEUES = 6
 
 
+_SUPPORTED = frozenset(DTYPES.values())
+
+#: Interned descriptor shapes and strides (tuples of ints: immutable, safe to share).
+_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
 def np_dtype(dtype: str | np.dtype) -> np.dtype:
     """The numpy dtype for a short name ('f32') or anything numpy accepts that we support."""
     if isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
+    if isinstance(dtype, np.dtype) and dtype in _SUPPORTED:
+        return dtype
     try:
         nd = np.dtype(dtype)
     except TypeError:
@@ -113,6 +121,9 @@ class MemDsd:
     def __post_init__(self) -> None:
         shape = tuple(int(n) for n in self.shape)
         strides = tuple(int(s) for s in self.strides)
+        # One tuple object per distinct shape and strides (a full array's PEs make millions)
+        shape = _TUPLES.setdefault(shape, shape)
+        strides = _TUPLES.setdefault(strides, strides)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "strides", strides)
         if self.dtype not in DTYPES:  # (the label is made only for the message)
@@ -136,6 +147,30 @@ class MemDsd:
                 f"{self.label}: base address {self.base:#x} is not a non-negative multiple of "
                 f"the {self.itemsize}-byte element size"
             )
+
+    @classmethod
+    def trusted(
+        cls,
+        base: int,
+        dtype: str,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        name: str,
+        space: str,
+    ) -> MemDsd:
+        """A descriptor whose fields have passed the constructor's checks before (the same
+        dtype, shape, strides and space; ``base`` aligned): built without them, field by field
+        as the constructor sets them (an allocator makes millions on a full array)."""
+        new = object.__new__(cls)
+        put = object.__setattr__
+        put(new, "base", base)
+        put(new, "dtype", dtype)
+        put(new, "shape", shape)
+        put(new, "strides", strides)
+        put(new, "offset", 0)
+        put(new, "name", name)
+        put(new, "space", space)
+        return new
 
     @classmethod
     def vector(
@@ -213,6 +248,9 @@ class MemDsd:
                 f"{lo:#x}..{hi:#x}, outside the {store.kind} (0x0..{store.nbytes - 1:#x}); "
                 "fix its base, shape, strides or offset"
             )
+        widen = getattr(store, "widen", None)
+        if widen is not None:  # a packed SRAM (pe.memory.SramArena) reached above its bytes
+            widen(hi + 1)
 
     def indices_in(self, store: Store) -> np.ndarray:
         self.check(store)
@@ -228,11 +266,12 @@ class MemDsd:
 
     def read(self, store: Store) -> np.ndarray:
         """Gather the elements (a copy, in iteration order)."""
-        view = store.data.view(DTYPES[self.dtype])
         dense = self._dense_slice(store)
+        index = dense if dense is not None else self.indices_in(store)
+        view = store.data.view(DTYPES[self.dtype])  # (after the checks: they may widen it)
         if dense is not None:
             return view[dense].copy()
-        return view[self.indices_in(store)]
+        return view[index]
 
     def write(self, store: Store, values: np.ndarray | float) -> None:
         """Scatter ``values`` (one per element, or a scalar) into the tensor."""
@@ -245,12 +284,13 @@ class MemDsd:
         if vals.dtype != DTYPES[self.dtype]:
             with np.errstate(all="ignore"):
                 vals = vals.astype(DTYPES[self.dtype])
-        view = store.data.view(DTYPES[self.dtype])
         dense = self._dense_slice(store)
+        index = dense if dense is not None else self.indices_in(store)
+        view = store.data.view(DTYPES[self.dtype])  # (after the checks: they may widen it)
         if dense is not None:
             view[dense] = vals.reshape(-1) if vals.ndim else vals
         else:
-            view[self.indices_in(store)] = vals.reshape(-1)
+            view[index] = vals.reshape(-1)
 
     def with_offset(self, delta_elements: int) -> MemDsd:
         """The same descriptor moved by ``delta_elements`` (CSL ``@increment_dsd_offset``)."""
@@ -416,7 +456,8 @@ class FifoDsd:
                 f"PE {store.owner}: {self.label} underflow: popping {n} elements but it holds "
                 f"{self.count}; wait for more pushes"
             )
-        out = store.data.view(DTYPES[self.dtype])[self._slots(store, self.head, n)]
+        slots = self._slots(store, self.head, n)  # (before the bytes: it may widen them)
+        out = store.data.view(DTYPES[self.dtype])[slots]
         self.head = (self.head + n) % self.capacity
         self.count -= n
         return out

@@ -531,7 +531,7 @@ class TensorUnit:
             lo, hi = d.span()
             n = d.length
             key = self._memory_key(d)
-        if lo < 0 or hi >= sram.nbytes:
+        if lo < 0 or hi >= len(data):  # (a packed SRAM: the general path widens it)
             return None
         start = lo // 4  # dense: the lowest byte is the first element's
         stop = start + n

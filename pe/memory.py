@@ -32,23 +32,50 @@ class SramOverflowError(BuildError):
     """A PE's buffers (plus its code) do not fit its SRAM or cache."""
 
 
+#: (dtype, shape, order) -> (short dtype, shape, strides, bytes, alignment) of the buffers
+#: allocated so far: the same few shapes on every PE of a wafer.
+_ARRAY_SPECS: dict[tuple, tuple[str, tuple[int, ...], tuple[int, ...], int, int]] = {}
+
+
+#: Settled stores' tables of buffers, one object per distinct table (see _Store.settle).
+_LAYOUTS: dict[tuple, tuple] = {}
+_MAX_LAYOUTS = 1 << 16
+
+
 def _b(n: int) -> str:
     return f"{n:,} B"
 
 
 class SramArena:
-    """Zeroed memory for many PEs' SRAMs, handed out in page-aligned slices of anonymous
-    memory maps (``CHUNK_BYTES`` each, so a large wafer needs few maps). The operating system
-    backs a page only when it is first written, so a PE's 48 kB costs the pages its buffers
-    touch: a PE holding a few hundred bytes costs one 4 kB page, not 48 kB. A slice is an
-    ordinary contiguous ``uint8`` array, so views and descriptors work unchanged. A map is
-    released when no slice of it is left."""
+    """Zeroed memory for many PEs' SRAMs. Two kinds of slices of anonymous memory maps
+    (``CHUNK_BYTES`` each, so a large wafer needs few maps; the operating system backs a page
+    only when it is first written):
+
+    - :meth:`take`: a whole store, page-aligned: a PE's 48 kB costs the pages its buffers
+      touch;
+    - :meth:`take_packed`: only the bytes below a store's allocation top (rounded up to
+      ``PACK_ALIGN``), packed one after another, so that several PEs holding a few hundred
+      bytes each share a page instead of taking one each (a full array's 745,500 PEs, 4 kB
+      each, would be 3 GB). A wafer packs each PE's SRAM once its PE code has run
+      (:meth:`_Store.settle`); a packed store widens to a whole one if an allocation or an
+      access ever reaches above it.
+
+    While a wafer builds (``building``), the one PE whose code is running writes into a
+    shared zeroed scratch store, which :meth:`_Store.settle` copies into its packed slice and
+    zeroes again. A slice is an ordinary contiguous ``uint8`` array, so views and descriptors
+    work unchanged. A map is released when no slice of it is left."""
 
     CHUNK_BYTES = 64 << 20
+    PACK_ALIGN = 64
 
     def __init__(self) -> None:
         self._chunk: np.ndarray | None = None
         self._offset = 0
+        self._packed: np.ndarray | None = None
+        self._packed_offset = 0
+        self.building = False
+        self._scratch: np.ndarray | None = None
+        self.scratch_user: _Store | None = None
 
     def take(self, nbytes: int) -> np.ndarray:
         step = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -59,6 +86,37 @@ class SramArena:
         out = self._chunk[self._offset : self._offset + nbytes]
         self._offset += step
         return out
+
+    def take_packed(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` (a multiple of ``PACK_ALIGN``) right after the last packed slice."""
+        if self._packed is None or self._packed_offset + nbytes > len(self._packed):
+            size = max(self.CHUNK_BYTES, nbytes)
+            self._packed = np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
+            self._packed_offset = 0
+        out = self._packed[self._packed_offset : self._packed_offset + nbytes]
+        self._packed_offset += nbytes
+        return out
+
+    def scratch(self, store: _Store) -> np.ndarray:
+        """The build's scratch store for ``store`` (zeroed), or a whole slice of its own if
+        another store holds the scratch."""
+        if self.scratch_user is not None:
+            return self.take(store.nbytes)
+        if self._scratch is None or len(self._scratch) != store.nbytes:
+            self._scratch = np.zeros(store.nbytes, dtype=np.uint8)
+        self.scratch_user = store
+        return self._scratch
+
+    def release_scratch(self, store: _Store, used: int, above: bool) -> None:
+        """``store`` is done with the scratch; zero what it wrote (``used`` bytes from 0, or
+        all of it if it wrote ``above`` them)."""
+        scratch = self._scratch
+        assert scratch is not None and self.scratch_user is store
+        if above:
+            scratch[:] = 0
+        else:
+            scratch[:used] = 0
+        self.scratch_user = None
 
 
 class _Store:
@@ -73,19 +131,71 @@ class _Store:
         self.nbytes = nbytes
         self._data: np.ndarray | None = None
         self._arena = arena
-        self._buffers: dict[str, tuple[int, int]] = {}
+        # name -> (byte address, bytes); once settled, the same as a tuple of its items,
+        # shared by every store with the same buffers (a wafer's PEs mostly have the same)
+        self._buffers: dict[str, tuple[int, int]] | tuple[tuple[str, tuple[int, int]], ...] = {}
         self._top = 0  # first byte above the last data buffer
 
     @property
     def data(self) -> np.ndarray:
         """The memory's bytes (``uint8``), created zeroed on first use so that idle PEs of a large
-        wafer cost no memory (from ``arena`` if given: then only touched pages cost memory)."""
+        wafer cost no memory (from ``arena`` if given: then only touched pages cost memory).
+        A packed store's (:meth:`settle`) ends at its allocation top: accesses through
+        descriptors and :meth:`view` widen it first (:meth:`widen`)."""
         if self._data is None:
-            if self._arena is not None:
-                self._data = self._arena.take(self.nbytes)
-            else:
+            arena = self._arena
+            if arena is None:
                 self._data = np.zeros(self.nbytes, dtype=np.uint8)
+            elif arena.building:
+                self._data = arena.scratch(self)
+            else:
+                self._data = arena.take(self.nbytes)
         return self._data
+
+    def settle(self) -> None:
+        """Pack the store (its program's code has run and allocated its buffers): keep only
+        the bytes below the allocation top, in a packed slice of the arena (see
+        :class:`SramArena`). A store without an arena, or without buffers, is left as it is.
+        Its table of buffers becomes one shared by the stores with the same buffers."""
+        b = self._buffers
+        if isinstance(b, dict) and len(_LAYOUTS) < _MAX_LAYOUTS:
+            items = tuple(b.items())
+            self._buffers = _LAYOUTS.setdefault(items, items)
+        arena = self._arena
+        if arena is None:
+            return
+        used = -(-self._top // arena.PACK_ALIGN) * arena.PACK_ALIGN
+        data = self._data
+        if data is not None and arena.scratch_user is self:
+            above = bool(data[used:].view(np.uint64).any())  # (used: a multiple of 64)
+            if above:  # written above its buffers: keep the whole store
+                whole = arena.take(self.nbytes)
+                whole[:] = data
+                self._data = whole
+            elif used:
+                packed = arena.take_packed(used)
+                packed[:] = data[:used]
+                self._data = packed
+            else:
+                self._data = None
+            arena.release_scratch(self, used, above)
+        elif data is None and used:
+            self._data = arena.take_packed(used)
+
+    def image(self) -> bytes:
+        """All ``nbytes`` of the memory (a packed store's bytes above its buffers are zeros)."""
+        data = self.data
+        return data.tobytes() + bytes(self.nbytes - len(data))
+
+    def widen(self, end: int) -> np.ndarray:
+        """The store's bytes, made whole (``nbytes``) if a packed store ends below ``end``."""
+        data = self.data
+        if end > len(data):
+            arena = self._arena
+            whole = np.zeros(self.nbytes, np.uint8) if arena is None else arena.take(self.nbytes)
+            whole[: len(data)] = data
+            self._data = data = whole
+        return data
 
     @property
     def code_bytes(self) -> int:
@@ -95,6 +205,12 @@ class _Store:
     def buffers(self) -> dict[str, tuple[int, int]]:
         """Allocated buffers: name -> (byte address, bytes), in allocation order."""
         return dict(self._buffers)
+
+    def _buffer_dict(self) -> dict[str, tuple[int, int]]:
+        b = self._buffers
+        if not isinstance(b, dict):
+            b = self._buffers = dict(b)
+        return b
 
     @property
     def used_bytes(self) -> int:
@@ -109,7 +225,7 @@ class _Store:
         return f"PE {self.owner}: {self.kind}"
 
     def _usage(self) -> str:
-        parts = [f"'{n}' {_b(size)}" for n, (_, size) in self._buffers.items()]
+        parts = [f"'{n}' {_b(size)}" for n, (_, size) in self._buffer_dict().items()]
         if self.code_bytes:
             parts.insert(0, f"code {_b(self.code_bytes)}")
         return f"{_b(self.used_bytes)}" + (f" ({', '.join(parts)})" if parts else "")
@@ -124,8 +240,9 @@ class _Store:
         """Reserve ``nbytes`` for buffer ``name`` aligned to ``align``; returns its byte address."""
         if not name:
             raise BuildError(f"{self._what()} buffers need a non-empty name")
-        if name in self._buffers:
-            addr, size = self._buffers[name]
+        buffers = self._buffer_dict()
+        if name in buffers:
+            addr, size = buffers[name]
             raise BuildError(
                 f"{self._what()} buffer '{name}' is already allocated ({_b(size)} at "
                 f"{addr:#x}); give the new buffer another name"
@@ -147,8 +264,10 @@ class _Store:
                 f"{self._needed(end)} but {self._capacity()}; already used: {self._usage()}; "
                 f"{self.advice}"
             )
-        self._buffers[name] = (addr, int(nbytes))
+        buffers[name] = (addr, int(nbytes))
         self._top = end
+        if self._data is not None and end > len(self._data):
+            self.widen(end)  # a packed store (see settle) allocating above its bytes
         return addr
 
     def alloc_array(
@@ -161,6 +280,15 @@ class _Store:
         row-major: the last dimension is contiguous and the descriptor walks with strides.
         """
         dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+        key = (dtype, dims, order)
+        try:
+            spec = _ARRAY_SPECS.get(key)
+        except TypeError:  # (an unhashable dtype or size: the general path below)
+            spec = key = None
+        if spec is not None:  # a shape made before: its descriptor's fields are checked
+            short, shape_t, strides_t, nbytes, align = spec
+            addr = self.alloc(name, nbytes, align=align)
+            return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         nd = np_dtype(dtype)
         if order not in ("F", "C"):
             raise BuildError(f"{self._what()} buffer '{name}': order {order!r} is not 'F' or 'C'")
@@ -172,8 +300,9 @@ class _Store:
         if order == "C":
             strides.reverse()
         count = math.prod(int(n) for n in dims)
-        addr = self.alloc(name, count * nd.itemsize, align=max(4, nd.itemsize))
-        return MemDsd(
+        align = max(4, nd.itemsize)
+        addr = self.alloc(name, count * nd.itemsize, align=align)
+        dsd = MemDsd(
             addr,
             short_name(nd),
             tuple(int(n) for n in dims),
@@ -181,6 +310,9 @@ class _Store:
             name=name,
             space=self.space,
         )
+        if key is not None and len(_ARRAY_SPECS) < 4096:
+            _ARRAY_SPECS[key] = (dsd.dtype, dsd.shape, dsd.strides, count * nd.itemsize, align)
+        return dsd
 
     def view(self, addr: int, dtype: np.dtype | str, count: int) -> np.ndarray:
         """A numpy view of ``count`` elements at byte ``addr``; writing it writes the memory."""
@@ -196,7 +328,7 @@ class _Store:
                 f"{self._what()} address {addr:#x} is not aligned to {nd.itemsize}-byte "
                 f"{short_name(nd)} elements"
             )
-        return self.data[addr:end].view(nd)
+        return self.widen(end)[addr:end].view(nd)
 
 
 class Sram(_Store):

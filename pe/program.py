@@ -29,13 +29,14 @@ different tiles, as with CSL's layout/PE split.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+import gc
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fabric.routes import ColourRoute, Dir, Position, WaveletFilter
-from pe.dsd import FabInDsd, FabOutDsd, MemDsd
+from pe.dsd import DTYPES, FabInDsd, FabOutDsd, MemDsd
 from pe.ops import INPUT_QUEUE_DEPTHS, TaskDef
 from simcore.errors import BuildError
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 PeCode = Callable[["PeBuilder"], None]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Tile:
     code: PeCode
     params: dict[str, Any]
@@ -85,9 +86,17 @@ class Layout:
         self.tiles[(x, y)] = Tile(code, params)
 
     def set_rectangle_code(self, code: PeCode, **params: Any) -> None:
-        for y in range(self.height):
-            for x in range(self.width):
-                self.tiles[(x, y)] = Tile(code, params)
+        # (the cyclic garbage collector off meanwhile: a full array's 745,500 tiles would
+        # start many collections, each scanning every object made so far)
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for y in range(self.height):
+                for x in range(self.width):
+                    self.tiles[(x, y)] = Tile(code, params)
+        finally:
+            if enabled:
+                gc.enable()
 
     def set_filter(
         self,
@@ -138,12 +147,45 @@ class Layout:
         teardown: bool = False,
     ) -> None:
         self._check_xy(x, y)
-        pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
-        self.routes.setdefault((x, y), {})[colour] = ColourRoute(pos, teardown=teardown)
+        one = None
+        if not positions and type(rx) is tuple and type(tx) is tuple:
+            one = _ONE_POSITION_OF.get((rx, tx))  # a one-position route made before
+        if one is not None:
+            self._put_route(x, y, colour, ColourRoute(one, teardown=teardown))
+            return
+        positions = tuple(positions)
+        pos: Sequence[Position]
+        if positions:
+            pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
+        else:  # one position: a tuple shared by every route of that position (routes replace
+            # their positions, never change them in place); a full array has millions
+            first = Position.make(rx, tx)
+            one = _ONE_POSITION.get(first)
+            if one is None:
+                one = _ONE_POSITION[first] = (first,)
+            if type(rx) is tuple and type(tx) is tuple and len(_ONE_POSITION_OF) < 4096:
+                _ONE_POSITION_OF[(rx, tx)] = one
+            pos = one
+        self._put_route(x, y, colour, ColourRoute(pos, teardown=teardown))
+
+    def _put_route(self, x: int, y: int, colour: int, route: ColourRoute) -> None:
+        routes = self.routes.get((x, y))
+        if routes is None:
+            routes = self.routes[(x, y)] = {}
+        routes[colour] = route
+
+
+_ONE_POSITION: dict[Position, tuple[Position]] = {}  # Position is frozen: safe to share
+_ONE_POSITION_OF: dict[tuple[tuple, tuple], tuple[Position]] = {}  # by the (rx, tx) given
 
 
 class PeBuilder:
     """The build-time view of one PE: allocate buffers, make DSDs, bind tasks."""
+
+    __slots__ = (
+        "_teardown_handlers", "ce", "height", "layout", "params", "start_tasks", "width", "x",
+        "y",
+    )  # fmt: skip
 
     def __init__(self, ce: ComputeEngine, layout: Layout, params: dict[str, Any]) -> None:
         self.ce = ce
@@ -167,7 +209,13 @@ class PeBuilder:
     def array(self, name: str, values: np.ndarray, dtype: str = "f32") -> MemDsd:
         values = np.asarray(values)
         dsd = self.zeros(name, values.shape, dtype)
-        dsd.write(self.ce.sram, values.reshape(-1, order="F"))
+        # A new buffer is dense: its bytes are written at once (as dsd.write would)
+        vals = values.reshape(-1, order="F")
+        nd = DTYPES[dsd.dtype]
+        if vals.dtype != nd:
+            with np.errstate(all="ignore"):
+                vals = vals.astype(nd)
+        self.ce.sram.view(dsd.base, nd, vals.size)[:] = vals
         return dsd
 
     def cache_zeros(self, name: str, shape: tuple[int, ...] | int, dtype: str = "f32") -> MemDsd:
@@ -234,6 +282,12 @@ class PeBuilder:
     def local_task(self, id: int, priority: str = "low") -> Callable:  # noqa: A002
         """Bind a task activated by other tasks or by the end of an async operation."""
         return self._bind("local", id, priority)
+
+    def bind_local(self, id: int, fn: Callable, priority: str = "low") -> int:  # noqa: A002
+        """``local_task(id, priority)(fn)`` without the decorator (libraries binding many
+        PEs' tasks call it directly)."""
+        self.ce.bind_task(TaskDef(id, "local", fn, fn.__name__, priority))
+        return id
 
     def control_task(self, id: int, priority: str = "low") -> Callable:  # noqa: A002
         """Bind a task run when a control wavelet naming ``id`` reaches this CE."""

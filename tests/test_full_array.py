@@ -34,8 +34,8 @@ def test_an_idle_pe_takes_at_most_12_kb():
 
 def measured_peak_per_pe(kind: str, params) -> float:
     """Host bytes per PE at the peak of a build and run: Python objects (tracemalloc) plus the
-    SRAM pages the PEs touched (mapped memory, which tracemalloc does not see). A small run of
-    the kind comes first, so that the modules it imports are not counted."""
+    SRAM bytes of the PEs' packed buffers (mapped memory, which tracemalloc does not see). A
+    small run of the kind comes first, so that the modules it imports are not counted."""
     warm = Simulation(seed=params.seed)
     registry.KINDS[kind].build(warm, dataclasses.replace(params, px=2, py=2))
     warm.run()
@@ -48,8 +48,8 @@ def measured_peak_per_pe(kind: str, params) -> float:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     pes = handle.wafer.pes.values()
-    pages = sum(footprint.data_pages_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
-    return (peak + pages) / len(pes)
+    data = sum(footprint.data_host_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
+    return (peak + data) / len(pes)
 
 
 @pytest.mark.parametrize(

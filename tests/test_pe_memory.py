@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pe.config import PeConfig
+from pe.dsd import MemDsd
 from pe.memory import Cache, Sram, SramOverflowError
 from simcore import config
 from simcore.errors import BuildError, ConfigError
@@ -227,3 +228,54 @@ def test_sram_from_an_arena_reads_and_writes_like_a_plain_one():
         d = s.alloc_array("x", "f32", (5, 3))
         d.write(s, np.arange(15, dtype=np.float32))
     assert plain.data.tobytes() == paged.data.tobytes()
+
+
+def test_a_packed_sram_keeps_its_buffers_shares_pages_and_widens_when_reached_above():
+    """settle() packs a built PE's SRAM to its buffers' bytes (several PEs per page); reads,
+    writes, views and later allocations above the packed bytes widen it to a whole SRAM with
+    the same contents."""
+    from pe.memory import SramArena
+
+    arena = SramArena()
+    arena.building = True
+    srams = []
+    for k in range(3):
+        s = Sram(PeConfig(), f"pe{k}", arena=arena)
+        d = s.alloc_array("x", "f32", 5)
+        d.write(s, np.arange(5, dtype=np.float32) + 10 * k)  # into the build's scratch
+        s.alloc_array("y", "f32", 3)  # never written: zeros
+        s.settle()
+        srams.append((s, d))
+    arena.building = False
+    for k, (s, d) in enumerate(srams):
+        assert len(s.data) == arena.PACK_ALIGN  # 32 B of buffers, packed
+        assert d.read(s).tolist() == [10 * k + i for i in range(5)]
+        assert s.view(20, "f32", 3).tolist() == [0, 0, 0]  # the scratch was zeroed between PEs
+    # the three share one page, one after another
+    first, second = srams[0][0].data, srams[1][0].data
+    assert second.ctypes.data - first.ctypes.data == arena.PACK_ALIGN
+    s, d = srams[1]
+    far = MemDsd.vector(4096, "f32", 4)  # above the packed bytes: widened, contents kept
+    far.write(s, np.ones(4, np.float32))
+    assert len(s.data) == s.nbytes and d.read(s).tolist() == [10, 11, 12, 13, 14]
+    assert far.read(s).tolist() == [1, 1, 1, 1]
+    assert srams[2][1].read(srams[2][0]).tolist() == [20, 21, 22, 23, 24]  # neighbour untouched
+    s2, d2 = srams[2]
+    s2.alloc_array("big", "f32", 100)  # an allocation above the packed bytes widens too
+    assert len(s2.data) == s2.nbytes and d2.read(s2).tolist() == [20, 21, 22, 23, 24]
+    assert srams[0][0].image() == srams[0][0].data.tobytes() + bytes(49152 - 64)
+
+
+def test_a_pe_that_writes_above_its_buffers_during_the_build_keeps_a_whole_sram():
+    from pe.memory import SramArena
+
+    arena = SramArena()
+    arena.building = True
+    s = Sram(PeConfig(), "p", arena=arena)
+    s.alloc_array("x", "f32", 2)
+    MemDsd.vector(1024, "f32", 1).write(s, np.float32(3.0))
+    s.settle()
+    t = Sram(PeConfig(), "q", arena=arena)  # the next PE gets a zeroed scratch
+    assert not t.data.any()
+    t.settle()
+    assert len(s.data) == s.nbytes and s.view(1024, "f32", 1).tolist() == [3.0]

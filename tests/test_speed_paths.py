@@ -159,7 +159,7 @@ def _row_broadcast_run(width: int, words: int, rounds: int, fidelity: str, level
         ce, r = pe.ce, pe.router
         state.append((xy, sorted(ce.marks.items()), ce.busy_cycles, ce.tasks_run,
                       ce.stolen_cycles, ce.ops_finished, r.forwarded, r.stall_cycles,
-                      bytes(ce.sram.data)))  # fmt: skip
+                      ce.sram.image()))  # fmt: skip
 
     def digest(obj) -> str:
         return hashlib.sha256(repr(obj).encode()).hexdigest()[:16]

@@ -86,10 +86,10 @@ class Dimension:
         self.routed_for: int | None = None  # root the data colour's route was last set for
         self.mt_priority = microthreads  # priority of the library's async operations
         for c, q in zip(colours, self.in_queues, strict=True):
-            pe.route(c, rx=[], tx=[], teardown=True)
+            pe.route(c, rx=(), tx=(), teardown=True)
             pe.ce.bind_queue(c, q)
-        pe.local_task(self.sm_task, priority)(self._state_machine)
-        pe.local_task(self.lock_task, priority)(self._lock)
+        pe.bind_local(self.sm_task, self._state_machine, priority)
+        pe.bind_local(self.lock_task, self._lock, priority)
         self._pending_control: int | None = None
 
     # -- tasks -----------------------------------------------------------------------------------
@@ -207,6 +207,8 @@ class Collectives:
     issue cycles from it (see :mod:`pe.ce`), which is how a program overlaps a collective with
     its compute."""
 
+    __slots__ = ("pe", "x", "y")
+
     def __init__(
         self,
         pe: PeBuilder,
@@ -234,5 +236,6 @@ class Collectives:
             else Dimension(self, "y", y_colours, y_tasks, y_queues, priority, microthreads)
         )
         for dim in (self.x,) if self.y is None else (self.x, self.y):
+            handler = dim.on_teardown  # (one bound method for both colours)
             for colour in dim.colours:
-                pe.on_teardown(colour, dim.on_teardown, task_id=teardown_task)
+                pe.on_teardown(colour, handler, task_id=teardown_task)

@@ -130,19 +130,26 @@ class Wafer(Component):
         self.engine.fast = cfg.fidelity != "reference"  # express streams
         self.tensor_unit = TensorUnit(cfg.pe)  # one for all compute engines: it holds no state
         self.flows_issued = 0  # trace flow ids handed out by the compute engines (tracing only)
-        self.sram_arena = SramArena()  # the PEs' SRAMs: only touched pages cost memory
+        self.sram_arena = SramArena()  # the PEs' SRAMs: packed, or only touched pages
         self.pes: dict[tuple[int, int], Pe] = {}
         # The cyclic garbage collector is off while the PEs are built: they are a few hundred
         # long-lived objects each, and its full collections, each rescanning everything built
-        # so far, took 37 % of a 96 x 96 build's CPU (more the larger the wafer). What a build
-        # leaves as garbage is collected when it is back on. Changes nothing simulated.
+        # so far, took 37 % of a 96 x 96 build's CPU (more the larger the wafer). Once built,
+        # they are frozen out of its scans (gc.freeze): else the first young collection after
+        # the build scans every object the build made (a third of a 192 x 192 build's CPU);
+        # a run's end unfreezes them (simcore.sim), and what the build left as garbage is
+        # collected from then on. Changes nothing simulated.
         enabled = gc.isenabled()
         gc.disable()
         try:
             self._build(sim, cfg, layout)
-        finally:
+        except BaseException:
             if enabled:
                 gc.enable()
+            raise
+        if enabled:
+            gc.freeze()
+            gc.enable()
         self.engine.lockstep = self.lockstep_phase()
 
     def _build(self, sim: Simulation, cfg: WaferConfig, layout: Layout) -> None:
@@ -151,14 +158,27 @@ class Wafer(Component):
             for x in range(layout.width):
                 self.pes[(x, y)] = Pe(self, (x, y), len(self.pes))
         self.engine.link_neighbours()
-        for xy in sorted(layout.tiles, key=lambda p: (p[1], p[0])):
-            tile = layout.tiles[xy]
-            pe = self.pes[xy]
-            builder = PeBuilder(pe.ce, layout, tile.params)
-            tile.code(builder)
-            pe.start_tasks = builder.start_tasks
+        # Each PE's code writes into the arena's scratch SRAM; then its SRAM is packed to the
+        # bytes its buffers take (pe.memory.SramArena): a PE holding a few hundred bytes
+        # shares a page with its neighbours instead of taking one of its own.
+        arena = self.sram_arena
+        arena.building = True
+        try:
+            for xy in sorted(layout.tiles, key=lambda p: (p[1], p[0])):
+                tile = layout.tiles[xy]
+                pe = self.pes[xy]
+                builder = PeBuilder(pe.ce, layout, tile.params)
+                tile.code(builder)
+                pe.start_tasks = builder.start_tasks
+                pe.sram.settle()
+        finally:
+            arena.building = False
         for xy, colours in layout.routes.items():
-            self.pes[xy].router.routes.update(colours)
+            router = self.pes[xy].router
+            if router.routes:
+                router.routes.update(colours)
+            else:  # the layout's table itself (its routes are the router's objects anyway)
+                router.routes = colours
         self.edges: list[EdgePort] = []
         for x, y, side, colour, kind, data, start in layout.edges:
             router = self.pes[(x, y)].router
@@ -213,9 +233,18 @@ class Wafer(Component):
                 f"{self.layout.height}"
             )
         limit = self.cfg.fabric.switch_positions
-        for xy, colours in sorted(self.layout.routes.items()):
-            for colour, route in sorted(colours.items()):
-                check_switch_positions(self.pes[xy].path, colour, len(route.positions), limit)
+        routes = self.layout.routes
+        over = [
+            (xy, colour)
+            for xy, colours in routes.items()
+            for colour, route in colours.items()
+            if len(route.positions) > limit
+        ]
+        if over:  # the first in PE and colour order
+            xy, colour = min(over)
+            check_switch_positions(
+                self.pes[xy].path, colour, len(routes[xy][colour].positions), limit
+            )
         edges = {((p.router.xy, p.side), p.kind) for p in self.edges}
         check_routes(self.layout.routes, self.layout.width, self.layout.height, edges)
 

@@ -8,8 +8,9 @@ A PE's host memory has three parts:
   within a few gigabytes;
 - its program: the tasks, descriptors, routes and collectives a kind's PE code makes, a kind's
   ``program_bytes`` (:data:`PROGRAM_BYTES` where a kind has not measured its own);
-- its data: the SRAM arena maps only the pages a PE touches, so data costs whole 4 kB pages
-  (:func:`data_pages_bytes`).
+- its data: the SRAM arena packs a built PE's buffers one after another (several PEs share a
+  page; :class:`pe.memory.SramArena`), so data costs its bytes rounded up to the arena's
+  64-byte unit (:func:`data_host_bytes`).
 
 The host also keeps the scenario's inputs and, after the run, the reference result that checks
 the simulated one. Measured with ``tracemalloc`` over the build, and as resident memory
@@ -19,6 +20,7 @@ estimate; tests/test_footprint.py holds the estimate above the measurement at sm
 
 from __future__ import annotations
 
+from pe.memory import SramArena
 from runner import registry
 
 #: Host memory of one idle built PE (bytes): 4.3 kB measured at 64 x 64 and 128 x 128
@@ -27,19 +29,19 @@ IDLE_PE_BYTES = 5_000
 #: A PE's program beyond an idle PE where a kind has not measured its own (the largest measured
 #: before the split: summa's 32 kB per PE with its data), rounded up.
 PROGRAM_BYTES = 30_000
-#: The operating system's page: the SRAM arena's unit of memory.
-PAGE_BYTES = 4096
+#: The SRAM arena's unit: a built PE's buffers take a multiple of it.
+PACK_BYTES = SramArena.PACK_ALIGN
 WORD_BYTES = 4
 
 
-def data_pages_bytes(data_bytes_per_pe: int) -> int:
-    """Host memory of a PE's SRAM data: the pages it touches (data sits from address 0 up)."""
-    return -(-data_bytes_per_pe // PAGE_BYTES) * PAGE_BYTES
+def data_host_bytes(data_bytes_per_pe: int) -> int:
+    """Host memory of a PE's SRAM data: its buffers (from address 0 up), packed."""
+    return -(-data_bytes_per_pe // PACK_BYTES) * PACK_BYTES
 
 
 def per_pe(data_bytes_per_pe: int, program_bytes: int = PROGRAM_BYTES) -> int:
     """Host bytes of one PE running a program of ``program_bytes`` on that much SRAM data."""
-    return IDLE_PE_BYTES + program_bytes + data_pages_bytes(data_bytes_per_pe)
+    return IDLE_PE_BYTES + program_bytes + data_host_bytes(data_bytes_per_pe)
 
 
 def wafer(

@@ -184,17 +184,159 @@ def x_root(p: SpmvParams, column: int) -> int:
 
 
 @dataclasses.dataclass
-class PeState:
-    it: int = 0
-
-
-@dataclasses.dataclass
 class SpmvRun:
     wafer: Wafer
     a: sp.csr_matrix
     x0: np.ndarray
     y: dict[int, MemDsd]  # block row -> the row root's partial-sum buffer
     blocks: sparse.Blocks
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shared:
+    """What every PE's program reads: the parameters and the block sizes."""
+
+    p: SpmvParams
+    rb: int
+    cb: int
+    last: int  # the last iteration
+
+
+class _SpmvPe:
+    """One PE's program: its buffers and state, and its tasks as methods (a PE's task is a
+    bound method of this object: on a full array's 745,500 PEs, one object with slots per PE
+    instead of a closure, its cells and a state object per task)."""
+
+    __slots__ = (
+        "c", "coll", "cols", "dcsr", "it", "nnz", "norm", "pe", "r", "row_ids", "rowptr",
+        "scal", "sh", "vals", "xbuf", "ypart",
+    )  # fmt: skip
+
+    def __init__(self, pe: PeBuilder, sh: _Shared, blk: sparse.Block, x_block: np.ndarray) -> None:
+        rb = sh.rb
+        self.sh, self.pe = sh, pe
+        self.c, self.r = pe.x, pe.y
+        self.coll = Collectives(pe)
+        # The block in SRAM: values, 16-bit column indices, row pointers, row ids (DCSR).
+        self.nnz = blk.nnz
+        self.vals = pe.array("vals", blk.vals) if blk.nnz else None
+        self.cols = pe.array("cols", blk.cols, "u16") if blk.nnz else None
+        self.rowptr = pe.array("rowptr", blk.rowptr, "u16")
+        self.dcsr = dcsr = blk.fmt == "dcsr"
+        self.row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and blk.nnz else None
+        self.xbuf = pe.array("x", x_block)
+        self.ypart = pe.zeros("y", rb)
+        self.scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
+        self.it = 0
+        self.norm: tuple[MemDsd, MemDsd, MemDsd] | None = None  # (sumsq, s0, s1): see norm_dsds
+        pe.bind_local(MAIN, self.main)
+        pe.bind_local(X_DONE, self.local_product)
+        pe.bind_local(RED_DONE, self.reduced)
+        if sh.last > 0:  # the normalisation's tasks: only a power iteration activates them
+            if self.c == 0:
+                pe.bind_local(SUM_DONE, self.summed)
+                pe.bind_local(SCALE_DONE, self.scaled)
+            pe.bind_local(ROW_DONE, self.next_iteration)
+        pe.start(MAIN)
+
+    def norm_dsds(self) -> tuple[MemDsd, MemDsd, MemDsd]:
+        """The normalisation's descriptors (column 0, iterations > 1), made on first use."""
+        if self.norm is None:
+            scal, rb = self.scal, self.sh.rb
+            sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
+            self.norm = sumsq, scal.with_length(1), scal.with_length(1).with_offset(1)
+        return self.norm
+
+    def start_iteration(self, t: Any) -> None:
+        t.mark(f"it{self.it}")
+        p = self.sh.p
+        if p.py > 1:
+            self.coll.y.broadcast(t, x_root(p, self.c), self.xbuf, X_DONE)  # type: ignore[union-attr]
+        else:
+            t.activate(X_DONE)
+
+    def main(self, t: Any) -> None:
+        t.mark("start")
+        self.start_iteration(t)
+
+    def local_product(self, t: Any) -> None:
+        sh, pe = self.sh, self.pe
+        p, rb, cb = sh.p, sh.rb, sh.cb
+        xbuf, ypart = self.xbuf, self.ypart
+        t.fmovs(ypart, 0.0)
+        if self.nnz:
+            v = pe.read(self.vals).tolist()  # type: ignore[arg-type]
+            col = pe.read(self.cols).tolist()  # type: ignore[arg-type]
+            ptr = pe.read(self.rowptr).tolist()
+            row_ids = self.row_ids
+            ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
+            # One-element descriptors of x and y, made when the product runs (a PE of a
+            # full array holding none of A's non-zeros never needs them).
+            x_one, y_one = xbuf.with_length(1), ypart.with_length(1)
+            x_cells = [x_one.with_offset(j) for j in range(cb)]
+            y_cells = [y_one.with_offset(i) for i in range(rb)]
+            op = t.op
+            row_oh, nnz_oh = p.row_overhead_cycles, p.nnz_overhead_cycles
+            debt = 0.0
+            for s, i in enumerate(ids):
+                debt += row_oh
+                y_i = y_cells[i]
+                for k in range(ptr[s], ptr[s + 1]):
+                    op("fmacs", y_i, y_i, x_cells[col[k]], v[k])
+                    debt += nnz_oh
+                    whole = int(debt)
+                    t.now += whole
+                    debt -= whole
+            t.now += math.ceil(debt)
+        elif not self.dcsr:  # CSR walks its row pointers even when they are all equal
+            t.now += math.ceil(p.row_overhead_cycles * rb)
+        if p.px > 1:
+            self.coll.x.reduce_fadds(t, 0, ypart, RED_DONE)
+        else:
+            t.activate(RED_DONE)
+
+    def reduced(self, t: Any) -> None:
+        sh = self.sh
+        if self.it == sh.last:
+            t.mark("end")
+            return
+        if self.c != 0:  # wait for the scaled y block along the row
+            self.coll.x.broadcast(t, 0, self.xbuf, ROW_DONE)
+            return
+        sumsq, s0, _ = self.norm_dsds()
+        ypart = self.ypart
+        t.fmovs(s0, 0.0)
+        t.fmacs(sumsq, sumsq, ypart, ypart)
+        if sh.p.py > 1:
+            self.coll.y.reduce_fadds(t, 0, s0, SUM_DONE)  # type: ignore[union-attr]
+        else:
+            t.activate(SUM_DONE)
+
+    def summed(self, t: Any) -> None:  # column 0 only
+        p = self.sh.p
+        _, s0, s1 = self.norm_dsds()
+        if self.r == 0:
+            total = float(self.pe.read(s0)[0])
+            t.now += p.rsqrt_cycles
+            t.fmovs(s1, float(np.float32(1.0) / np.sqrt(np.float32(total))))
+        if p.py > 1:
+            self.coll.y.broadcast(t, 0, s1, SCALE_DONE)  # type: ignore[union-attr]
+        else:
+            t.activate(SCALE_DONE)
+
+    def scaled(self, t: Any) -> None:  # column 0 only
+        ypart = self.ypart
+        t.fmuls(ypart, ypart, float(self.pe.read(self.norm_dsds()[2])[0]))
+        if self.r == 0:
+            t.fmovs(self.xbuf, ypart)  # PE (0, 0) is block row 0's diagonal
+        if self.sh.p.px > 1:
+            self.coll.x.broadcast(t, 0, ypart, ROW_DONE)
+        else:
+            t.activate(ROW_DONE)
+
+    def next_iteration(self, t: Any) -> None:
+        self.it += 1
+        self.start_iteration(t)
 
 
 def build(sim: Simulation, p: SpmvParams) -> SpmvRun:
@@ -206,114 +348,13 @@ def build(sim: Simulation, p: SpmvParams) -> SpmvRun:
     x_pad[: a.shape[1]] = x0
     blocks = sparse.split(a, p.px, p.py, p.layout)
     run = SpmvRun(None, a, x0, {}, blocks)  # type: ignore[arg-type]
-    last = p.iterations - 1
+    shared = _Shared(p, rb, cb, p.iterations - 1)
 
     def code(pe: PeBuilder) -> None:
-        c, r = pe.x, pe.y
-        blk = blocks[(c, r)]
-        coll = Collectives(pe)
-        # The block in SRAM: values, 16-bit column indices, row pointers, row ids (DCSR).
-        vals = pe.array("vals", blk.vals) if blk.nnz else None
-        cols = pe.array("cols", blk.cols, "u16") if blk.nnz else None
-        rowptr = pe.array("rowptr", blk.rowptr, "u16")
-        dcsr = blk.fmt == "dcsr"
-        row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and blk.nnz else None
-        xbuf = pe.array("x", x_pad[c * cb : (c + 1) * cb])
-        ypart = pe.zeros("y", rb)
-        scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
+        c = pe.x
+        prog = _SpmvPe(pe, shared, blocks[(c, pe.y)], x_pad[c * cb : (c + 1) * cb])
         if c == 0:
-            run.y[r] = ypart
-        state = PeState()
-        sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
-        s0, s1 = scal.with_length(1), scal.with_length(1).with_offset(1)
-
-        def start_iteration(t: Any) -> None:
-            t.mark(f"it{state.it}")
-            if p.py > 1:
-                coll.y.broadcast(t, x_root(p, c), xbuf, X_DONE)  # type: ignore[union-attr]
-            else:
-                t.activate(X_DONE)
-
-        @pe.local_task(id=MAIN)
-        def main(t: Any) -> None:
-            t.mark("start")
-            start_iteration(t)
-
-        @pe.local_task(id=X_DONE)
-        def local_product(t: Any) -> None:
-            t.fmovs(ypart, 0.0)
-            if blk.nnz:
-                v = pe.read(vals).tolist()  # type: ignore[arg-type]
-                col = pe.read(cols).tolist()  # type: ignore[arg-type]
-                ptr = pe.read(rowptr).tolist()
-                ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
-                # One-element descriptors of x and y, made when the product runs (a PE of a
-                # full array holding none of A's non-zeros never needs them).
-                x_one, y_one = xbuf.with_length(1), ypart.with_length(1)
-                x_cells = [x_one.with_offset(j) for j in range(cb)]
-                y_cells = [y_one.with_offset(i) for i in range(rb)]
-                op = t.op
-                row_oh, nnz_oh = p.row_overhead_cycles, p.nnz_overhead_cycles
-                debt = 0.0
-                for s, i in enumerate(ids):
-                    debt += row_oh
-                    y_i = y_cells[i]
-                    for k in range(ptr[s], ptr[s + 1]):
-                        op("fmacs", y_i, y_i, x_cells[col[k]], v[k])
-                        debt += nnz_oh
-                        whole = int(debt)
-                        t.now += whole
-                        debt -= whole
-                t.now += math.ceil(debt)
-            elif not dcsr:  # CSR walks its row pointers even when they are all equal
-                t.now += math.ceil(p.row_overhead_cycles * rb)
-            if p.px > 1:
-                coll.x.reduce_fadds(t, 0, ypart, RED_DONE)
-            else:
-                t.activate(RED_DONE)
-
-        @pe.local_task(id=RED_DONE)
-        def reduced(t: Any) -> None:
-            if state.it == last:
-                t.mark("end")
-                return
-            if c != 0:  # wait for the scaled y block along the row
-                coll.x.broadcast(t, 0, xbuf, ROW_DONE)
-                return
-            t.fmovs(s0, 0.0)
-            t.fmacs(sumsq, sumsq, ypart, ypart)
-            if p.py > 1:
-                coll.y.reduce_fadds(t, 0, s0, SUM_DONE)  # type: ignore[union-attr]
-            else:
-                t.activate(SUM_DONE)
-
-        @pe.local_task(id=SUM_DONE)
-        def summed(t: Any) -> None:  # column 0 only
-            if r == 0:
-                total = float(pe.read(s0)[0])
-                t.now += p.rsqrt_cycles
-                t.fmovs(s1, float(np.float32(1.0) / np.sqrt(np.float32(total))))
-            if p.py > 1:
-                coll.y.broadcast(t, 0, s1, SCALE_DONE)  # type: ignore[union-attr]
-            else:
-                t.activate(SCALE_DONE)
-
-        @pe.local_task(id=SCALE_DONE)
-        def scaled(t: Any) -> None:  # column 0 only
-            t.fmuls(ypart, ypart, float(pe.read(s1)[0]))
-            if r == 0:
-                t.fmovs(xbuf, ypart)  # PE (0, 0) is block row 0's diagonal
-            if p.px > 1:
-                coll.x.broadcast(t, 0, ypart, ROW_DONE)
-            else:
-                t.activate(ROW_DONE)
-
-        @pe.local_task(id=ROW_DONE)
-        def next_iteration(t: Any) -> None:
-            state.it += 1
-            start_iteration(t)
-
-        pe.start(main)
+            run.y[pe.y] = prog.ypart
 
     layout = Layout(p.px, p.py)
     layout.set_rectangle_code(code)
@@ -497,6 +538,7 @@ def footprint(p: SpmvParams) -> registry.Footprint:
 
 #: Host memory of an spmv PE's program beyond an idle PE (its tasks, buffers, descriptors and
 #: the collectives' routes and tasks; measured with ``bench/footprint_bench.py``), with room for
-#: the garbage a run holds until a young collection falls: the same 32 x 32 power-law point peaks
-#: at 27.3 kB per PE alone and 30.6 kB inside the whole test run.
-PROGRAM_BYTES = 24_000
+#: the garbage a run holds until a young collection falls: the 16 x 16 power-law point of
+#: tests/test_full_array.py peaks at 22.1 kB per PE with its data (2026-11-26, after the
+#: slotted programs and packed SRAMs; 27.3 kB at 32 x 32 before).
+PROGRAM_BYTES = 20_000
