@@ -302,17 +302,18 @@ class Controller(Component):
     def _refresh_due(self, now: int) -> bool:
         return self.refresh == "all-bank" and now >= self.next_refresh
 
+    def _rows_to_reopen(self) -> list[tuple[int, int]]:
+        """The rows a refresh closes and the controller reopens after it, as (bank, row): each
+        open bank's in SB mode, one per bank parity in the all-bank modes."""
+        pch = self.pch
+        if pch.mode == "SB":
+            return [(b, r) for b, r in enumerate(pch.open) if r >= 0]
+        return [(parity, pch.open[parity]) for parity in (0, 1) if pch.open[parity] >= 0]
+
     def _do_refresh(self) -> Any:
         """PREA (if a bank is open), REF; returns the rows to reopen as (bank, row)."""
         pch = self.pch
-        reopen: list[tuple[int, int]] = []
-        if pch.mode == "SB":
-            reopen = [(b, r) for b, r in enumerate(pch.open) if r >= 0]
-        else:
-            for parity in (0, 1):
-                r = pch.open[parity]
-                if r >= 0:
-                    reopen.append((parity, r))
+        reopen = self._rows_to_reopen()
         if any(r >= 0 for r in pch.open):
             t = max(self._next_free, self.checker.earliest("PREA", pch.targets("PREA", 0)))
             yield self._wait_until(t)
@@ -368,14 +369,7 @@ class Controller(Component):
     def _stream_refresh(self, timing: TimingChecker | SetTimingChecker) -> Any:
         """:meth:`_do_refresh` with the stream's checker."""
         pch = self.pch
-        reopen: list[tuple[int, int]] = []
-        if pch.mode == "SB":
-            reopen = [(b, r) for b, r in enumerate(pch.open) if r >= 0]
-        else:
-            for parity in (0, 1):
-                r = pch.open[parity]
-                if r >= 0:
-                    reopen.append((parity, r))
+        reopen = self._rows_to_reopen()
         if any(r >= 0 for r in pch.open):
             banks = pch.targets("PREA", 0)
             t = max(self._next_free, timing.earliest("PREA", banks))
