@@ -343,3 +343,24 @@ def test_the_matrix_drawn_in_strips_is_the_matrix_drawn_whole(monkeypatch, maste
     want = fp32_bits(f) if master == "fp32" else bf16_bits(f)
     monkeypatch.setattr(wj, "MATRIX_STRIP_ELEMENTS", 48 * 5)  # strips of 5 rows and a rest
     assert np.array_equal(wj.matrix(p), want)
+
+
+def test_a_run_compiles_its_plan_once_and_a_reused_plan_changes_nothing():
+    """The progress display's model, the build and the metrics' model share one compiled plan
+    and its static counts (workloads.pim.jitq keeps the last one); the seed is not part of it.
+    A run after the plan was compiled for its display gives what a run from scratch gives."""
+    from workloads.pim import jitq as work
+
+    p = JitqParams(rows=64, cols=64, placement="tiled", direction="col")
+    stack = HbmStack(Simulation(), p.hbm, pchs=1)
+    work._LAST_PLAN.clear()
+    work._LAST_COUNTS.clear()
+    fresh = run_kind("jitq", p)
+    _, plan = work.plan_for(p, stack)
+    assert work.plan_for(JitqParams(rows=64, cols=64, placement="tiled", direction="col",
+                                    seed=7), stack)[1] is plan  # fmt: skip
+    assert work.plan_for(JitqParams(rows=64, cols=128, placement="tiled", direction="col"),
+                         stack)[1] is not plan  # fmt: skip
+    modelled = model(p)  # compiles p's plan again (the cache held the other one), keeps it
+    again = run_kind("jitq", p)
+    assert again == fresh and modelled["cycles"] == fresh["model_cycles"]
