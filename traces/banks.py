@@ -26,7 +26,7 @@ import numpy as np
 from simcore.errors import TraceError, WafersimError
 from traces.heatmap import MAX_BINS, binned_coverage, unit_of
 from traces.plots import check_output, fit_title, header_tick_hz, plt, time_unit
-from traces.reader import iter_batches
+from traces.reader import coded, iter_batches, start_end
 
 STATES = ("idle", "active (row open)", "precharging", "refreshing")
 STATE_COLOURS = ("#e8e8e8", "#2ca02c", "#ff7f0e", "#d62728")
@@ -55,21 +55,22 @@ def bank_states(
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     end = 0
     for batch in iter_batches(path):
-        ts = batch.column("ts_ticks").to_numpy()
-        end = max(end, int((ts + batch.column("dur_ticks").to_numpy()).max(initial=0)))
-        cat, name, comp = (batch.column(c) for c in ("category", "name", "component"))
-        cats = cat.dictionary.to_pylist()
+        ts, te = start_end(batch)
+        end = max(end, int(te.max(initial=0)))
+        cats, ki = coded(batch, "category")
         if "dram" not in cats:
             continue
-        code = np.asarray([_CMD.get(n, -1) for n in name.dictionary.to_pylist()], np.int64)
-        lut = np.full(len(comp.dictionary), -1, np.int64)
-        for j, c in enumerate(comp.dictionary.to_pylist()):
+        names, ni = coded(batch, "name")
+        comps, ci = coded(batch, "component")
+        code = np.asarray([_CMD.get(n, -1) for n in names], np.int64)
+        lut = np.full(len(comps), -1, np.int64)
+        for j, c in enumerate(comps):
             key = unit_of(c, "bank")
             if key is not None:
                 lut[j] = keys.setdefault(key, len(keys))
-        ids = lut[comp.indices.to_numpy()]
-        cmd = code[name.indices.to_numpy()]
-        take = (cat.indices.to_numpy() == cats.index("dram")) & (ids >= 0) & (cmd >= 0)
+        ids = lut[ci]
+        cmd = code[ni]
+        take = (ki == cats.index("dram")) & (ids >= 0) & (cmd >= 0)
         parts.append((ids[take], ts[take], cmd[take]))
     ids, ts, cmd = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
                     for i in range(3))  # fmt: skip

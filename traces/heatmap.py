@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from simcore.errors import TraceError, WafersimError
 from traces.layout import natural_key
 from traces.plots import activity_class, check_output, fit_title, header_tick_hz, plt, time_unit
-from traces.reader import iter_batches
+from traces.reader import coded, iter_batches, start_end
 
 #: Units a heatmap's rows can be; ``auto`` takes the first the trace has of pe, bank, chip,
 #: then whole components.
@@ -128,15 +128,10 @@ def _gather(path: str, unit: str, metric: str) -> tuple[dict[str, _Intervals], i
     end = 0
     lut_cache: dict[tuple[str, str], int] = {}
     for batch in iter_batches(path):
-        ts = batch.column("ts_ticks").to_numpy()
-        te = ts + batch.column("dur_ticks").to_numpy()
+        ts, te = start_end(batch)
         end = max(end, int(te.max(initial=0)))
-        comp = batch.column("component")
-        cat = batch.column("category")
-        names = comp.dictionary.to_pylist()
-        cats = cat.dictionary.to_pylist()
-        ci = comp.indices.to_numpy()
-        ki = cat.indices.to_numpy()
+        names, ci = coded(batch, "component")
+        cats, ki = coded(batch, "category")
         slices = te > ts
         for u in wanted_units:
             if u == "link":

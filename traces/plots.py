@@ -34,7 +34,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from simcore.errors import TraceError, WafersimError
 from traces.layout import display_segments, natural_key
-from traces.reader import iter_batches, read_header
+from traces.reader import coded, iter_batches, read_header, start_end
 from traces.summary import summarize, union_length
 
 _PE = re.compile(r"^(?P<prefix>.*?(pe|chip))\[(?P<x>\d+),\s*(?P<y>\d+)(,\s*(?P<z>\d+))?\]$")
@@ -117,18 +117,15 @@ def _activity_values(path: str, metric: str) -> dict[tuple[int, int], list[float
     end = 0
     xy_of: dict[str, tuple[int, int] | None] = {}
     for batch in iter_batches(path):
-        ts = batch.column("ts_ticks").to_numpy()
-        te = ts + batch.column("dur_ticks").to_numpy()
+        ts, te = start_end(batch)
         end = max(end, int(te.max(initial=0)))
-        comp = batch.column("component")
-        cat = batch.column("category")
-        names = comp.dictionary.to_pylist()
+        names, ci = coded(batch, "component")
+        cats, ki = coded(batch, "category")
         placed = placed or any(_pe_of(n) is not None for n in names)
-        cls = [activity_class(c) == metric for c in cat.dictionary.to_pylist()]
-        take = np.asarray(cls, bool)[cat.indices.to_numpy()] & (te > ts)
+        cls = [activity_class(c) == metric for c in cats]
+        take = np.asarray(cls, bool)[ki] & (te > ts)
         if not take.any():
             continue
-        ci = comp.indices.to_numpy()
         for i in np.unique(ci[take]).tolist():
             name = names[i]
             if name not in xy_of:

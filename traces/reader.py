@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
@@ -158,6 +159,18 @@ class BatchStream:
             batches += 1
             self.rows += batch.num_rows
             yield batch
+
+
+def start_end(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """A batch's event starts and ends in ticks: ``ts_ticks`` and ``ts_ticks + dur_ticks``."""
+    ts = batch.column("ts_ticks").to_numpy()
+    return ts, ts + batch.column("dur_ticks").to_numpy()
+
+
+def coded(batch: pa.RecordBatch, column: str) -> tuple[list[str], np.ndarray]:
+    """A dictionary-encoded column of a batch: its distinct values and each row's index."""
+    col = batch.column(column)
+    return col.dictionary.to_pylist(), col.indices.to_numpy(zero_copy_only=False)
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from simcore.errors import TraceError
 from traces.plots import check_output, fit_title, header_tick_hz, plt
-from traces.reader import iter_batches
+from traces.reader import coded, iter_batches, start_end
 
 #: Bytes in one wafer wavelet (its 32-bit payload).
 WAVELET_BYTES = 4
@@ -78,14 +78,11 @@ def count(path: str, flop_per_element: dict[str, float]) -> Counts:
     nbytes: dict[str, float] = {}
     end = 0
     for batch in iter_batches(path):
-        ts = batch.column("ts_ticks").to_numpy()
-        end = max(end, int((ts + batch.column("dur_ticks").to_numpy()).max(initial=0)))
-        comp, cat, name = (batch.column(c) for c in ("component", "category", "name"))
-        devices = [_device(c) for c in comp.dictionary.to_pylist()]
-        ci = comp.indices.to_numpy()
-        cats = cat.dictionary.to_pylist()
-        ki = cat.indices.to_numpy()
-        ni = name.indices.to_numpy()
+        end = max(end, int(start_end(batch)[1].max(initial=0)))
+        comps, ci = coded(batch, "component")
+        devices = [_device(c) for c in comps]
+        cats, ki = coded(batch, "category")
+        names, ni = coded(batch, "name")
 
         def rows_of(category: str, cats: list[str] = cats, ki: np.ndarray = ki) -> np.ndarray:
             if category not in cats:
@@ -94,7 +91,7 @@ def count(path: str, flop_per_element: dict[str, float]) -> Counts:
 
         rows = rows_of("instr")
         if len(rows):
-            per = np.asarray([flop_per_element.get(n, 0.0) for n in name.dictionary.to_pylist()])
+            per = np.asarray([flop_per_element.get(n, 0.0) for n in names])
             _add(flop, devices, ci[rows], per[ni[rows]] * _int_arg(batch, rows, "elements"))
         rows = rows_of("mxu")
         if len(rows):

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from traces.layout import natural_key
-from traces.reader import BatchStream, iter_batches
+from traces.reader import BatchStream, coded, iter_batches, start_end
 
 # Slices that are not work: stalls; run markers; ``async`` (an asynchronous operation's lifetime,
 # mostly waiting for its data); ``wavelet`` (fabric traffic through a router, reported as link
@@ -91,11 +91,8 @@ def _cause(args_str: list[tuple[str, str]] | None) -> str:
 def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]]) -> None:
     phase = batch.column("phase").cast(pa.string())
     cat = batch.column("category").cast(pa.string())
-    ts = batch.column("ts_ticks").to_numpy()
-    end = ts + batch.column("dur_ticks").to_numpy()
-    comp_col = batch.column("component")
-    comp_idx = comp_col.indices.to_numpy(zero_copy_only=False)
-    comp_names = comp_col.dictionary.to_pylist()
+    ts, end = start_end(batch)
+    comp_names, comp_idx = coded(batch, "component")
     is_slice = pc.not_equal(phase, "counter").to_numpy(zero_copy_only=False)
     busy = is_slice & ~pc.is_in(cat, pa.array(sorted(NOT_BUSY))).to_numpy(zero_copy_only=False)
     for ci in np.unique(comp_idx[busy]):
@@ -151,11 +148,8 @@ def _add_batch(acc: _Acc, batch: pa.RecordBatch, paths_seen: dict[str, list[str]
 
 def _add_cp(acc: _Acc, batch: pa.RecordBatch, is_slice: np.ndarray, cat: pa.Array) -> None:
     """Critical-path material: every slice's span, component id, flow ids and label."""
-    ts = batch.column("ts_ticks").to_numpy()
-    end = ts + batch.column("dur_ticks").to_numpy()
-    comp_col = batch.column("component")
-    comp_idx = comp_col.indices.to_numpy(zero_copy_only=False)
-    comp_names = comp_col.dictionary.to_pylist()
+    ts, end = start_end(batch)
+    comp_names, comp_idx = coded(batch, "component")
     names = batch.column("name")
     sl = np.flatnonzero(is_slice & ~pc.equal(cat, "run").to_numpy(zero_copy_only=False))
     if len(sl):
