@@ -105,6 +105,53 @@ class SetTimingChecker:
         self._memo = (cmd, banks, best)
         return best
 
+    def repeat(self, cmd: str, banks: tuple[int, ...]) -> tuple[int, int]:
+        """The bound of ``cmd`` to ``banks`` split for a run of that same command: (``fixed``,
+        ``gap``), where ``fixed`` is the bound of the rules whose previous command is another
+        (and tFAW), which the run's own records leave as they are, and ``gap`` the largest
+        cycles of the rules whose previous command is ``cmd`` itself (:data:`NEVER` if none).
+        Once ``cmd`` to ``banks`` is recorded at cycle t, every such rule's table holds t at
+        ``cmd`` (a record writes the set's own aggregates and the pseudo-channel's), so
+        :meth:`earliest` of the next ``cmd`` to ``banks`` is ``max(fixed, t + gap)`` until
+        another command is recorded (tests/test_pim_bankset.py)."""
+        s = self._sets.get(banks)
+        if s is None:
+            s = self._set(banks)
+        terms = self._terms.get((cmd, s))
+        if terms is None:
+            terms = self._terms[(cmd, s)] = self._terms_of(cmd, s)
+        i = _INDEX[cmd]
+        fixed = gap = NEVER
+        for table, prev, cyc in terms:
+            if prev == i:
+                if cyc > gap:
+                    gap = cyc
+            elif table[prev] + cyc > fixed:
+                fixed = table[prev] + cyc
+        if cmd == "ACT" and len(self.acts) >= 4:
+            t = self.acts[-4] + self._faw
+            if t > fixed:
+                fixed = t
+        return fixed, gap
+
+    def issue_run(self, cmd: str, banks: tuple[int, ...], first: int, step: int, n: int) -> None:
+        """Check and record ``n`` commands ``cmd`` to ``banks`` at ``first``, ``first + step``,
+        ...: the first against :meth:`earliest`, the spacing against :meth:`repeat`'s gap and
+        the command bus (one a cycle); only the last needs recording, as every table of the
+        command holds the latest cycle. A run of ACTs is refused (tFAW counts each one)."""
+        if cmd == "ACT":
+            raise ValueError("issue_run: a run of ACTs is checked one at a time (tFAW)")
+        if n > 1:
+            gap = max(self.repeat(cmd, banks)[1], 1)
+            if step < gap:
+                raise TimingViolation(
+                    f"{self.name}: {cmd} to bank(s) {list(banks)} every {step} cycles violates "
+                    f"{cmd} -> {cmd} >= {gap} cycles; space them {gap} cycles apart or more"
+                )
+        self.issue(cmd, banks, first)
+        if n > 1:
+            self.record(cmd, banks, first + (n - 1) * step)
+
     def issue(self, cmd: str, banks: tuple[int, ...], cycle: int) -> None:
         """Check and record ``cmd`` to ``banks`` at ``cycle``; too early (or before the last
         command recorded) is a TimingViolation."""

@@ -142,6 +142,7 @@ class Controller(Component):
         request_path: str = "event",
         traces_alone: bool = False,
         stream_timing: str = "bank-sets",
+        stream_path: str = "runs",
     ) -> None:
         super().__init__(parent, name)
         self.pch = pch
@@ -161,6 +162,9 @@ class Controller(Component):
         # the checker of a command stream: per bank set (pim.bankset, the same answers in
         # fewer steps) or the generic per-bank one (pim.timing)
         self.stream_timing = stream_timing
+        # a command stream's repeated triggers decided a run at a time ("runs", with the
+        # bank-set checker; :meth:`_stream_run`) or each on its own ("command", the reference)
+        self.stream_path = stream_path
         self.trace_log: list[Issued] = []
         self.requests: list[Request] = []
         self.stream: list[Command] = []
@@ -343,7 +347,17 @@ class Controller(Component):
         self._done_after = {"RD": t_.nCL + t_.nBL, "WR": t_.nCWL + t_.nBL}
         self._tracing = self.sim.trace_level >= TraceLevel.OPS
         clock = env.now // period  # the kernel's cycle: it moves only at a yield
-        for cmd, bank, row, col, data, note in self.stream:
+        stream = self.stream
+        end = len(stream)
+        runs = (
+            self.stream_path == "runs"
+            and isinstance(timing, SetTimingChecker)
+            and not self._tracing
+        )
+        i = 0
+        while i < end:
+            cmd, bank, row, col, data, note = stream[i]
+            i += 1
             if refresh and max(self._next_free, clock) >= self.next_refresh:
                 reopen = yield from self._stream_refresh(timing)
                 for b, r in reopen:
@@ -363,8 +377,83 @@ class Controller(Component):
                 yield self._wait_until(t)
                 clock = env.now // period
             issue(timing, cmd, bank, banks, row, col, data, t)
+            if runs and (cmd == "RD" or cmd == "WR") and i < end:
+                nxt = stream[i]
+                if nxt[0] == cmd and nxt[1] == bank and nxt[5] is None:
+                    i, clock = yield from self._stream_run(timing, i, bank, banks, clock)
         if self.last_cycle >= 0:
             yield self._wait_until(self.last_cycle)
+
+    def _stream_run(
+        self, timing: SetTimingChecker, i: int, bank: int, banks: tuple[int, ...], clock: int
+    ) -> Any:
+        """The commands from ``stream[i]`` on that repeat the one just issued (the same RD or WR
+        to the same bank, no program note), decided at once when it was a PIM trigger; returns
+        (the index of the next command to issue, the kernel's cycle). Their timing is the
+        checker's: once a command is recorded at t, the next same command is bound by
+        ``max(fixed, t + gap)`` (:meth:`SetTimingChecker.repeat`, nothing else being recorded in
+        between), so with the command bus's one a cycle the run goes every ``max(gap, 1)``
+        cycles from the first. The run is cut where :meth:`_stream` would refresh before a
+        command; the kernel is woken where it would be (every ``STREAM_LAG_CYCLES``); the
+        units' control runs as ``len(run)`` triggers (:meth:`PseudoChannel.trigger_run`). A
+        run that cannot go so (not a trigger, a command that would raise) is left to the
+        one-at-a-time loop, which then issues it exactly as before."""
+        stream = self.stream
+        cmd = stream[i][0]
+        j, end = i + 1, len(stream)
+        while j < end:
+            c = stream[j]
+            if c[0] != cmd or c[1] != bank or c[5] is not None:
+                break
+            j += 1
+        t = self.last_cycle  # the run's first command, just issued
+        fixed, gap = timing.repeat(cmd, banks)
+        step = gap if gap > 1 else 1
+        m = j - i
+        if self.refresh == "all-bank":
+            # _stream refreshes before the k-th command after t (k >= 1) once
+            # max(_next_free, clock) = max(t + (k - 1) * step + 1, clock) >= next_refresh
+            due = self.next_refresh
+            if clock >= due or t + 1 >= due:
+                return i, clock
+            m = min(m, (due - 2 - t) // step + 1)
+        if m < 1 or fixed > t:
+            return i, clock
+        cols = [c[3] for c in stream[i : i + m]]
+        shifts = self.pch.trigger_run(cmd == "WR", bank, cols)
+        if shifts is None:
+            return i, clock
+        first = t + step
+        last = t + m * step
+        timing.issue_run(cmd, banks, first, step, m)
+        self.shift_cycles += shifts * step  # each charged the cycles since the one before
+        self._hits[bank] += m
+        self.bus_busy_cycles += m * self.std.timing.nBL
+        done = last + self._done_after[cmd]
+        if done > self.end_cycle:
+            self.end_cycle = done
+        counts = self.counts
+        counts[cmd] = counts.get(cmd, 0) + m
+        self.last_cycle = last
+        self._next_free = last + 1
+        if self.record:
+            self.trace_log.extend(
+                Issued(first + k * step, cmd, banks, c[2], c[3])
+                for k, c in enumerate(stream[i : i + m])
+            )
+        # wake the kernel where the one-at-a-time loop would: before the first command that is
+        # STREAM_LAG_CYCLES or more past the kernel's cycle
+        env, period = self.env, self.domain.period_ticks
+        k = 1
+        while True:
+            lag = STREAM_LAG_CYCLES + clock - t
+            k = max(k, -(-lag // step))  # the first k with t + k * step - clock >= the lag
+            if k > m:
+                break
+            yield self._wait_until(t + k * step)
+            clock = env.now // period
+            k += 1
+        return i + m, clock
 
     def _stream_refresh(self, timing: TimingChecker | SetTimingChecker) -> Any:
         """:meth:`_do_refresh` with the stream's checker."""

@@ -27,6 +27,7 @@ command sequences to reserved rows at the top of each bank:
 from __future__ import annotations
 
 import functools
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -87,8 +88,14 @@ class PimUnits:
         self.by_role: dict[str, int] = {}
         self.roles: list[str] = [""] * CRF_ENTRIES
         self.last_role = ""  # the role of the instruction the last trigger ran
+        # control_run's memo per program (the CRF's words and roles: a JIT-Q phase's program is
+        # written again for every batch of groups): (state, triggers, is_write, open parities)
+        # -> what they do; the current program's, found again after the CRF or roles change
+        self._programs: dict[tuple, dict[tuple, _RunControl | None]] = {}
+        self._runs: dict[tuple, _RunControl | None] | None = None
 
     def write_crf(self, first: int, words: list[int]) -> None:
+        self._runs = None
         for k, w in enumerate(words):
             self.crf[first + k] = w
             if self.decode_once:
@@ -98,6 +105,7 @@ class PimUnits:
 
     def set_roles(self, roles: list[str]) -> None:
         """The roles (compiler metadata) of the CRF entries, for the counts by role."""
+        self._runs = None
         self.roles = roles + [""] * (CRF_ENTRIES - len(roles))
 
     def write_srf(self, lanes: np.ndarray) -> None:
@@ -189,6 +197,74 @@ class PimUnits:
             raise ProtocolError(f"CRF entry {pc} ({ins}): SRF is not a PIM destination")
         return pc, ins
 
+    def control_run(
+        self, n: int, is_write: bool, even_open: bool, odd_open: bool
+    ) -> tuple[list[int], int] | None:
+        """:meth:`control` of ``n`` triggers in a row (the same command, the same open rows):
+        the CRF entries they run and how many of them have a shift-related role; the program
+        counter, loop counts, counts and ``last_role`` end as ``n`` calls leave them. ``None``
+        (and nothing changed) when one of them would raise (a trigger after EXIT, an operand
+        without its open row, a bank write from a RD): the caller then triggers them one at a
+        time, which raises at the right one. What a run does depends only on the state it
+        starts from, so it is kept until the CRF or the roles change (a program's loops repeat
+        the same runs). Needs ``decode_once``."""
+        runs = self._runs
+        if runs is None:
+            program = (tuple(self.crf), tuple(self.roles))
+            runs = self._programs.get(program)
+            if runs is None:
+                if len(self._programs) >= RUN_MEMO_PROGRAMS:
+                    self._programs.clear()
+                runs = self._programs[program] = {}
+            self._runs = runs
+        key = (self.pc, tuple(self.loops.items()), self.done, n, is_write, even_open, odd_open)
+        run = runs.get(key)
+        if run is None:
+            if key in runs:
+                return None
+            if len(runs) >= RUN_MEMO_ENTRIES:
+                runs.clear()
+            run = runs[key] = self._plan_run(n, is_write, even_open, odd_open)
+            if run is None:
+                return None
+        self.pc, self.loops, self.done = run.pc, dict(run.loops), run.done
+        self.triggers += n
+        by_op, by_role = self.by_op, self.by_role
+        for op, k in run.by_op:
+            by_op[op] = by_op.get(op, 0) + k
+        for role, k in run.by_role:
+            by_role[role] = by_role.get(role, 0) + k
+        self.last_role = run.last_role
+        return run.pcs, run.shifts
+
+    def _plan_run(self, n: int, is_write: bool, even_open: bool, odd_open: bool):
+        """What ``n`` calls of :meth:`control` do from the current state (which it leaves as
+        it found it); ``None`` if one raises."""
+        saved = (self.pc, dict(self.loops), self.done, self.triggers, self.by_op, self.by_role,
+                 self.last_role)  # fmt: skip
+        self.by_op, self.by_role = {}, {}
+        pcs: list[int] = []
+        shifts = 0
+        try:
+            for _ in range(n):
+                pc, _ins = self.control(is_write, even_open, odd_open)
+                info = self._operands[pc]
+                if not info.inert and info.bank_write >= 0 and not (
+                    odd_open if info.bank_write else even_open
+                ):  # PseudoChannel._trigger's check
+                    return None
+                pcs.append(pc)
+                shifts += self.last_role.startswith("shift")
+            return _RunControl(
+                pcs, shifts, self.pc, tuple(self.loops.items()), self.done,
+                tuple(self.by_op.items()), tuple(self.by_role.items()), self.last_role,
+            )  # fmt: skip
+        except ProtocolError:
+            return None
+        finally:
+            (self.pc, self.loops, self.done, self.triggers, self.by_op, self.by_role,
+             self.last_role) = saved  # fmt: skip
+
     def execute(
         self, ins: Instr, even: np.ndarray | None, odd: np.ndarray | None
     ) -> tuple[str, np.ndarray] | None:
@@ -231,6 +307,25 @@ class PimUnits:
         the commanded column. Returns (bank type, words) when it writes a bank."""
         _, ins = self.control(is_write, even is not None, odd is not None)
         return self.execute(ins, even, odd)
+
+
+#: Runs kept per program by :meth:`PimUnits.control_run` before it starts afresh (a JIT-Q
+#: phase's program has a few hundred distinct ones), and programs kept.
+RUN_MEMO_ENTRIES = 4096
+RUN_MEMO_PROGRAMS = 64
+
+
+class _RunControl(NamedTuple):
+    """What :meth:`PimUnits.control_run` does for one starting state."""
+
+    pcs: list[int]
+    shifts: int
+    pc: int
+    loops: tuple[tuple[int, int], ...]
+    done: bool
+    by_op: tuple[tuple[str, int], ...]
+    by_role: tuple[tuple[str, int], ...]
+    last_role: str
 
 
 class Operands(NamedTuple):
@@ -420,6 +515,31 @@ class PseudoChannel:
         if units.done:
             self.flush()
         return None
+
+    def trigger_run(self, is_write: bool, bank: int, cols: list[int]) -> int | None:
+        """Triggers by ``len(cols)`` RDs (or WRs) to ``bank`` at ``cols``, in AB-PIM mode with a
+        data row open there: what as many :meth:`apply` calls do (their control now, their lane
+        functions with the next batch). Returns how many ran a shift-related instruction, or
+        ``None``, with nothing done, when they cannot go as a run (a column out of range, the
+        batches or ``decode_once`` off, or one of them would raise): then apply them one at a
+        time."""
+        units = self.units
+        if not (self.batch and units.decode_once and self.mode == "AB-PIM"):
+            return None
+        r = self.open[bank]
+        if r < 0 or r == self.row_conf or min(cols) < 0 or max(cols) >= self.ncols:
+            return None
+        if self._parity_rows is None:
+            self._parity_rows = (self._open_row_of(0), self._open_row_of(1))
+        re, ro = self._parity_rows
+        run = units.control_run(len(cols), is_write, re >= 0, ro >= 0)
+        if run is None:
+            return None
+        pcs, shifts = run
+        self._pending.extend(zip(pcs, repeat(re), repeat(ro), cols))
+        if units.done:
+            self.flush()
+        return shifts
 
     def _store(self, out: tuple[str, np.ndarray] | None, re: int, ro: int, col: int) -> None:
         if out is not None:

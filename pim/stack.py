@@ -60,6 +60,13 @@ class HbmConfig:
         "same commands at the same cycles) or event (one kernel event a command, the reference)",
         choices=("bulk", "event"),
     )
+    stream_path: str = param(
+        "runs",
+        "how a controller issues a PIM command stream: runs (a run of the same RD or WR "
+        "triggers to the same banks decided at once, the same commands at the same cycles) or "
+        "command (one at a time, the reference)",
+        choices=("runs", "command"),
+    )
 
     def standard(self) -> Standard:
         return PRESETS[self.preset]()
@@ -105,6 +112,7 @@ class HbmStack(Component):
                 write_high_watermark=cfg.write_high_watermark,
                 write_low_watermark=cfg.write_low_watermark, row_hit_cap=cfg.row_hit_cap,
                 record=record, request_path=cfg.request_path, traces_alone=pchs == 1,
+                stream_path=cfg.stream_path,
             )
             for i, p in enumerate(self.pchs)
         ]  # fmt: skip
