@@ -414,9 +414,9 @@ class Controller(Component):
             # _stream refreshes before the k-th command after t (k >= 1) once
             # max(_next_free, clock) = max(t + (k - 1) * step + 1, clock) >= next_refresh
             due = self.next_refresh
-            if clock >= due or t + 1 >= due:
+            if clock >= due:
                 return i, clock
-            m = min(m, (due - 2 - t) // step + 1)
+            m = min(m, (due - 2 - t) // step + 1)  # 0 if t + 1 >= due
         if m < 1 or fixed > t:
             return i, clock
         cols = [c[3] for c in stream[i : i + m]]

@@ -249,8 +249,10 @@ class PimUnits:
             for _ in range(n):
                 pc, _ins = self.control(is_write, even_open, odd_open)
                 info = self._operands[pc]
-                if not info.inert and info.bank_write >= 0 and not (
-                    odd_open if info.bank_write else even_open
+                if (
+                    not info.inert
+                    and info.bank_write >= 0
+                    and not (odd_open if info.bank_write else even_open)
                 ):  # PseudoChannel._trigger's check
                     return None
                 pcs.append(pc)
