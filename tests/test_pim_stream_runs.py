@@ -45,7 +45,7 @@ def state(sim_end: int, events: int, pch: PseudoChannel, ctl: Controller) -> dic
             ctl._next_free,
             ctl.next_refresh,
             ctl._hits,
-        ),  # fmt: skip
+        ),
         "kernel": (sim_end, events),
     }
 
@@ -110,7 +110,7 @@ def setup(pch: PseudoChannel, prog: list[Instr], seed: int) -> list[Command]:
     mode = np.zeros(16, np.uint16)
     mode[0] = 1
     s += [Command("WR", 0, conf, COL_OP_MODE, mode), Command("PRE", 0)]
-    return s + [Command("ACT", 0, ROW_E), Command("ACT", 1, ROW_O)]
+    return [*s, Command("ACT", 0, ROW_E), Command("ACT", 1, ROW_O)]
 
 
 def run_stream(
