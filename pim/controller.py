@@ -971,6 +971,9 @@ class Controller(Component):
                 if t <= now:
                     if key < bkey:
                         bkey, best = key, c
+                    # once one is ready, the soonest is not needed: the scan stops at the
+                    # first whose bank bound is past now (it cannot be ready)
+                    soon = now
                 elif t < soon:
                     soon, skey, sc = t, key, c
                 elif t == soon and key < skey:
