@@ -113,7 +113,7 @@ class SetTimingChecker:
         Once ``cmd`` to ``banks`` is recorded at cycle t, every such rule's table holds t at
         ``cmd`` (a record writes the set's own aggregates and the pseudo-channel's), so
         :meth:`earliest` of the next ``cmd`` to ``banks`` is ``max(fixed, t + gap)`` until
-        another command is recorded (tests/test_pim_bankset.py)."""
+        another command is recorded (tests/test_pim_stream_runs.py)."""
         s = self._sets.get(banks)
         if s is None:
             s = self._set(banks)
