@@ -37,18 +37,37 @@ fabric move, no other microthread, its ramp credits for the colour all home), of
 (:meth:`ExpressEndpoint.commit_express_send` / :meth:`ExpressEndpoint.commit_express_receive`).
 
 Anything else (relays, data tasks, several streams sharing links or CEs) runs wavelet by wavelet.
-Should something reach a router or CE inside an express window after all, the engine counts a
-``fast_conflict`` (the only way the two fidelities can differ; runs report the count):
 
-- a wavelet of another colour that needs an output port in a cycle the stream uses it (possible
-  only if a route written inside the window gives that colour one of the stream's ports) is
-  served at once, as round robin between two colours would serve it, but the stream keeps its
-  schedule (the reference would push the stream back by one cycle); one that needs no such
-  port, or comes in a free cycle, is no conflict at all;
-- an operation that begins on a CE inside its window is stepped wavelet by wavelet and yields
-  the issue slots the stream's microthread takes whenever that microthread would win the
-  arbitration; when it would lose, the stream keeps its slots anyway (the reference would delay
-  the stream by a cycle).
+**Hand-back.** Should something the commit did not account for reach the stream inside its
+window, the stream hands its remaining work back to the wavelet path at that cycle
+(:meth:`ExpressStream.hand_back`), as the lock-step phase does (``wafer/lockstep.py``):
+
+- an operation that begins on one of its CEs and outranks the stream's microthread
+  (priority, then microthread id), or a task dispatched on one of its CEs while the stream's
+  microthread ranks below the main thread (the CEs call it);
+- a configuration write the commit did not plan with landing on a router of its tree, and a
+  wavelet of another colour that needs one of the stream's ports (the routers call it; a
+  committed stream owns its ports, so only such a write can bring one).
+
+From the schedule it writes into the routers and CEs exactly what the reference engine would
+hold at that cycle: wavelets buffered at routers and queued at receivers, each operation's
+progress (and a receive's data so far), credits home, and what is on its way (wavelets on a
+hop or a ramp, credits coming back) as the engine's own due actions; the events the commit
+scheduled become no-ops. The engine then goes on as if it had moved the stream itself, so the
+answer never depends on whether, or where, a stream was express (``tests/test_conformance.py``).
+An operation the stream outranks issues only in the cycles the stream leaves free, as it would,
+and needs no hand-back; a task under a stream that outranks the main thread loses the cycles the
+stream issues in (``ComputeEngine._express_steals``). ``fast_conflicts`` counts what could still
+differ; nothing increments it now (it stays in the run's metrics as a check).
+
+The commit sets the round-robin pointers of the stream's ports to its colour (the last to use
+them in its window, as in the reference; a hand-back before the stream's first send there puts
+them back). A detail trace's stream slice is emitted at the commit and covers the planned
+window even when the stream is handed back later.
+
+The completions run in the ``routers`` step group (:class:`Completions`, first), after every due
+action of their cycle, as the reference engine finishes an operation in its CE's step: an
+operation that begins in that cycle can still take the issue slot of the stream's last element.
 """
 
 from __future__ import annotations
@@ -61,6 +80,7 @@ import numpy as np
 from fabric.endpoints import RampEndpoint
 from fabric.engine import Router
 from fabric.routes import Dir
+from fabric.wavelet import Wavelet
 
 RAMP = Dir.RAMP
 
@@ -80,6 +100,7 @@ class ExpressSend:
     width: int
     values: np.ndarray
     key: tuple[int, int]
+    flow: int | None = None  # the trace flow its wavelets carry (the send's)
 
 
 class ExpressReceive(NamedTuple):
@@ -106,39 +127,57 @@ class ExpressEndpoint(RampEndpoint, Protocol):
         ...
 
     def commit_express_send(
-        self, send: ExpressSend, issues: np.ndarray, credits_home: list[int]
+        self, send: ExpressSend, issues: np.ndarray, credits_away: int, stream: ExpressStream
     ) -> None:
-        """The send is an express stream: wavelet k issues at cycle ``issues[k]``; the ramp
-        credits still away after the last issue come home at the cycles ``credits_home`` (the
-        endpoint calls its own ``up_credit`` then). The endpoint completes the operation at
-        ``issues[-1]`` and yields its issue slots to the stream in those cycles."""
+        """The send is an express stream: wavelet k issues at cycle ``issues[k]``;
+        ``credits_away`` ramp credits are still away after the last issue (the stream brings
+        them home through the endpoint's ``up_credit``). The endpoint yields its issue slots to
+        the stream in those cycles; the stream completes the operation (``complete_express``)
+        at ``issues[-1]``."""
         ...
 
     def commit_express_receive(
-        self, recv: ExpressReceive, pops: np.ndarray, shift: int, values: np.ndarray
+        self, recv: ExpressReceive, pops: np.ndarray, shift: int, stream: ExpressStream
     ) -> None:
         """The receive is part of the express stream: wavelet k comes down the ramp and is
-        popped at cycle ``pops[k] + shift``; at the last one the operation completes with
-        ``values`` written."""
+        popped at cycle ``pops[k] + shift``; at the last one the stream completes the operation
+        with its data written (``complete_express``)."""
+        ...
+
+    def complete_express(self, op: Any, values: np.ndarray | None) -> None:
+        """The end of an express stream for ``op``: a send, or a receive given its data."""
+        ...
+
+    def express_hand_back(
+        self, stream: ExpressStream, op: Any, done: int, issues: int, t: int,
+        values: np.ndarray | None, up_adjust: int, queued: list[Wavelet],
+    ) -> None:  # fmt: skip
+        """``stream`` hands its work on this endpoint back to the wavelet path from cycle
+        ``t``: ``op`` has moved ``done`` elements in ``issues`` issue cycles (a receive: the
+        first ``done`` of ``values`` written), ``queued`` wavelets wait in its input queue, and
+        its up-ramp credits for the colour change by ``up_adjust``. An operation with
+        ``done`` short of its length runs on as a microthread from cycle ``t``; the endpoint
+        gives back the issue cycles it had yielded to the stream from ``t`` on."""
         ...
 
 
 def _tree(
     root: Router, colour: int, first_arrival: int, hop: int
-) -> list[tuple[Router, int, Any]] | None:
-    """Routers of the colour's multicast tree from ``root`` with their depth and route, or None.
+) -> list[tuple[Router, int, Any, Dir]] | None:
+    """Routers of the colour's multicast tree from ``root`` with their depth, route and the
+    port the stream comes in through, or None.
 
     A router's route is the one its pending configuration writes will leave, provided they land
     no later than the stream's first wavelet reaches it (then they cannot affect the stream).
     """
-    out: list[tuple[Router, int, Any]] = []
+    out: list[tuple[Router, int, Any, Dir]] = []
     ready, route = root.route_at(colour)
-    todo = [(root, 0, ready, route)]  # (breadth first: read in order as it grows)
+    todo = [(root, 0, ready, route, RAMP)]  # (breadth first: read in order as it grows)
     seen = {root.index}
-    for r, depth, ready, route in todo:
+    for r, depth, ready, route, in_port in todo:
         if route is None or route.teardown or ready > first_arrival + depth * hop:
             return None
-        out.append((r, depth, route))
+        out.append((r, depth, route, in_port))
         nbrs = r.nbr
         for port in route.positions[route.pos].tx:
             if port is RAMP:
@@ -150,7 +189,7 @@ def _tree(
             if nroute is None or port.opposite not in nroute.positions[nroute.pos].rx:
                 return None
             seen.add(nbr.index)
-            todo.append((nbr, depth + 1, nready, nroute))
+            todo.append((nbr, depth + 1, nready, nroute, port.opposite))
     return out
 
 
@@ -213,7 +252,7 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     if tree is None:
         return False
     receivers: list[tuple[Router, int, ExpressReceive]] = []
-    for r, depth, route in tree:
+    for r, depth, route, _ in tree:
         if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
             return False
         tx = route.positions[route.pos].tx
@@ -252,11 +291,234 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     return True
 
 
+class ExpressStream:
+    """A committed express stream: its schedule, and what it needs to hand its remaining work
+    back to the wavelet path (:meth:`hand_back`).
+
+    Every event the commit schedules (credits still away after a part's last wavelet, the
+    completions, a control wavelet of the stream's colour held behind it) goes through this
+    object and does nothing once the stream has been handed back (``live`` False): the hand-back
+    then schedules, as the engine's own due actions, exactly what is on its way at that cycle.
+    """
+
+    __slots__ = (
+        "behind", "colour", "engine", "fa", "flow", "lc_home", "live", "ramp_away", "ran",
+        "receivers", "rr", "s", "send", "tree", "written",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        engine: FabricEngine,
+        send: ExpressSend,
+        tree: list[tuple[Router, int, Any]],
+        receivers: list[tuple[Router, int, ExpressReceive]],
+        s: np.ndarray,
+        fa: np.ndarray,
+    ) -> None:
+        self.engine = engine
+        self.send = send
+        self.colour = send.colour
+        self.flow = send.flow
+        self.tree = tree
+        self.receivers = receivers
+        self.s = s
+        self.fa = fa
+        self.live = True
+        # (router index, port) -> credits the commit took away for the tail; and how many of
+        # the guarded returns have landed (the sender's up-ramp credits under index -1).
+        self.lc_home: dict[tuple[int, Any], int] = {}
+        self.ran: dict[tuple[int, Any], int] = {}
+        self.ramp_away = 0
+        # Per router of the tree: the round-robin pointers of its tx ports before the commit.
+        self.rr: list[tuple[Router, list[int]]] = []
+        # Control wavelets of the stream's colour that reached a router inside its window and
+        # wait behind its last wavelet: (router, port, wavelet).
+        self.behind: list[tuple[Router, Dir, Any]] = []
+        # Per router: colours whose configuration writes were on their way at the commit, and
+        # the cycle the last of them lands (the schedule counted them as done).
+        self.written: dict[int, dict[int, int]] = {}
+
+    # -- the guarded events ----------------------------------------------------------------------
+    def _credit(self, r: Router, port: Dir, colour: int) -> None:
+        if self.live:
+            key = (r.index, port)
+            self.ran[key] = self.ran.get(key, 0) + 1
+            r.return_credit(port, colour)
+
+    def _ramp_credit(self, r: Router, colour: int) -> None:
+        if self.live:
+            key = (r.index, RAMP)
+            self.ran[key] = self.ran.get(key, 0) + 1
+            r.ramp_credit(colour)
+
+    def _up_credit(self, ce: ExpressEndpoint, colour: int) -> None:
+        if self.live:
+            self.ran[(-1, RAMP)] = self.ran.get((-1, RAMP), 0) + 1
+            ce.up_credit(colour)
+
+    def _complete(self, ce: ExpressEndpoint, op: Any, values: Any) -> None:
+        if self.live:
+            ce.complete_express(op, values)
+
+    def hold_behind(self, r: Router, port: Dir, w: Any, until: int) -> None:
+        """A wavelet of the stream's own colour reached ``r`` inside its window (the TEARDOWN
+        sent behind the stream while it was held at a posted teardown exit): it queues after
+        the stream's last wavelet there (lands in the buffer at ``until + 1``)."""
+        item = (r, port, w)
+        self.behind.append(item)
+        self.engine.at(until + 1, self._behind_lands, item)
+
+    def _behind_lands(self, item: tuple[Router, Dir, Any]) -> None:
+        if self.live:
+            self.behind.remove(item)
+            r, port, w = item
+            r.receive(port, self.colour, w)
+
+    def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
+        """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
+        counted (on its way then, landing no later than the last one it saw)."""
+        planned = self.written.get(r.index)
+        return planned is not None and t <= planned.get(colour, -1)
+
+    # -- handing back ----------------------------------------------------------------------------
+    def hand_back(self, t: int) -> None:
+        """Give the stream's remaining work back to the wavelet path: from cycle ``t`` (the
+        first cycle whose router and CE steps have not run; deliveries of the current cycle
+        have all landed), the routers, CEs and due actions hold exactly what the reference
+        engine would hold had it moved the stream wavelet by wavelet: wavelets buffered at
+        routers and queued at receivers, the operations with their progress and data so far,
+        credits home or on their way, wavelets in flight. Called when something the commit
+        did not account for reaches the stream's CEs or ports inside its window (module doc).
+        """
+        if not self.live:
+            return
+        self.live = False
+        engine = self.engine
+        engine.express_handbacks += 1
+        cfg = engine.cfg
+        now = engine.now_cycle()
+        hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
+        lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
+        s, fa, n = self.s, self.fa, len(self.s)
+        colour = self.colour
+        values = self.send.values
+        flow = self.flow
+        at = engine.at
+
+        def count_before(times: np.ndarray, shift: int, cycle: int) -> int:
+            """#k with times[k] + shift < cycle (times sorted)."""
+            return int(times.searchsorted(cycle - shift, "left"))
+
+        def count_landed(times: np.ndarray, shift: int) -> int:
+            """#k with times[k] + shift <= now: landed by the current cycle's due actions."""
+            return int(times.searchsorted(now - shift, "right"))
+
+        def wavelet(k: int) -> Wavelet:
+            return Wavelet(float(values[k]), flow=flow)
+
+        def activate_router(r: Router) -> None:
+            if t <= now:
+                engine.activate_router(r)
+            else:
+                at(t, engine.activate_router, r)
+
+        def credit_adjust(r: Router, port: Dir, sent: int, home: int) -> None:
+            """The (port, colour) credits: the reference has ``sent - home`` away now; the
+            commit took ``lc_home`` away and ``ran`` of its returns have landed."""
+            key = (r.index, port)
+            express = -self.lc_home.get(key, 0) + self.ran.get(key, 0)
+            r.credits[(port, colour)] += -(sent - home) - express
+
+        # The sender: issues before t done; arrivals at the root, up-ramp credits.
+        sender: ExpressEndpoint = self.tree[0][0].ce  # type: ignore[assignment]
+        root = self.tree[0][0]
+        ks = count_before(s, 0, t)
+        kf0 = count_before(fa, 0, t)
+        for k in range(count_landed(s, lr), ks):
+            at(int(s[k]) + lr, root.receive, RAMP, colour, wavelet(k))
+        home = count_landed(fa, lc)
+        for k in range(home, kf0):
+            at(int(fa[k]) + lc, sender.up_credit, colour)
+        up_adjust = -(ks - home) + self.lc_home.get((-1, RAMP), 0) - self.ran.get((-1, RAMP), 0)
+        sender.express_hand_back(
+            self,
+            self.send.op, ks, int(np.count_nonzero(np.diff(s[:ks]))) + 1 if ks else 0, t,
+            None, up_adjust, [],
+        )  # fmt: skip
+        # Routers: wavelets arrived but not forwarded are buffered; what left before t and has
+        # not arrived or come back is on its way.
+        recv_of = {id(r): recv for r, _, recv in self.receivers}
+        old_rr = dict((id(r), rr) for r, rr in self.rr)
+        for r, depth, route, in_port in self.tree:
+            shift = depth * hop
+            tx = route.positions[route.pos].tx
+            kf = count_before(fa, shift, t)  # forwarded (sent out of every tx port) before t
+            if depth:
+                ka = count_landed(fa, shift)  # arrived
+                parent_sent = count_before(fa, shift - hop, t)
+                for k in range(ka, parent_sent):
+                    at(int(fa[k]) + shift, r.receive, in_port, colour, wavelet(k))
+            else:
+                ka = count_landed(s, lr)
+            if ka > kf:
+                key = (in_port, colour)
+                buf = r.bufs.get(key)
+                if buf is None:
+                    buf = r.bufs[key] = []
+                buf[0:0] = [wavelet(k) for k in range(kf, ka)]  # (before any held behind)
+                r.buffered += ka - kf
+            r.forwarded -= n - kf
+            if kf == 0:
+                saved = old_rr.get(id(r))
+                if saved is not None:
+                    for port, value in zip(tx, saved, strict=True):
+                        r.rr[port] = value
+            for port in tx:
+                if port is RAMP:
+                    continue
+                # (a wavelet the next router has not forwarded yet: it returns the credit)
+                back = count_landed(fa, shift + hop + lch)
+                for k in range(back, count_before(fa, shift + hop, t)):
+                    at(int(fa[k]) + shift + hop + lch, r.return_credit, port, colour)
+                credit_adjust(r, port, kf, back)
+            recv = recv_of.get(id(r))
+            if recv is not None:
+                ce: ExpressEndpoint = r.ce  # type: ignore[assignment]
+                down = shift + lr
+                delivered = count_landed(fa, down)
+                for k in range(delivered, kf):
+                    at(int(fa[k]) + down, ce.fabric_deliver, colour, wavelet(k))
+                popped = count_before(fa, down, t)
+                back = count_landed(fa, down + lc)
+                for k in range(back, popped):
+                    at(int(fa[k]) + down + lc, r.ramp_credit, colour)
+                credit_adjust(r, RAMP, kf, back)
+                queued = [wavelet(k) for k in range(popped, delivered)]
+                ce.express_hand_back(self, recv.op, popped, popped, t, values, 0, queued)
+            if r.express_stream is self:
+                r.express_until = -1
+                r.express_colour = -1
+                r.express_busy = {}
+                r.express_stream = None
+            if r.buffered:
+                activate_router(r)
+        # Control wavelets of the colour held behind the stream: in their buffers, in order.
+        for r, port, w in self.behind:
+            key = (port, colour)
+            buf = r.bufs.get(key)
+            if buf is None:
+                buf = r.bufs[key] = []
+            buf.append(w)
+            r.buffered += 1
+            activate_router(r)
+        self.behind = []
+
+
 def _commit(
     engine: FabricEngine,
     root: Router,
     send: ExpressSend,
-    tree: list[tuple[Router, int, Any]],
+    tree: list[tuple[Router, int, Any, Any]],
     receivers: list[tuple[Router, int, ExpressReceive]],
     s: np.ndarray,
     fa: np.ndarray,
@@ -268,27 +530,46 @@ def _commit(
     n = send.length
     buf = cfg.router_buffer_wavelets
     at_each = engine.sched.at_each
+    done = engine.express_done
+    if done is None:
+        done = engine.express_done = Completions(engine)
     engine.express_streams += 1
     engine.express_wavelets += n
+    stream = ExpressStream(engine, send, tree, receivers, s, fa)
     # The sender: issues end at s[-1]; up-ramp credits still away then come home later.
     last_issue = int(s[-1])
     last_f = int(fa[-1])
     tail = fa[-64:].tolist()  # credits per loop are at most 64 (config ranges)
     sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
-    sender.commit_express_send(send, s, _outstanding(tail, lc, last_issue, cfg.ramp_credits))
+    home = _outstanding(tail, lc, last_issue, cfg.ramp_credits)
+    sender.commit_express_send(send, s, len(home), stream)
+    if home:
+        stream.lc_home[(-1, RAMP)] = len(home)
+        at_each(home, stream._up_credit, sender, colour)
+    done.add(last_issue, stream._complete, sender, send.op, None)
     # Routers: each forwards wavelet k at fa[k] + depth * hop; hop credits return one hop and
     # a credit latency later. Which credits are still away when a router's last wavelet leaves
     # does not depend on its depth (both sides shift by depth * hop): computed once.
     hop_away = _outstanding(tail, hop + lch, last_f, buf)
     detail = engine.detail
-    for r, depth, route in tree:
+    lc_home = stream.lc_home
+    saved_rr = stream.rr
+    written = stream.written
+    for r, depth, route, _ in tree:
         shift = depth * hop
         last_send = last_f + shift
         r.express_until = last_send
         r.express_colour = colour
+        r.express_stream = stream
         r.forwarded += n
         tx = route.current.tx
         r.express_busy = dict.fromkeys(tx, (fa, shift))
+        rr = r.rr
+        saved_rr.append((r, [rr[p] for p in tx]))
+        for p in tx:
+            rr[p] = colour  # (the stream is the last to use its ports in its window)
+        if r.future:
+            written[r.index] = {c: ready for c, (ready, _) in r.future.items()}
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)
@@ -299,7 +580,8 @@ def _commit(
                 if port is RAMP:
                     continue
                 r.credits[(port, colour)] -= len(hop_away)
-                at_each([t + shift for t in hop_away], r.return_credit, port, colour)
+                lc_home[(r.index, port)] = len(hop_away)
+                at_each([t + shift for t in hop_away], stream._credit, r, port, colour)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
@@ -312,6 +594,39 @@ def _commit(
             away = ramp_away[cd] = _outstanding(tail, lr + lc, last_f, cd)
         if away:
             router.credits[(RAMP, colour)] -= len(away)
-            at_each([t + depth * hop for t in away], router.ramp_credit, colour)
+            lc_home[(router.index, RAMP)] = len(away)
+            at_each([t + depth * hop for t in away], stream._ramp_credit, router, colour)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
-        rce.commit_express_receive(recv, fa, shift, send.values)
+        rce.commit_express_receive(recv, fa, shift, stream)
+        done.add(int(fa[-1]) + shift, stream._complete, rce, recv.op, send.values)
+
+
+class Completions:
+    """The express streams' completions, run in the cycle they are due *after* every due
+    action of that cycle (first in the ``routers`` step group, index -2), as the reference
+    engine finishes an operation in its compute engine's step: an operation that begins, or a
+    task that lands, in that cycle can still hand the stream back before it completes."""
+
+    index = -2
+
+    def __init__(self, engine: FabricEngine) -> None:
+        self.engine = engine
+        self.due: dict[int, list[tuple[Any, tuple[Any, ...]]]] = {}
+
+    def add(self, t: int, fn: Any, *args: Any) -> None:
+        slot = self.due.get(t)
+        if slot is None:
+            slot = self.due[t] = []
+            if t <= self.engine.now_cycle():
+                self.engine.routers_group.active[-2] = self
+            else:
+                self.engine.at(t, self._wake)
+        slot.append((fn, args))
+
+    def _wake(self) -> None:
+        self.engine.routers_group.active[-2] = self
+
+    def step(self, t: int) -> bool:
+        for fn, args in self.due.pop(t, ()):
+            fn(*args)
+        return False
