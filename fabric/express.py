@@ -291,19 +291,27 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     return True
 
 
+def _key(index: int, small: int) -> int:
+    """A router index (from -1) and a port or colour (below 64) packed in one int."""
+    return (index + 1) * 64 + small
+
+
 class ExpressStream:
     """A committed express stream: its schedule, and what it needs to hand its remaining work
     back to the wavelet path (:meth:`hand_back`).
 
-    Every event the commit schedules (credits still away after a part's last wavelet, the
-    completions, a control wavelet of the stream's colour held behind it) goes through this
-    object and does nothing once the stream has been handed back (``live`` False): the hand-back
-    then schedules, as the engine's own due actions, exactly what is on its way at that cycle.
+    The events the commit schedules are the engine's own (the credits still away after a part's
+    last wavelet) or the :class:`Completions`' (the completions); the stream keeps when they
+    are (``tails``; a completion is at its part's last cycle) so that a hand-back can take back
+    those still to come, and then schedules exactly what is on its way at that cycle. (Few
+    objects per stream, none per router that the garbage collector must follow: a stream is
+    made per broadcast, and collections over many small containers cost more than the rest of
+    the commit.)
     """
 
     __slots__ = (
-        "behind", "colour", "engine", "fa", "flow", "lc_home", "live", "ramp_away", "ran",
-        "receivers", "rr", "s", "send", "tree", "written",
+        "bases", "behind", "colour", "depths", "engine", "fa", "flow", "ins", "live", "rops",
+        "routers", "rr", "s", "send", "tails", "txs", "written",
     )  # fmt: skip
 
     def __init__(
@@ -319,46 +327,30 @@ class ExpressStream:
         self.send = send
         self.colour = send.colour
         self.flow = send.flow
-        self.tree = tree
-        self.receivers = receivers
+        # The tree, as flat lists (router, depth, tx ports, the port the stream comes in
+        # through) and each receiving router's operation
+        self.routers = [r for r, _, _, _ in tree]
+        self.depths = [d for _, d, _, _ in tree]
+        self.txs = [route.positions[route.pos].tx for _, _, route, _ in tree]
+        self.ins = [p for _, _, _, p in tree]
+        self.rops = {r.index: recv.op for r, _, recv in receivers}
         self.s = s
         self.fa = fa
         self.live = True
-        # (router index, port) -> credits the commit took away for the tail; and how many of
-        # the guarded returns have landed (the sender's up-ramp credits under index -1).
-        self.lc_home: dict[tuple[int, Any], int] = {}
-        self.ran: dict[tuple[int, Any], int] = {}
-        self.ramp_away = 0
+        # (router index, port) -> (shift, base): the credits the commit scheduled for the tail of
+        # the stream there come at ``bases[base]`` + shift (the sender's up-ramp credits under
+        # index -1); keys and values are packed in ints (``_key``, ``_tail``), which the
+        # garbage collector does not follow
+        self.tails: dict[int, int] = {}
+        self.bases: dict[int, list[int]] = {}
         # Per router of the tree: the round-robin pointers of its tx ports before the commit.
-        self.rr: list[tuple[Router, list[int]]] = []
+        self.rr: list[int] = []  # (five per router of the tree, in its order)
         # Control wavelets of the stream's colour that reached a router inside its window and
         # wait behind its last wavelet: (router, port, wavelet).
         self.behind: list[tuple[Router, Dir, Any]] = []
         # Per router: colours whose configuration writes were on their way at the commit, and
         # the cycle the last of them lands (the schedule counted them as done).
-        self.written: dict[int, dict[int, int]] = {}
-
-    # -- the guarded events ----------------------------------------------------------------------
-    def _credit(self, r: Router, port: Dir, colour: int) -> None:
-        if self.live:
-            key = (r.index, port)
-            self.ran[key] = self.ran.get(key, 0) + 1
-            r.return_credit(port, colour)
-
-    def _ramp_credit(self, r: Router, colour: int) -> None:
-        if self.live:
-            key = (r.index, RAMP)
-            self.ran[key] = self.ran.get(key, 0) + 1
-            r.ramp_credit(colour)
-
-    def _up_credit(self, ce: ExpressEndpoint, colour: int) -> None:
-        if self.live:
-            self.ran[(-1, RAMP)] = self.ran.get((-1, RAMP), 0) + 1
-            ce.up_credit(colour)
-
-    def _complete(self, ce: ExpressEndpoint, op: Any, values: Any) -> None:
-        if self.live:
-            ce.complete_express(op, values)
+        self.written: dict[int, int] = {}  # _key(router index, colour) -> cycle
 
     def hold_behind(self, r: Router, port: Dir, w: Any, until: int) -> None:
         """A wavelet of the stream's own colour reached ``r`` inside its window (the TEARDOWN
@@ -377,8 +369,7 @@ class ExpressStream:
     def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
         """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
         counted (on its way then, landing no later than the last one it saw)."""
-        planned = self.written.get(r.index)
-        return planned is not None and t <= planned.get(colour, -1)
+        return t <= self.written.get(_key(r.index, colour), -1)
 
     # -- handing back ----------------------------------------------------------------------------
     def hand_back(self, t: int) -> None:
@@ -392,11 +383,55 @@ class ExpressStream:
         """
         if not self.live:
             return
+        engine = self.engine
+        now = engine.now_cycle()
+        if t <= now:
+            # Asked during the cycle's due actions: done once they have all landed, first in the
+            # cycle's steps (Completions), so that every event of this cycle has run.
+            engine.express_done.pending.append(self)
+            engine.routers_group.active[Completions.index] = engine.express_done
+            return
+        self._hand_back(t)
+
+    def _hand_back(self, t: int) -> None:
+        """:meth:`hand_back` at cycle ``t``, with every event of the cycles before ``t`` run
+        and none of ``t``'s steps."""
+        if not self.live:
+            return
         self.live = False
         engine = self.engine
         engine.express_handbacks += 1
         cfg = engine.cfg
-        now = engine.now_cycle()
+        now = engine.now_cycle()  # (t - 1, or t in Completions' step: its events have all run)
+        due = engine.sched.due
+        routers = engine.routers
+        colour = self.colour
+        bases = self.bases
+        for key, packed in self.tails.items():
+            index, port = key // 64 - 1, Dir(key % 64)
+            shift, base = packed // 128, packed % 128
+            times = [u + shift for u in bases[base]]
+            if index < 0:
+                action: tuple[Any, tuple[Any, ...]] = (self.routers[0].ce.up_credit, (colour,))
+            elif port is RAMP:
+                action = (routers[index].ramp_credit, (colour,))
+            else:
+                action = (routers[index].return_credit, (port, colour))
+            for u in times:
+                if u > now:
+                    due[u].remove(action)
+        ends = engine.express_done.due
+        hop, lr = cfg.hop_latency_cycles, cfg.ramp_latency_cycles
+        rops = self.rops
+        parts = [(int(self.s[-1]), self.send.op)] + [
+            (int(self.fa[-1]) + depth * hop + lr, rops[r.index])
+            for r, depth in zip(self.routers, self.depths, strict=True)
+            if r.index in rops
+        ]
+        for u, op in parts:
+            if u >= t:
+                slot = ends[u]
+                slot.remove(next(e for e in slot if e[1][0] is op))
         hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
         lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
         s, fa, n = self.s, self.fa, len(self.s)
@@ -422,16 +457,21 @@ class ExpressStream:
             else:
                 at(t, engine.activate_router, r)
 
+        def express_away(index: int, port: Dir) -> int:
+            """Credits the commit took away there and has not brought home by now."""
+            packed = self.tails.get(_key(index, port))
+            if packed is None:
+                return 0
+            shift = packed // 128
+            return sum(1 for u in self.bases[packed % 128] if u + shift > now)
+
         def credit_adjust(r: Router, port: Dir, sent: int, home: int) -> None:
-            """The (port, colour) credits: the reference has ``sent - home`` away now; the
-            commit took ``lc_home`` away and ``ran`` of its returns have landed."""
-            key = (r.index, port)
-            express = -self.lc_home.get(key, 0) + self.ran.get(key, 0)
-            r.credits[(port, colour)] += -(sent - home) - express
+            """The (port, colour) credits: the reference has ``sent - home`` away now."""
+            r.credits[(port, colour)] += express_away(r.index, port) - (sent - home)
 
         # The sender: issues before t done; arrivals at the root, up-ramp credits.
-        sender: ExpressEndpoint = self.tree[0][0].ce  # type: ignore[assignment]
-        root = self.tree[0][0]
+        root = self.routers[0]
+        sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
         ks = count_before(s, 0, t)
         kf0 = count_before(fa, 0, t)
         for k in range(count_landed(s, lr), ks):
@@ -439,7 +479,7 @@ class ExpressStream:
         home = count_landed(fa, lc)
         for k in range(home, kf0):
             at(int(fa[k]) + lc, sender.up_credit, colour)
-        up_adjust = -(ks - home) + self.lc_home.get((-1, RAMP), 0) - self.ran.get((-1, RAMP), 0)
+        up_adjust = express_away(-1, RAMP) - (ks - home)
         sender.express_hand_back(
             self,
             self.send.op, ks, int(np.count_nonzero(np.diff(s[:ks]))) + 1 if ks else 0, t,
@@ -447,11 +487,10 @@ class ExpressStream:
         )  # fmt: skip
         # Routers: wavelets arrived but not forwarded are buffered; what left before t and has
         # not arrived or come back is on its way.
-        recv_of = {id(r): recv for r, _, recv in self.receivers}
-        old_rr = dict((id(r), rr) for r, rr in self.rr)
-        for r, depth, route, in_port in self.tree:
+        old_rr = self.rr
+        for i, r in enumerate(self.routers):
+            depth, tx, in_port = self.depths[i], self.txs[i], self.ins[i]
             shift = depth * hop
-            tx = route.positions[route.pos].tx
             kf = count_before(fa, shift, t)  # forwarded (sent out of every tx port) before t
             if depth:
                 ka = count_landed(fa, shift)  # arrived
@@ -469,10 +508,8 @@ class ExpressStream:
                 r.buffered += ka - kf
             r.forwarded -= n - kf
             if kf == 0:
-                saved = old_rr.get(id(r))
-                if saved is not None:
-                    for port, value in zip(tx, saved, strict=True):
-                        r.rr[port] = value
+                for port in tx:
+                    r.rr[port] = old_rr[5 * i + port]
             for port in tx:
                 if port is RAMP:
                     continue
@@ -481,8 +518,8 @@ class ExpressStream:
                 for k in range(back, count_before(fa, shift + hop, t)):
                     at(int(fa[k]) + shift + hop + lch, r.return_credit, port, colour)
                 credit_adjust(r, port, kf, back)
-            recv = recv_of.get(id(r))
-            if recv is not None:
+            rop = self.rops.get(r.index)
+            if rop is not None:
                 ce: ExpressEndpoint = r.ce  # type: ignore[assignment]
                 down = shift + lr
                 delivered = count_landed(fa, down)
@@ -494,7 +531,7 @@ class ExpressStream:
                     at(int(fa[k]) + down + lc, r.ramp_credit, colour)
                 credit_adjust(r, RAMP, kf, back)
                 queued = [wavelet(k) for k in range(popped, delivered)]
-                ce.express_hand_back(self, recv.op, popped, popped, t, values, 0, queued)
+                ce.express_hand_back(self, rop, popped, popped, t, values, 0, queued)
             if r.express_stream is self:
                 r.express_until = -1
                 r.express_colour = -1
@@ -543,16 +580,18 @@ def _commit(
     sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
     home = _outstanding(tail, lc, last_issue, cfg.ramp_credits)
     sender.commit_express_send(send, s, len(home), stream)
+    tails = stream.tails
     if home:
-        stream.lc_home[(-1, RAMP)] = len(home)
-        at_each(home, stream._up_credit, sender, colour)
-    done.add(last_issue, stream._complete, sender, send.op, None)
+        tails[_key(-1, RAMP)] = 0
+        stream.bases[0] = home
+        at_each(home, sender.up_credit, colour)
+    done.add(last_issue, sender.complete_express, send.op, None)
     # Routers: each forwards wavelet k at fa[k] + depth * hop; hop credits return one hop and
     # a credit latency later. Which credits are still away when a router's last wavelet leaves
     # does not depend on its depth (both sides shift by depth * hop): computed once.
     hop_away = _outstanding(tail, hop + lch, last_f, buf)
+    stream.bases[1] = hop_away
     detail = engine.detail
-    lc_home = stream.lc_home
     saved_rr = stream.rr
     written = stream.written
     for r, depth, route, _ in tree:
@@ -565,11 +604,12 @@ def _commit(
         tx = route.current.tx
         r.express_busy = dict.fromkeys(tx, (fa, shift))
         rr = r.rr
-        saved_rr.append((r, [rr[p] for p in tx]))
+        saved_rr.extend(rr)
         for p in tx:
             rr[p] = colour  # (the stream is the last to use its ports in its window)
         if r.future:
-            written[r.index] = {c: ready for c, (ready, _) in r.future.items()}
+            for c, (ready, _) in r.future.items():
+                written[_key(r.index, c)] = ready
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)
@@ -580,53 +620,81 @@ def _commit(
                 if port is RAMP:
                     continue
                 r.credits[(port, colour)] -= len(hop_away)
-                lc_home[(r.index, port)] = len(hop_away)
-                at_each([t + shift for t in hop_away], stream._credit, r, port, colour)
+                times = [t + shift for t in hop_away]
+                tails[_key(r.index, port)] = shift * 128 + 1
+                at_each(times, r.return_credit, port, colour)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
     ramp_away: dict[int, list[int]] = {}
+    # (Completions.add, inlined: once per receiver; every pop is after the current cycle)
+    done_due, wake, at, values = done.due, done._wake, engine.at, send.values
     for router, depth, recv in receivers:
         shift = depth * hop + lr
         cd = recv.down_credits
         away = ramp_away.get(cd)
         if away is None:
-            away = ramp_away[cd] = _outstanding(tail, lr + lc, last_f, cd)
+            away = ramp_away[cd] = stream.bases[2 + cd] = _outstanding(tail, lr + lc, last_f, cd)
         if away:
             router.credits[(RAMP, colour)] -= len(away)
-            lc_home[(router.index, RAMP)] = len(away)
-            at_each([t + depth * hop for t in away], stream._ramp_credit, router, colour)
+            times = [t + depth * hop for t in away]
+            tails[_key(router.index, RAMP)] = depth * hop * 128 + 2 + cd
+            at_each(times, router.ramp_credit, colour)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
         rce.commit_express_receive(recv, fa, shift, stream)
-        done.add(int(fa[-1]) + shift, stream._complete, rce, recv.op, send.values)
+        u = last_f + shift
+        entry = (rce.complete_express, (recv.op, values))
+        slot = done_due.get(u)
+        if slot is None:
+            done_due[u] = [entry]
+            at(u, wake)
+        else:
+            slot.append(entry)
 
 
 class Completions:
     """The express streams' completions, run in the cycle they are due *after* every due
-    action of that cycle (first in the ``routers`` step group, index -2), as the reference
-    engine finishes an operation in its compute engine's step: an operation that begins, or a
-    task that lands, in that cycle can still hand the stream back before it completes."""
+    action of that cycle (first in the ``routers`` step group), as the reference engine
+    finishes an operation in its compute engine's step: an operation that begins, or a write
+    that lands, in that cycle can still hand the stream back before it completes. The
+    hand-backs asked for during a cycle's due actions run here too, before the completions."""
 
     index = -2
 
     def __init__(self, engine: FabricEngine) -> None:
         self.engine = engine
         self.due: dict[int, list[tuple[Any, tuple[Any, ...]]]] = {}
+        self.pending: list[ExpressStream] = []
 
-    def add(self, t: int, fn: Any, *args: Any) -> None:
+    def add(self, t: int, fn: Any, *args: Any) -> tuple[int, tuple[Any, tuple[Any, ...]]]:
+        """Run ``fn(*args)`` in cycle ``t``'s steps; returns (t, the entry)."""
+        entry = (fn, args)
         slot = self.due.get(t)
         if slot is None:
-            slot = self.due[t] = []
+            self.due[t] = [entry]
             if t <= self.engine.now_cycle():
                 self.engine.routers_group.active[-2] = self
             else:
                 self.engine.at(t, self._wake)
-        slot.append((fn, args))
+        else:
+            slot.append(entry)
+        return t, entry
 
     def _wake(self) -> None:
         self.engine.routers_group.active[-2] = self
 
     def step(self, t: int) -> bool:
+        if self.pending:
+            # (the routers a hand-back gives wavelets to are stepped here, once, in index
+            # order; those the scheduler already holds for this cycle are stepped by it)
+            active = self.engine.routers_group.active
+            scheduled = set(active)
+            pending, self.pending = self.pending, []
+            for stream in pending:
+                stream._hand_back(t)
+            for idx in sorted(i for i in active if i not in scheduled):
+                if not active[idx].step(t):
+                    del active[idx]
         for fn, args in self.due.pop(t, ()):
             fn(*args)
         return False
