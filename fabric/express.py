@@ -53,8 +53,11 @@ From the schedule it writes into the routers and CEs exactly what the reference 
 hold at that cycle: wavelets buffered at routers and queued at receivers, each operation's
 progress (and a receive's data so far), credits home, and what is on its way (wavelets on a
 hop or a ramp, credits coming back) as the engine's own due actions; the events the commit
-scheduled become no-ops. The engine then goes on as if it had moved the stream itself, so the
-answer never depends on whether, or where, a stream was express (``tests/test_conformance.py``).
+scheduled that are still to come (tail credits, completions) are taken back. A hand-back asked
+for during a cycle's due actions is done once they have all run, first in that cycle's steps
+(:class:`Completions`), so that every event of the cycle has landed. The engine then goes on as
+if it had moved the stream itself, so the answer never depends on whether, or where, a stream
+was express (``tests/test_conformance.py``).
 An operation the stream outranks issues only in the cycles the stream leaves free, as it would,
 and needs no hand-back; a task under a stream that outranks the main thread loses the cycles the
 stream issues in (``ComputeEngine._express_steals``). ``fast_conflicts`` counts what could still
