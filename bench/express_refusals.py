@@ -122,7 +122,7 @@ class Counter:
         if tree is None:
             return "fabric: tree (a route not ready, in teardown, or off the mesh)"
         cfg = ce.engine.cfg
-        for r, depth, rt in tree:
+        for r, depth, rt, _ in tree:
             if not express._router_idle(r, now):
                 return "fabric: a router busy"
             if colour in r.filters:
@@ -150,7 +150,7 @@ class Counter:
             return
         lr = ce.engine.cfg.ramp_latency_cycles
         slack = 10**9
-        for r, depth, _route in tree:
+        for r, depth, _route, _ in tree:
             last = int(fa[-1]) + depth * hop + lr + 1
             for colour, route in r.routes.items():
                 if colour == op.out_colour or not (route.current.rx or route.teardown):

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any, Generic
 
 from fabric.config import FabricConfig
-from fabric.endpoints import EndpointT, FastPhase, LinkPeer, OpT, RampEndpoint, busy_at
+from fabric.endpoints import EndpointT, FastPhase, LinkPeer, OpT, RampEndpoint
 from fabric.routes import STEP, ColourRoute, Dir, RouteError, WaveletFilter, pe_name
 from fabric.schedules import SourceSchedules
 from fabric.wavelet import Cmd, Wavelet
@@ -56,6 +56,7 @@ class Router:
         "engine",
         "express_busy",
         "express_colour",
+        "express_stream",
         "express_until",
         "filters",
         "forwarded",
@@ -93,6 +94,7 @@ class Router:
         self.express_colour = -1  # that stream's colour
         # port -> (forward cycles at the root router, shift to this router): when it is busy
         self.express_busy: dict[Dir, tuple[Any, int]] = {}
+        self.express_stream: Any = None  # that stream (fabric.express.ExpressStream)
         self.path = f"wafer/{pe_name(xy)}/router"
         self.filters: dict[int, WaveletFilter] = {}
         self.stalled: dict[tuple[Dir, int], tuple[int, Dir]] = {}  # key -> (since, port)
@@ -102,17 +104,6 @@ class Router:
     @property
     def name(self) -> str:
         return pe_name(self.xy)
-
-    def _free_cycle(self, colour: int, now: int) -> int:
-        """The first cycle from ``now`` in which none of the colour's tx ports is used by the
-        express stream passing this router."""
-        route = self.routes.get(colour)
-        shared = [self.express_busy[p] for p in (route.current.tx if route else ()) if p in
-                  self.express_busy]  # fmt: skip
-        t = now
-        while any(busy_at(fa, shift, t) for fa, shift in shared):
-            t += 1
-        return t
 
     def write_config(self, t: int, colour: int, change: Callable[[ColourRoute], None]) -> None:
         """Schedule a configuration write by the CE at cycle ``t``: ``change`` mutates the
@@ -137,6 +128,10 @@ class Router:
         pending = self.future.get(colour)
         if pending is not None and pending[0] <= t:
             del self.future[colour]
+        if self.express_until >= t and not self.express_stream.written_is_planned(self, colour, t):
+            # A write the express stream passing here did not plan with: it goes on wavelet by
+            # wavelet from this cycle (fabric/express.py).
+            self.express_stream.hand_back(t)
         if self.buffered:  # (with nothing buffered, nothing is held, pending or to send)
             if not route.teardown:
                 self._check_held(colour, route)
@@ -183,13 +178,15 @@ class Router:
             elif colour == self.express_colour:
                 # Behind the stream on its own colour (e.g. the TEARDOWN sent while the stream
                 # was held at a posted teardown exit): it queues after the stream's last wavelet.
-                engine.at(until + 1, self.receive, port, colour, w)
+                self.express_stream.hold_behind(self, port, w, until)
                 return
-            elif self._free_cycle(colour, now) > now:
-                # The wavelet needs a port an express stream is using in this cycle. Round robin
-                # between the two colours would serve it now and push the stream back one cycle;
-                # it is served now and the stream keeps its schedule (counted, see express.py).
-                engine.fast_conflicts += 1
+            else:
+                route = self.routes.get(colour)
+                busy = self.express_busy
+                if route is not None and any(p in busy for p in route.positions[route.pos].tx):
+                    # The wavelet needs a port of the express stream passing here (a route
+                    # written inside its window): the two arbitrate on the wavelet path.
+                    self.express_stream.hand_back(now)
         route = self.routes.get(colour)
         if route is None or (port not in route.positions[route.pos].rx and not route.teardown):
             # (In teardown the colour holds whatever arrives; it must be accepted on exit.)
@@ -429,7 +426,10 @@ class FabricEngine(Generic[EndpointT, OpT]):
         self.detail_paths: frozenset[str] | None = None
         self.express_streams = 0
         self.express_wavelets = 0
+        self.express_handbacks = 0  # express streams handed back to the wavelet path
         self.fast_conflicts = 0
+        # The express streams' completions (fabric.express.Completions), made at the first commit
+        self.express_done: Any = None
         # A fast engine that moves some colours' broadcasts in lock step (wafer/lockstep.py), set
         # by the wafer when its fidelity asks for one; it takes operations as they begin and is
         # told of route writes and of the CEs' main threads.

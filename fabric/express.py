@@ -37,18 +37,40 @@ fabric move, no other microthread, its ramp credits for the colour all home), of
 (:meth:`ExpressEndpoint.commit_express_send` / :meth:`ExpressEndpoint.commit_express_receive`).
 
 Anything else (relays, data tasks, several streams sharing links or CEs) runs wavelet by wavelet.
-Should something reach a router or CE inside an express window after all, the engine counts a
-``fast_conflict`` (the only way the two fidelities can differ; runs report the count):
 
-- a wavelet of another colour that needs an output port in a cycle the stream uses it (possible
-  only if a route written inside the window gives that colour one of the stream's ports) is
-  served at once, as round robin between two colours would serve it, but the stream keeps its
-  schedule (the reference would push the stream back by one cycle); one that needs no such
-  port, or comes in a free cycle, is no conflict at all;
-- an operation that begins on a CE inside its window is stepped wavelet by wavelet and yields
-  the issue slots the stream's microthread takes whenever that microthread would win the
-  arbitration; when it would lose, the stream keeps its slots anyway (the reference would delay
-  the stream by a cycle).
+**Hand-back.** Should something the commit did not account for reach the stream inside its
+window, the stream hands its remaining work back to the wavelet path at that cycle
+(:meth:`ExpressStream.hand_back`), as the lock-step phase does (``wafer/lockstep.py``):
+
+- an operation that begins on one of its CEs and outranks the stream's microthread
+  (priority, then microthread id), or a task dispatched on one of its CEs while the stream's
+  microthread ranks below the main thread (the CEs call it);
+- a configuration write the commit did not plan with landing on a router of its tree, and a
+  wavelet of another colour that needs one of the stream's ports (the routers call it; a
+  committed stream owns its ports, so only such a write can bring one).
+
+From the schedule it writes into the routers and CEs exactly what the reference engine would
+hold at that cycle: wavelets buffered at routers and queued at receivers, each operation's
+progress (and a receive's data so far), credits home, and what is on its way (wavelets on a
+hop or a ramp, credits coming back) as the engine's own due actions; the events the commit
+scheduled that are still to come (tail credits, completions) are taken back. A hand-back asked
+for during a cycle's due actions is done once they have all run, first in that cycle's steps
+(:class:`Completions`), so that every event of the cycle has landed. The engine then goes on as
+if it had moved the stream itself, so the answer never depends on whether, or where, a stream
+was express (``tests/test_conformance.py``).
+An operation the stream outranks issues only in the cycles the stream leaves free, as it would,
+and needs no hand-back; a task under a stream that outranks the main thread loses the cycles the
+stream issues in (``ComputeEngine._express_steals``). ``fast_conflicts`` counts what could still
+differ; nothing increments it now (it stays in the run's metrics as a check).
+
+The commit sets the round-robin pointers of the stream's ports to its colour (the last to use
+them in its window, as in the reference; a hand-back before the stream's first send there puts
+them back). A detail trace's stream slice is emitted at the commit and covers the planned
+window even when the stream is handed back later.
+
+The completions run in the ``routers`` step group (:class:`Completions`, first), after every due
+action of their cycle, as the reference engine finishes an operation in its CE's step: an
+operation that begins in that cycle can still take the issue slot of the stream's last element.
 """
 
 from __future__ import annotations
@@ -61,6 +83,7 @@ import numpy as np
 from fabric.endpoints import RampEndpoint
 from fabric.engine import Router
 from fabric.routes import Dir
+from fabric.wavelet import Wavelet
 
 RAMP = Dir.RAMP
 
@@ -80,6 +103,7 @@ class ExpressSend:
     width: int
     values: np.ndarray
     key: tuple[int, int]
+    flow: int | None = None  # the trace flow its wavelets carry (the send's)
 
 
 class ExpressReceive(NamedTuple):
@@ -106,39 +130,57 @@ class ExpressEndpoint(RampEndpoint, Protocol):
         ...
 
     def commit_express_send(
-        self, send: ExpressSend, issues: np.ndarray, credits_home: list[int]
+        self, send: ExpressSend, issues: np.ndarray, credits_away: int, stream: ExpressStream
     ) -> None:
-        """The send is an express stream: wavelet k issues at cycle ``issues[k]``; the ramp
-        credits still away after the last issue come home at the cycles ``credits_home`` (the
-        endpoint calls its own ``up_credit`` then). The endpoint completes the operation at
-        ``issues[-1]`` and yields its issue slots to the stream in those cycles."""
+        """The send is an express stream: wavelet k issues at cycle ``issues[k]``;
+        ``credits_away`` ramp credits are still away after the last issue (the stream brings
+        them home through the endpoint's ``up_credit``). The endpoint yields its issue slots to
+        the stream in those cycles; the stream completes the operation (``complete_express``)
+        at ``issues[-1]``."""
         ...
 
     def commit_express_receive(
-        self, recv: ExpressReceive, pops: np.ndarray, shift: int, values: np.ndarray
+        self, recv: ExpressReceive, pops: np.ndarray, shift: int, stream: ExpressStream
     ) -> None:
         """The receive is part of the express stream: wavelet k comes down the ramp and is
-        popped at cycle ``pops[k] + shift``; at the last one the operation completes with
-        ``values`` written."""
+        popped at cycle ``pops[k] + shift``; at the last one the stream completes the operation
+        with its data written (``complete_express``)."""
+        ...
+
+    def complete_express(self, op: Any, values: np.ndarray | None) -> None:
+        """The end of an express stream for ``op``: a send, or a receive given its data."""
+        ...
+
+    def express_hand_back(
+        self, stream: ExpressStream, op: Any, done: int, issues: int, t: int,
+        values: np.ndarray | None, up_adjust: int, queued: list[Wavelet],
+    ) -> None:  # fmt: skip
+        """``stream`` hands its work on this endpoint back to the wavelet path from cycle
+        ``t``: ``op`` has moved ``done`` elements in ``issues`` issue cycles (a receive: the
+        first ``done`` of ``values`` written), ``queued`` wavelets wait in its input queue, and
+        its up-ramp credits for the colour change by ``up_adjust``. An operation with
+        ``done`` short of its length runs on as a microthread from cycle ``t``; the endpoint
+        gives back the issue cycles it had yielded to the stream from ``t`` on."""
         ...
 
 
 def _tree(
     root: Router, colour: int, first_arrival: int, hop: int
-) -> list[tuple[Router, int, Any]] | None:
-    """Routers of the colour's multicast tree from ``root`` with their depth and route, or None.
+) -> list[tuple[Router, int, Any, Dir]] | None:
+    """Routers of the colour's multicast tree from ``root`` with their depth, route and the
+    port the stream comes in through, or None.
 
     A router's route is the one its pending configuration writes will leave, provided they land
     no later than the stream's first wavelet reaches it (then they cannot affect the stream).
     """
-    out: list[tuple[Router, int, Any]] = []
+    out: list[tuple[Router, int, Any, Dir]] = []
     ready, route = root.route_at(colour)
-    todo = [(root, 0, ready, route)]  # (breadth first: read in order as it grows)
+    todo = [(root, 0, ready, route, RAMP)]  # (breadth first: read in order as it grows)
     seen = {root.index}
-    for r, depth, ready, route in todo:
+    for r, depth, ready, route, in_port in todo:
         if route is None or route.teardown or ready > first_arrival + depth * hop:
             return None
-        out.append((r, depth, route))
+        out.append((r, depth, route, in_port))
         nbrs = r.nbr
         for port in route.positions[route.pos].tx:
             if port is RAMP:
@@ -150,7 +192,7 @@ def _tree(
             if nroute is None or port.opposite not in nroute.positions[nroute.pos].rx:
                 return None
             seen.add(nbr.index)
-            todo.append((nbr, depth + 1, nready, nroute))
+            todo.append((nbr, depth + 1, nready, nroute, port.opposite))
     return out
 
 
@@ -213,7 +255,7 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     if tree is None:
         return False
     receivers: list[tuple[Router, int, ExpressReceive]] = []
-    for r, depth, route in tree:
+    for r, depth, route, _ in tree:
         if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
             return False
         tx = route.positions[route.pos].tx
@@ -252,11 +294,271 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     return True
 
 
+def _key(index: int, small: int) -> int:
+    """A router index (from -1) and a port or colour (below 64) packed in one int."""
+    return (index + 1) * 64 + small
+
+
+class ExpressStream:
+    """A committed express stream: its schedule, and what it needs to hand its remaining work
+    back to the wavelet path (:meth:`hand_back`).
+
+    The events the commit schedules are the engine's own (the credits still away after a part's
+    last wavelet) or the :class:`Completions`' (the completions); the stream keeps when they
+    are (``tails``; a completion is at its part's last cycle) so that a hand-back can take back
+    those still to come, and then schedules exactly what is on its way at that cycle. (Few
+    objects per stream, none per router that the garbage collector must follow: a stream is
+    made per broadcast, and collections over many small containers cost more than the rest of
+    the commit.)
+    """
+
+    __slots__ = (
+        "bases", "behind", "colour", "depths", "engine", "fa", "flow", "ins", "live", "rops",
+        "routers", "rr", "s", "send", "tails", "txs", "written",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        engine: FabricEngine,
+        send: ExpressSend,
+        tree: list[tuple[Router, int, Any]],
+        receivers: list[tuple[Router, int, ExpressReceive]],
+        s: np.ndarray,
+        fa: np.ndarray,
+    ) -> None:
+        self.engine = engine
+        self.send = send
+        self.colour = send.colour
+        self.flow = send.flow
+        # The tree, as flat lists (router, depth, tx ports, the port the stream comes in
+        # through) and each receiving router's operation
+        self.routers = [r for r, _, _, _ in tree]
+        self.depths = [d for _, d, _, _ in tree]
+        self.txs = [route.positions[route.pos].tx for _, _, route, _ in tree]
+        self.ins = [p for _, _, _, p in tree]
+        self.rops = {r.index: recv.op for r, _, recv in receivers}
+        self.s = s
+        self.fa = fa
+        self.live = True
+        # (router index, port) -> (shift, base): the credits the commit scheduled for the tail of
+        # the stream there come at ``bases[base]`` + shift (the sender's up-ramp credits under
+        # index -1); keys and values are packed in ints (``_key``, ``_tail``), which the
+        # garbage collector does not follow
+        self.tails: dict[int, int] = {}
+        self.bases: dict[int, list[int]] = {}
+        # Per router of the tree: the round-robin pointers of its tx ports before the commit.
+        self.rr: list[int] = []  # (five per router of the tree, in its order)
+        # Control wavelets of the stream's colour that reached a router inside its window and
+        # wait behind its last wavelet: (router, port, wavelet).
+        self.behind: list[tuple[Router, Dir, Any]] = []
+        # Per router: colours whose configuration writes were on their way at the commit, and
+        # the cycle the last of them lands (the schedule counted them as done).
+        self.written: dict[int, int] = {}  # _key(router index, colour) -> cycle
+
+    def hold_behind(self, r: Router, port: Dir, w: Any, until: int) -> None:
+        """A wavelet of the stream's own colour reached ``r`` inside its window (the TEARDOWN
+        sent behind the stream while it was held at a posted teardown exit): it queues after
+        the stream's last wavelet there (lands in the buffer at ``until + 1``)."""
+        item = (r, port, w)
+        self.behind.append(item)
+        self.engine.at(until + 1, self._behind_lands, item)
+
+    def _behind_lands(self, item: tuple[Router, Dir, Any]) -> None:
+        if self.live:
+            self.behind.remove(item)
+            r, port, w = item
+            r.receive(port, self.colour, w)
+
+    def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
+        """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
+        counted (on its way then, landing no later than the last one it saw)."""
+        return t <= self.written.get(_key(r.index, colour), -1)
+
+    # -- handing back ----------------------------------------------------------------------------
+    def hand_back(self, t: int) -> None:
+        """Give the stream's remaining work back to the wavelet path: from cycle ``t`` (the
+        first cycle whose router and CE steps have not run; deliveries of the current cycle
+        have all landed), the routers, CEs and due actions hold exactly what the reference
+        engine would hold had it moved the stream wavelet by wavelet: wavelets buffered at
+        routers and queued at receivers, the operations with their progress and data so far,
+        credits home or on their way, wavelets in flight. Called when something the commit
+        did not account for reaches the stream's CEs or ports inside its window (module doc).
+        """
+        if not self.live:
+            return
+        engine = self.engine
+        now = engine.now_cycle()
+        if t <= now:
+            # Asked during the cycle's due actions: done once they have all landed, first in the
+            # cycle's steps (Completions), so that every event of this cycle has run.
+            engine.express_done.pending.append(self)
+            engine.routers_group.active[Completions.index] = engine.express_done
+            return
+        self._hand_back(t)
+
+    def _hand_back(self, t: int) -> None:
+        """:meth:`hand_back` at cycle ``t``, with every event of the cycles before ``t`` run
+        and none of ``t``'s steps."""
+        if not self.live:
+            return
+        self.live = False
+        engine = self.engine
+        engine.express_handbacks += 1
+        cfg = engine.cfg
+        now = engine.now_cycle()  # (t - 1, or t in Completions' step: its events have all run)
+        due = engine.sched.due
+        routers = engine.routers
+        colour = self.colour
+        bases = self.bases
+        for key, packed in self.tails.items():
+            index, port = key // 64 - 1, Dir(key % 64)
+            shift, base = packed // 128, packed % 128
+            times = [u + shift for u in bases[base]]
+            if index < 0:
+                action: tuple[Any, tuple[Any, ...]] = (self.routers[0].ce.up_credit, (colour,))
+            elif port is RAMP:
+                action = (routers[index].ramp_credit, (colour,))
+            else:
+                action = (routers[index].return_credit, (port, colour))
+            for u in times:
+                if u > now:
+                    due[u].remove(action)
+        ends = engine.express_done.due
+        hop, lr = cfg.hop_latency_cycles, cfg.ramp_latency_cycles
+        rops = self.rops
+        parts = [(int(self.s[-1]), self.send.op)] + [
+            (int(self.fa[-1]) + depth * hop + lr, rops[r.index])
+            for r, depth in zip(self.routers, self.depths, strict=True)
+            if r.index in rops
+        ]
+        for u, op in parts:
+            if u >= t:
+                slot = ends[u]
+                slot.remove(next(e for e in slot if e[1][0] is op))
+        hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
+        lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
+        s, fa, n = self.s, self.fa, len(self.s)
+        colour = self.colour
+        values = self.send.values
+        flow = self.flow
+        at = engine.at
+
+        def count_before(times: np.ndarray, shift: int, cycle: int) -> int:
+            """#k with times[k] + shift < cycle (times sorted)."""
+            return int(times.searchsorted(cycle - shift, "left"))
+
+        def count_landed(times: np.ndarray, shift: int) -> int:
+            """#k with times[k] + shift <= now: landed by the current cycle's due actions."""
+            return int(times.searchsorted(now - shift, "right"))
+
+        def wavelet(k: int) -> Wavelet:
+            return Wavelet(float(values[k]), flow=flow)
+
+        def activate_router(r: Router) -> None:
+            if t <= now:
+                engine.activate_router(r)
+            else:
+                at(t, engine.activate_router, r)
+
+        def express_away(index: int, port: Dir) -> int:
+            """Credits the commit took away there and has not brought home by now."""
+            packed = self.tails.get(_key(index, port))
+            if packed is None:
+                return 0
+            shift = packed // 128
+            return sum(1 for u in self.bases[packed % 128] if u + shift > now)
+
+        def credit_adjust(r: Router, port: Dir, sent: int, home: int) -> None:
+            """The (port, colour) credits: the reference has ``sent - home`` away now."""
+            r.credits[(port, colour)] += express_away(r.index, port) - (sent - home)
+
+        # The sender: issues before t done; arrivals at the root, up-ramp credits.
+        root = self.routers[0]
+        sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
+        ks = count_before(s, 0, t)
+        kf0 = count_before(fa, 0, t)
+        for k in range(count_landed(s, lr), ks):
+            at(int(s[k]) + lr, root.receive, RAMP, colour, wavelet(k))
+        home = count_landed(fa, lc)
+        for k in range(home, kf0):
+            at(int(fa[k]) + lc, sender.up_credit, colour)
+        up_adjust = express_away(-1, RAMP) - (ks - home)
+        sender.express_hand_back(
+            self,
+            self.send.op, ks, int(np.count_nonzero(np.diff(s[:ks]))) + 1 if ks else 0, t,
+            None, up_adjust, [],
+        )  # fmt: skip
+        # Routers: wavelets arrived but not forwarded are buffered; what left before t and has
+        # not arrived or come back is on its way.
+        old_rr = self.rr
+        for i, r in enumerate(self.routers):
+            depth, tx, in_port = self.depths[i], self.txs[i], self.ins[i]
+            shift = depth * hop
+            kf = count_before(fa, shift, t)  # forwarded (sent out of every tx port) before t
+            if depth:
+                ka = count_landed(fa, shift)  # arrived
+                parent_sent = count_before(fa, shift - hop, t)
+                for k in range(ka, parent_sent):
+                    at(int(fa[k]) + shift, r.receive, in_port, colour, wavelet(k))
+            else:
+                ka = count_landed(s, lr)
+            if ka > kf:
+                key = (in_port, colour)
+                buf = r.bufs.get(key)
+                if buf is None:
+                    buf = r.bufs[key] = []
+                buf[0:0] = [wavelet(k) for k in range(kf, ka)]  # (before any held behind)
+                r.buffered += ka - kf
+            r.forwarded -= n - kf
+            if kf == 0:
+                for port in tx:
+                    r.rr[port] = old_rr[5 * i + port]
+            for port in tx:
+                if port is RAMP:
+                    continue
+                # (a wavelet the next router has not forwarded yet: it returns the credit)
+                back = count_landed(fa, shift + hop + lch)
+                for k in range(back, count_before(fa, shift + hop, t)):
+                    at(int(fa[k]) + shift + hop + lch, r.return_credit, port, colour)
+                credit_adjust(r, port, kf, back)
+            rop = self.rops.get(r.index)
+            if rop is not None:
+                ce: ExpressEndpoint = r.ce  # type: ignore[assignment]
+                down = shift + lr
+                delivered = count_landed(fa, down)
+                for k in range(delivered, kf):
+                    at(int(fa[k]) + down, ce.fabric_deliver, colour, wavelet(k))
+                popped = count_before(fa, down, t)
+                back = count_landed(fa, down + lc)
+                for k in range(back, popped):
+                    at(int(fa[k]) + down + lc, r.ramp_credit, colour)
+                credit_adjust(r, RAMP, kf, back)
+                queued = [wavelet(k) for k in range(popped, delivered)]
+                ce.express_hand_back(self, rop, popped, popped, t, values, 0, queued)
+            if r.express_stream is self:
+                r.express_until = -1
+                r.express_colour = -1
+                r.express_busy = {}
+                r.express_stream = None
+            if r.buffered:
+                activate_router(r)
+        # Control wavelets of the colour held behind the stream: in their buffers, in order.
+        for r, port, w in self.behind:
+            key = (port, colour)
+            buf = r.bufs.get(key)
+            if buf is None:
+                buf = r.bufs[key] = []
+            buf.append(w)
+            r.buffered += 1
+            activate_router(r)
+        self.behind = []
+
+
 def _commit(
     engine: FabricEngine,
     root: Router,
     send: ExpressSend,
-    tree: list[tuple[Router, int, Any]],
+    tree: list[tuple[Router, int, Any, Any]],
     receivers: list[tuple[Router, int, ExpressReceive]],
     s: np.ndarray,
     fa: np.ndarray,
@@ -268,27 +570,49 @@ def _commit(
     n = send.length
     buf = cfg.router_buffer_wavelets
     at_each = engine.sched.at_each
+    done = engine.express_done
+    if done is None:
+        done = engine.express_done = Completions(engine)
     engine.express_streams += 1
     engine.express_wavelets += n
+    stream = ExpressStream(engine, send, tree, receivers, s, fa)
     # The sender: issues end at s[-1]; up-ramp credits still away then come home later.
     last_issue = int(s[-1])
     last_f = int(fa[-1])
     tail = fa[-64:].tolist()  # credits per loop are at most 64 (config ranges)
     sender: ExpressEndpoint = root.ce  # type: ignore[assignment]
-    sender.commit_express_send(send, s, _outstanding(tail, lc, last_issue, cfg.ramp_credits))
+    home = _outstanding(tail, lc, last_issue, cfg.ramp_credits)
+    sender.commit_express_send(send, s, len(home), stream)
+    tails = stream.tails
+    if home:
+        tails[_key(-1, RAMP)] = 0
+        stream.bases[0] = home
+        at_each(home, sender.up_credit, colour)
+    done.add(last_issue, sender.complete_express, send.op, None)
     # Routers: each forwards wavelet k at fa[k] + depth * hop; hop credits return one hop and
     # a credit latency later. Which credits are still away when a router's last wavelet leaves
     # does not depend on its depth (both sides shift by depth * hop): computed once.
     hop_away = _outstanding(tail, hop + lch, last_f, buf)
+    stream.bases[1] = hop_away
     detail = engine.detail
-    for r, depth, route in tree:
+    saved_rr = stream.rr
+    written = stream.written
+    for r, depth, route, _ in tree:
         shift = depth * hop
         last_send = last_f + shift
         r.express_until = last_send
         r.express_colour = colour
+        r.express_stream = stream
         r.forwarded += n
         tx = route.current.tx
         r.express_busy = dict.fromkeys(tx, (fa, shift))
+        rr = r.rr
+        saved_rr.extend(rr)
+        for p in tx:
+            rr[p] = colour  # (the stream is the last to use its ports in its window)
+        if r.future:
+            for c, (ready, _) in r.future.items():
+                written[_key(r.index, c)] = ready
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)
@@ -299,19 +623,81 @@ def _commit(
                 if port is RAMP:
                     continue
                 r.credits[(port, colour)] -= len(hop_away)
-                at_each([t + shift for t in hop_away], r.return_credit, port, colour)
+                times = [t + shift for t in hop_away]
+                tails[_key(r.index, port)] = shift * 128 + 1
+                at_each(times, r.return_credit, port, colour)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
     ramp_away: dict[int, list[int]] = {}
+    # (Completions.add, inlined: once per receiver; every pop is after the current cycle)
+    done_due, wake, at, values = done.due, done._wake, engine.at, send.values
     for router, depth, recv in receivers:
         shift = depth * hop + lr
         cd = recv.down_credits
         away = ramp_away.get(cd)
         if away is None:
-            away = ramp_away[cd] = _outstanding(tail, lr + lc, last_f, cd)
+            away = ramp_away[cd] = stream.bases[2 + cd] = _outstanding(tail, lr + lc, last_f, cd)
         if away:
             router.credits[(RAMP, colour)] -= len(away)
-            at_each([t + depth * hop for t in away], router.ramp_credit, colour)
+            times = [t + depth * hop for t in away]
+            tails[_key(router.index, RAMP)] = depth * hop * 128 + 2 + cd
+            at_each(times, router.ramp_credit, colour)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
-        rce.commit_express_receive(recv, fa, shift, send.values)
+        rce.commit_express_receive(recv, fa, shift, stream)
+        u = last_f + shift
+        entry = (rce.complete_express, (recv.op, values))
+        slot = done_due.get(u)
+        if slot is None:
+            done_due[u] = [entry]
+            at(u, wake)
+        else:
+            slot.append(entry)
+
+
+class Completions:
+    """The express streams' completions, run in the cycle they are due *after* every due
+    action of that cycle (first in the ``routers`` step group), as the reference engine
+    finishes an operation in its compute engine's step: an operation that begins, or a write
+    that lands, in that cycle can still hand the stream back before it completes. The
+    hand-backs asked for during a cycle's due actions run here too, before the completions."""
+
+    index = -2
+
+    def __init__(self, engine: FabricEngine) -> None:
+        self.engine = engine
+        self.due: dict[int, list[tuple[Any, tuple[Any, ...]]]] = {}
+        self.pending: list[ExpressStream] = []
+
+    def add(self, t: int, fn: Any, *args: Any) -> tuple[int, tuple[Any, tuple[Any, ...]]]:
+        """Run ``fn(*args)`` in cycle ``t``'s steps; returns (t, the entry)."""
+        entry = (fn, args)
+        slot = self.due.get(t)
+        if slot is None:
+            self.due[t] = [entry]
+            if t <= self.engine.now_cycle():
+                self.engine.routers_group.active[-2] = self
+            else:
+                self.engine.at(t, self._wake)
+        else:
+            slot.append(entry)
+        return t, entry
+
+    def _wake(self) -> None:
+        self.engine.routers_group.active[-2] = self
+
+    def step(self, t: int) -> bool:
+        if self.pending:
+            # (the routers a hand-back gives wavelets to are stepped here, once, in index
+            # order; those the scheduler already holds for this cycle are stepped by it)
+            active = self.engine.routers_group.active
+            scheduled = set(active)
+            pending, self.pending = self.pending, []
+            for stream in pending:
+                stream._hand_back(t)
+            for idx in sorted(i for i in active if i not in scheduled):
+                if not active[idx].step(t):
+                    del active[idx]
+        for fn, args in self.due.pop(t, ()):
+            fn(*args)
+        return False

@@ -105,7 +105,8 @@ class ComputeEngine:
         "__dict__", "_dispatch_at", "_order", "_task_flow", "_task_flow_in",
         "_task_flow_in_now", "_task_start", "_wake_at", "activated", "active", "blocked",
         "busy_cycles", "busy_until", "cache", "cfg", "colour_of_queue", "data_task_of_queue",
-        "engine", "env", "exited", "express_issue", "express_until", "hold_from", "in_queues",
+        "engine", "env", "exited", "express_begun", "express_issue", "express_stream",
+        "express_until", "hold_from", "in_queues",
         "index", "instructions", "last_task", "marks", "ops", "ops_finished", "ops_in",
         "ops_out", "path", "queue_of_colour", "router", "running", "sched", "sim", "sram",
         "stolen_cycles", "tasks", "tasks_run", "teardown_task", "tensor_unit", "timing",
@@ -167,6 +168,8 @@ class ComputeEngine:
         self.express_until = -1  # last cycle of an express stream this CE takes part in
         # (issue cycles, shift, arbitration key) of that stream's microthread on this CE
         self.express_issue: tuple[Any, int, tuple[int, int]] | None = None
+        self.express_stream: Any = None  # that stream (fabric.express.ExpressStream)
+        self.express_begun = False  # whether its operation here has reached its begin cycle
         self.busy_cycles = 0
         self.tasks_run = 0
         self.last_task: TaskDef | None = None
@@ -354,14 +357,21 @@ class ComputeEngine:
                 self._wake_at = self.busy_until  # step again when the task gives the slot back
                 self.engine.at(self.busy_until, self._wake)
             return False
+        if self.express_until >= t and self.express_issue is not None:
+            cycles, shift, key = self.express_issue
+            if key < best_key and busy_at(cycles, shift, t):
+                # The express stream's microthread wins this cycle's issue slot (taken from a
+                # task holding it already: counted by _express_steals when it was dispatched).
+                return True
         if held:  # a microthread above the main thread takes this cycle: the task ends later
             self.busy_until += 1
             self.busy_cycles += 1
             self.stolen_cycles += 1
-        if self.express_until >= t and self.express_issue is not None:
-            cycles, shift, key = self.express_issue
-            if key < best_key and busy_at(cycles, shift, t):
-                return True  # the express stream's microthread wins this cycle's issue slot
+            issue = self.express_issue
+            if (self.express_until >= self.busy_until - 1 and issue is not None
+                    and issue[2][0] < MAIN_THREAD_RANK):  # fmt: skip
+                # the hold now reaches one cycle further: the stream's issues there take it too
+                self._express_steals(self.busy_until - 1)
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
         eligible = self._eligible
         best.issues += 1
@@ -509,6 +519,7 @@ class ComputeEngine:
         if lockstep is not None and lockstep.take(self, op):
             return  # moved by the lock-step phase (wafer/lockstep.py)
         if op.express:
+            self.express_begun = True
             return  # already carried by an express stream
         now = self.engine.now_cycle()
         if (
@@ -517,10 +528,10 @@ class ComputeEngine:
             and (op.priority, op.microthread) < self.express_issue[2]
         ):
             # An express stream is using this CE's issue slots and the new operation outranks
-            # its microthread: the reference would give the operation the slots the stream
-            # takes; the stream keeps them (counted, see fabric/express.py). An operation the
-            # stream outranks only issues in the cycles the stream leaves free, as it would.
-            self.engine.fast_conflicts += 1
+            # its microthread: the stream goes on wavelet by wavelet from this cycle, where the
+            # two arbitrate (fabric/express.py). An operation the stream outranks only issues
+            # in the cycles the stream leaves free, as it would.
+            self.express_stream.hand_back(now)
         op.started = now
         if self.engine.fast and op.out_colour is not None and self._express_send(op, now):
             return
@@ -541,8 +552,9 @@ class ComputeEngine:
         if self.up_credit_count(colour) != self.wafer.cfg.fabric.ramp_credits:
             return False
         send = ExpressSend(
-            op, colour, op.length, op.width, op.values, (op.priority, op.microthread)
-        )
+            op, colour, op.length, op.width, op.values, (op.priority, op.microthread),
+            op.flow_out,
+        )  # fmt: skip
         ComputeEngine._express_flow = op.flow_out  # read by the receivers' commits, just below
         try:
             return try_express(self.engine, self.router, send, now)
@@ -572,35 +584,82 @@ class ComputeEngine:
         return ExpressReceive(rop, rop.begin_at, down, (rop.priority, rop.microthread))
 
     def commit_express_send(
-        self, send: ExpressSend, issues: np.ndarray, credits_home: list[int]
+        self, send: ExpressSend, issues: np.ndarray, credits_away: int, stream: Any
     ) -> None:
         op: AsyncOp = send.op
-        last_issue = int(issues[-1])
-        self.express_until = last_issue
+        self.express_until = int(issues[-1])
         self.express_issue = (issues, 0, send.key)
-        self.up_credits[send.colour] -= len(credits_home)
-        for t in credits_home:
-            self.engine.at(t, self.up_credit, send.colour)
+        self.express_stream = stream
+        self.express_begun = True  # (committed as it begins)
+        self.up_credits[send.colour] -= credits_away
         op.started = int(issues[0])
         op.express = True
         op.issues = int(np.count_nonzero(np.diff(issues))) + 1
-        self.engine.at_or_now(last_issue, self.complete_express, op, None)
 
     def commit_express_receive(
-        self, recv: ExpressReceive, pops: np.ndarray, shift: int, values: np.ndarray
+        self, recv: ExpressReceive, pops: np.ndarray, shift: int, stream: Any
     ) -> None:
         rop: AsyncOp = recv.op
-        if rop in self.ops:
+        self.express_begun = rop in self.ops
+        if self.express_begun:
             self.ops.remove(rop)  # begun this cycle, nothing moved yet: the stream takes it over
-        last_pop = int(pops[-1]) + shift
-        self.express_until = last_pop
+        self.express_until = int(pops[-1]) + shift
         self.express_issue = (pops, shift, recv.key)
+        self.express_stream = stream
         rop.express = True
         rop.started = rop.begin_at
         rop.issues = len(pops)
         if ComputeEngine._express_flow is not None:
             rop.flow_in = ComputeEngine._express_flow
-        self.engine.at_or_now(last_pop, self.complete_express, rop, values)
+
+    def express_hand_back(
+        self, stream: Any, op: AsyncOp, done: int, issues: int, t: int,
+        values: np.ndarray | None, up_adjust: int, queued: list[Wavelet],
+    ) -> None:  # fmt: skip
+        """The express stream ``stream`` gives its work here back to the wavelet path from
+        cycle ``t`` (see :class:`fabric.express.ExpressEndpoint`)."""
+        if self.express_stream is stream:
+            if self.express_issue is not None and self.express_issue[2][0] < MAIN_THREAD_RANK:
+                self._express_unsteal(t)
+            self.express_until = -1
+            self.express_issue = None
+            self.express_stream = None
+        if up_adjust:
+            colour: int = op.out_colour  # type: ignore[assignment]
+            self.up_credits[colour] = self.up_credit_count(colour) + up_adjust
+        if done == op.length:
+            return  # its part of the stream was over (completed) before t
+        op.express = False
+        op.done = done
+        op.issues = issues
+        if values is not None and done:
+            op.out_view[:done] = values[:done]  # type: ignore[index]
+        if queued:
+            self.input_queue(op.fab_in).extend(queued)  # type: ignore[arg-type]
+        if not self.express_begun:
+            return  # (it joins the microthreads when it begins, as any operation)
+        self.ops.append(op)
+        if t <= self.engine.now_cycle():
+            self.active[self.index] = self
+        else:
+            self.engine.at(t, self.engine.activate_endpoint, self)
+
+    def _express_unsteal(self, t: int) -> None:
+        """Give back the issue cycles from ``t`` on that :meth:`_express_steals` took from the
+        running task for the stream: on the wavelet path the stream's microthread takes them
+        again as it issues."""
+        cycles, shift, _ = self.express_issue  # type: ignore[misc]
+        lo = max(t, self.hold_from)
+        if self.running is None or self.busy_until <= lo:
+            return
+        seg = cycles[cycles.searchsorted(lo - shift) : cycles.searchsorted(self.busy_until - shift)]
+        taken = int(np.count_nonzero(np.diff(seg))) + 1 if len(seg) else 0
+        if taken:
+            self.busy_until -= taken
+            self.busy_cycles -= taken
+            self.stolen_cycles -= taken
+            # (the task's end may already wait at the later cycle: one more look at this one)
+            self.sched.event_at(self.busy_until, self._task_end)
 
     def complete_express(self, op: AsyncOp, values: Any) -> None:
         """The end of an express stream for ``op`` (a send, or a receive given its data)."""
@@ -700,9 +759,9 @@ class ComputeEngine:
         self.busy_until = end
         if self.express_until >= begin and self.express_issue is not None:
             if self.express_issue[2][0] >= MAIN_THREAD_RANK:
-                # The reference would hold the express stream's microthread while this task
-                # runs; the fast fidelity keeps the stream's schedule (counted; fabric/express.py).
-                engine.fast_conflicts += 1
+                # The task holds the stream's microthread from ``begin``: the stream goes on
+                # wavelet by wavelet from the next cycle (fabric/express.py).
+                self.express_stream.hand_back(start + 1)
             else:
                 self._express_steals(begin)
         self._task_start = start
@@ -714,9 +773,11 @@ class ComputeEngine:
             lockstep.hold(self)
 
     def _express_steals(self, begin: int) -> None:
-        """The running task (holding the issue slot from ``begin``) loses the cycles in which
-        the express stream's microthread, above the main thread, issues: each moves its end one
-        cycle later, as :meth:`step` does for a microthread on the wavelet path."""
+        """The running task (holding the issue slot from ``begin`` to its end) loses the cycles
+        in which the express stream's microthread, above the main thread, issues: each moves
+        its end one cycle later, as :meth:`step` does for a microthread on the wavelet path.
+        (Called at dispatch, and by :meth:`step` with the one cycle another microthread's
+        issue added to the hold: every stream issue inside the hold is counted once.)"""
         cycles, shift, _ = self.express_issue  # type: ignore[misc]
         n = len(cycles)
         i = int(cycles.searchsorted(begin - shift))

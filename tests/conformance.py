@@ -97,6 +97,7 @@ def run(build: Build, engine: str, fabric: dict | None = None, pe: dict | None =
         path={
             "express_streams": engine_.express_streams,
             "fast_conflicts": engine_.fast_conflicts,
+            "express_handbacks": engine_.express_handbacks,
             "offered": phase.offered if phase else 0,
             "taken": phase.taken if phase else 0,
             "phases": phase.phases if phase else 0,
@@ -223,9 +224,9 @@ class Stream:
 
 
 def raw_streams(width: int, height: int, streams: list[Stream], phase: tuple[int, ...],
-                seed: int) -> Build:  # fmt: skip
+                seed: int, more: Callable[[Any], None] | None = None) -> Build:  # fmt: skip
     """Streams on static routes (see :class:`Stream`); the lock-step phase, in its fidelities,
-    moves the colours ``phase``."""
+    moves the colours ``phase``. ``more(pe)``: more code for every PE (its own tasks)."""
     rng = np.random.default_rng(seed)
     values = [rng.standard_normal(s.words).astype(np.float32) for s in streams]
     lower = {"x": "W", "y": "N"}
@@ -329,6 +330,8 @@ def raw_streams(width: int, height: int, streams: list[Stream], phase: tuple[int
                     t.mark(f"t{colour}")
 
             pe.teardown_task(id=TEARDOWN)(teardown)
+            if more is not None:
+                more(pe)
 
         layout = Layout(width, height)
         layout.set_rectangle_code(code)

@@ -13,16 +13,19 @@ its last cycle, every PE's timestamp marks, every PE's SRAM bytes and the counte
 - **random programs** (Hypothesis, derandomised): SUMMA-like rounds of collectives and
   multicast streams on static routes with random layouts, colours, spans, pass-through routers,
   lengths, priorities, queues (microthreads), start times, late receivers, TEARDOWN and switch
-  commands, fabric latencies, buffers and credits, and the lock-step phase on random colours.
-  The sample must exercise every engine (express streams taken, phases entered, operations
-  moved, hand-backs, declines), so the test cannot pass by not running one.
+  commands, fabric latencies, buffers and credits, and the lock-step phase on random colours;
+  and a family built to make express streams hand back (a row stream and a column stream that
+  share a CE, the second, or its start task, arriving inside the first one's window with a
+  random rank against it). The sample must exercise every engine (express streams taken and
+  handed back, phases entered, operations moved, hand-backs, declines), so the test cannot pass
+  by not running one.
 
-Express streams are exact unless the engine counts a ``fast_conflict`` (fabric/express.py): a
-stream is not committed where another colour's route shares one of its ports, so what remains
-is work that reaches a stream's CEs after it was committed (an operation or a task that outranks
-the stream's microthread), or a route written inside its window onto its ports. Runs with
-conflicts must still end alike with the same data; their cycles are a known departure, pinned
-by the strict xfail below.
+Every engine must give the reference's answer with no ``fast_conflict`` counted. An express
+stream is not committed where another colour's route shares one of its ports, and what reaches
+a stream after it was committed (an operation or a task that outranks its microthread on one
+of its CEs, a route write it did not plan with on one of its routers) makes it hand its
+remaining work back to the wavelet path with the reference's state (fabric/express.py); the
+tests at the end pin one case of each.
 """
 
 from __future__ import annotations
@@ -53,14 +56,11 @@ def stream(**kw: Any) -> Stream:
 
 
 def conform(outs: dict[str, Outcome]) -> None:
-    """Every engine gave the reference's answer (with express conflicts: the same ending and
-    data, the conflict counted)."""
+    """Every engine gave the reference's answer, with no fast conflict counted."""
     ref = outs["reference"]
     for engine, out in outs.items():
-        if out.path["fast_conflicts"]:
-            assert (out.status, out.sram) == (ref.status, ref.sram), engine
-        else:
-            assert out.answer == ref.answer, engine
+        assert out.path["fast_conflicts"] == 0, engine
+        assert out.answer == ref.answer, engine
 
 
 # -- per-cycle tables ------------------------------------------------------------------------------
@@ -262,7 +262,43 @@ def stream_programs(draw: Any) -> Program:
     return Program("streams", args, draw(fabrics()), (("mov32_simd_width", width_),))
 
 
-PROGRAMS = st.one_of(rounds_programs(), stream_programs())
+@st.composite
+def handback_programs(draw: Any) -> Program:
+    """A stream along a row that the express path can take, and a stream along a column that
+    begins on one of its compute engines (as sender or receiver) inside its window, with a
+    random rank against it: the express stream must hand back when the newcomer (or the task
+    that starts it) outranks its microthread."""
+    width, height = draw(st.integers(2, 5)), draw(st.integers(2, 4))
+    line = draw(st.integers(0, height - 1))
+    lo = draw(st.integers(0, width - 2))
+    hi = draw(st.integers(lo + 1, width - 1))
+    queues = draw(st.permutations(range(6)))
+    first = Stream(
+        colour=0, axis="x", root=draw(st.integers(lo, hi)), lo=lo, hi=hi, line=line,
+        words=draw(st.integers(8, 60)), queue=queues[0], priority=draw(PRIORITY),
+        recv_priority=draw(PRIORITY), start=1, late=1,
+        ctrl=draw(st.sampled_from(["", "teardown"])), pass_through=frozenset(),
+    )  # fmt: skip
+    column = draw(st.integers(lo, hi))
+    c_lo = draw(st.integers(0, min(line, height - 2)))
+    c_hi = draw(st.integers(max(line, c_lo + 1), height - 1))
+    at = draw(st.integers(2, 40))
+    second = Stream(
+        colour=1, axis="y", root=draw(st.integers(c_lo, c_hi)), lo=c_lo, hi=c_hi, line=column,
+        words=draw(st.integers(1, 30)), queue=queues[1], priority=draw(PRIORITY),
+        recv_priority=draw(PRIORITY), start=at, late=at + draw(st.integers(0, 5)),
+        ctrl=draw(st.sampled_from(["", "teardown"])), pass_through=frozenset(),
+    )  # fmt: skip
+    # (the first stream second: stream 1's start task is the high-priority one, so it runs
+    # first and the second stream's start task lands inside the first stream's window; the
+    # phase takes both colours, or neither and the lock-step engines run express streams)
+    phase = draw(st.sampled_from([(0, 1), (2, 3)]))
+    args = (width, height, [second, first], phase, draw(st.integers(0, 99)))
+    width_ = draw(st.sampled_from([1, 1, 2, 4]))
+    return Program("streams", args, draw(fabrics()), (("mov32_simd_width", width_),))
+
+
+PROGRAMS = st.one_of(rounds_programs(), stream_programs(), handback_programs())
 
 
 def check_sample(examples: int) -> list[dict[str, Outcome]]:
@@ -292,7 +328,7 @@ def exercised(sample: list[dict[str, Outcome]]) -> dict[str, float]:
 
     return {
         "express streams": share("express", lambda p: p["express_streams"]),
-        "exact (no conflict)": min(share(e, lambda p: not p["fast_conflicts"]) for e in ENGINES),
+        "express handed back": share("express", lambda p: p["express_handbacks"]),
         **{f"{e} moved": share(e, lambda p: p["taken"] and p["phase_wavelets"]) for e in LOCKSTEP},
         # (of the programs that began an asynchronous operation at all)
         **{
@@ -307,14 +343,15 @@ def exercised(sample: list[dict[str, Outcome]]) -> dict[str, float]:
 
 def assert_exercised(sample: list[dict[str, Outcome]]) -> None:
     """Enough of the sample ran each engine's own path (measured on the default sample: express
-    streams in 60 %, no conflict in 98 %, the phase moving wavelets in 66 % (scalar) and 38 %
-    (arrays), handing back in 25 % and 24 %, declining everything in 10 % and 36 %)."""
+    streams in 50 % and handing back in 9 %, the phase moving wavelets in 68 % (scalar) and
+    28 % (arrays), handing back in 16 % and 17 %, declining everything in 27 % and 60 %; on
+    the large one 46 %, 7 %, 66 %, 29 %, 14 %, 16 %, 25 % and 59 %)."""
     seen = exercised(sample)
-    assert seen["express streams"] >= 0.4, seen
-    assert seen["exact (no conflict)"] >= 0.85, seen
+    assert seen["express streams"] >= 0.35, seen
+    assert seen["express handed back"] >= 0.05, seen
     for engine in LOCKSTEP:
         assert seen[f"{engine} asked"] == 1.0, seen
-        assert seen[f"{engine} moved"] >= 0.3, seen
+        assert seen[f"{engine} moved"] >= 0.2, seen
         assert seen[f"{engine} handed back"] >= 0.1, seen
         assert seen[f"{engine} declined"] >= 0.03, seen
 
@@ -343,16 +380,12 @@ def test_a_hand_back_with_a_single_credit_on_its_way():
     assert all(outs[e].path["handbacks"] == 1 for e in LOCKSTEP)
 
 
-# -- known departures ------------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="express streams keep their schedule when another operation begins on their CE "
-    "after they were committed (counted as fast_conflicts): stream 0 begins on 2,1 at cycle 18, "
-    "inside express stream 1's window, and outranks it (microthread 0 < 1 at low priority); the "
-    "reference gives it those issue cycles, so stream 1 ends 2 cycles later (first differing "
-    "mark: 2,1 e1s, 26 in the reference, 24 in the express streams)",
-)
+# -- express hand-backs ----------------------------------------------------------------------------
 def test_an_operation_beginning_inside_an_express_window_moves_it():
+    """Stream 0 begins on 2,1 at cycle 18, inside express stream 1's window, and outranks it
+    (microthread 0 < 1 at low priority): the express stream hands its work back to the wavelet
+    path there, which gives the newcomer those issue cycles, so stream 1 ends 2 cycles later
+    than its committed schedule (2,1 e1s at 26, as in the reference; it used to be 24)."""
     streams = [
         Stream(colour=0, axis="y", root=1, lo=0, hi=1, line=2, words=55, queue=0, priority="low",
                recv_priority="low", start=1, late=100, ctrl="teardown", pass_through=frozenset()),
@@ -361,6 +394,47 @@ def test_an_operation_beginning_inside_an_express_window_moves_it():
     ]  # fmt: skip
     build = raw_streams(3, 2, streams, (0, 1), seed=41)
     ref, fast = run(build, "reference"), run(build, "express")
-    assert fast.path["fast_conflicts"] == 2
-    assert fast.sram == ref.sram
-    assert fast.marks == ref.marks
+    assert fast.path["express_streams"] == 1
+    assert fast.path["express_handbacks"] == 1
+    assert fast.path["fast_conflicts"] == 0
+    assert fast.marks[(2, 1)]["e1s"] == 26
+    assert fast.answer == ref.answer
+
+
+def _written_inside(colour: int) -> Any:
+    """A 300-word stream on colour 0 from 0,0 to 3,0 through 1,0, whose CE takes no part and
+    writes colour ``colour``'s route on its router, landing at cycle 156, inside the stream's
+    window (a task's writes are known when it runs, so the writing task runs late)."""
+    rx, tx = ("W", "E") if colour == 0 else ("RAMP", "E")
+
+    def more(pe: Any) -> None:
+        if (pe.x, pe.y) != (1, 0):
+            return
+
+        @pe.local_task(id=29)
+        def write(t: Any) -> None:
+            t.set_route(colour, rx=[rx], tx=[tx])
+            t.mark("w")
+
+        @pe.local_task(id=30)
+        def wait(t: Any) -> None:
+            t.now = max(t.now, 12)
+            t.activate(29)
+
+        pe.start(wait)
+
+    streams = [stream(hi=3, words=300, pass_through=frozenset({1}))]
+    return raw_streams(4, 1, streams, (0, 9), 1, more)
+
+
+@pytest.mark.parametrize("colour", [0, 3])
+def test_a_route_written_inside_an_express_window_hands_it_back(colour):
+    """A configuration write the commit did not plan with lands on a router of the stream
+    inside its window (the stream's own colour, rewritten as it was, or another colour given
+    one of the stream's ports): the stream goes on wavelet by wavelet from that cycle, with
+    the reference's answer."""
+    ref = run(_written_inside(colour), "reference")
+    fast = run(_written_inside(colour), "express")
+    assert fast.path["express_streams"] == 1
+    assert fast.path["express_handbacks"] == 1
+    assert fast.answer == ref.answer
