@@ -141,7 +141,13 @@ class _Store:
         """The memory's bytes (``uint8``), created zeroed on first use so that idle PEs of a large
         wafer cost no memory (from ``arena`` if given: then only touched pages cost memory).
         A packed store's (:meth:`settle`) ends at its allocation top: accesses through
-        descriptors and :meth:`view` widen it first (:meth:`widen`)."""
+        descriptors and :meth:`view` widen it first (:meth:`widen`). Indexing this array
+        directly does not: it is a plain ``numpy`` array (a subclass or wrapper that widened on
+        indexing would tax every access of the hot paths, which read it once per instruction),
+        so a raw access above a packed store's bytes fails as numpy's do (a slice reads short,
+        an assignment raises). Code that reaches memory by address, above its buffers, takes
+        ``widen(end)`` (or :meth:`view`) first, as ``pe.dsd`` and the fast path of ``pe.isa``
+        do; nothing in the package indexes it raw above the buffers."""
         if self._data is None:
             arena = self._arena
             if arena is None:
