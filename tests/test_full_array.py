@@ -34,27 +34,12 @@ def test_an_idle_pe_takes_at_most_12_kb():
 
 
 def measured_peak(kind: str, params) -> int:
-    """Host bytes at the peak of a build and run: Python objects (tracemalloc) plus the SRAM
-    bytes of the PEs' packed buffers (mapped memory, which tracemalloc does not see). A small
-    run of the kind comes first, so that the modules it imports are not counted."""
+    """Host bytes at the peak of a build and run (footprint.measured_peak), after a 2 x 2 run
+    of the same kind."""
     small = dataclasses.replace(params, px=2, py=2)
     if kind == "gemv":  # (a gemv's block grows as the array shrinks)
         small = dataclasses.replace(small, m=8, n=8)
-    warm = Simulation(seed=params.seed)
-    registry.KINDS[kind].build(warm, small)
-    warm.run()
-    gc.collect()
-    tracemalloc.start()
-    sim = Simulation(seed=params.seed)
-    handle = registry.KINDS[kind].build(sim, params)
-    sim.check()
-    sim.run()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    pes = handle.wafer.pes.values()
-    return peak + sum(
-        footprint.data_host_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes
-    )
+    return footprint.measured_peak(kind, params, small)
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,10 @@ array; tests/test_full_array.py holds the estimates above both).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pe.memory import SramArena
-from runner import registry
+from runner import budget, registry
 
 #: Host memory of one idle built PE (bytes): 4.3 kB measured at 64 x 64 and 128 x 128
 #: (``bench/footprint_bench.py``), rounded up.
@@ -71,3 +73,14 @@ def wafer(
         bytes=pes * per_pe(data_bytes_per_pe, program_bytes) + host_bytes + build_bytes,
         size_key=size_key,
     )
+
+
+def measured_peak(kind: str, params: Any, warm: Any) -> int:
+    """Host bytes at the peak of a build and run of wafer kind ``kind`` (its handle has a
+    ``wafer``): Python objects (:func:`runner.budget.traced_peak`, after a run of ``warm``)
+    plus the SRAM bytes of the PEs' packed buffers (mapped memory, which tracemalloc does not
+    see). What :func:`wafer`'s figures are measured with (tests/test_full_array.py,
+    bench/footprint_bench.py)."""
+    peak, handle = budget.traced_peak(registry.KINDS[kind], params, warm)
+    pes = handle.wafer.pes.values()
+    return peak + sum(data_host_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
