@@ -12,7 +12,6 @@ per PE at the peak (Python objects plus the SRAM bytes of the packed buffers): w
 from __future__ import annotations
 
 import gc
-import sys
 import time
 import tracemalloc
 
@@ -76,24 +75,13 @@ RUN_POINTS = (
 def peak_per_pe(name: str, sets: list[str]) -> str:
     sc = scenario.find(name)
     params = scenario.resolve_params(sc, sets)
-    warm = Simulation(seed=params.seed)  # (imports and caches first: not counted)
-    sc.kind.build(warm, scenario.resolve_params(sc, ["px=2", "py=2"]))
-    warm.run()
-    gc.collect()
-    tracemalloc.start()
-    sim = Simulation(seed=params.seed)
-    handle = sc.kind.build(sim, params)
-    sim.check()
-    sim.run()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    pes = handle.wafer.pes.values()
-    data = sum(footprint.data_host_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)
-    module = sys.modules[sc.kind.origin]
-    est = footprint.per_pe(0, module.PROGRAM_BYTES) - footprint.data_host_bytes(0)
+    warm = scenario.resolve_params(sc, ["px=2", "py=2"])  # (imports and caches: not counted)
+    peak = footprint.measured_peak(name, params, warm)
+    pes = params.px * params.py
+    est = sc.kind.footprint(params).bytes - footprint.BUILD_BYTES
     return (
-        f"{name} {' '.join(sets)}: {(peak + data) / len(pes):,.0f} B per PE at the peak "
-        f"({data / len(pes):,.0f} of SRAM data); estimate {est:,} + its data"
+        f"{name} {' '.join(sets)}: {peak / pes:,.0f} B per PE at the peak (with the host's "
+        f"inputs); estimate without the build's fixed part {est / pes:,.0f}"
     )
 
 

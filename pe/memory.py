@@ -141,7 +141,13 @@ class _Store:
         """The memory's bytes (``uint8``), created zeroed on first use so that idle PEs of a large
         wafer cost no memory (from ``arena`` if given: then only touched pages cost memory).
         A packed store's (:meth:`settle`) ends at its allocation top: accesses through
-        descriptors and :meth:`view` widen it first (:meth:`widen`)."""
+        descriptors and :meth:`view` widen it first (:meth:`widen`). Indexing this array
+        directly does not: it is a plain ``numpy`` array (a subclass or wrapper that widened on
+        indexing would tax every access of the hot paths, which read it once per instruction),
+        so a raw access above a packed store's bytes fails as numpy's do (a slice reads short,
+        an assignment raises). Code that reaches memory by address, above its buffers, takes
+        ``widen(end)`` (or :meth:`view`) first, as ``pe.dsd`` and the fast path of ``pe.isa``
+        do; nothing in the package indexes it raw above the buffers."""
         if self._data is None:
             arena = self._arena
             if arena is None:
@@ -167,7 +173,8 @@ class _Store:
         used = -(-self._top // arena.PACK_ALIGN) * arena.PACK_ALIGN
         data = self._data
         if data is not None and arena.scratch_user is self:
-            above = bool(data[used:].view(np.uint64).any())  # (used: a multiple of 64)
+            # (used: a multiple of 64; count_nonzero takes half of any()'s time here)
+            above = bool(np.count_nonzero(data[used:].view(np.uint64)))
             if above:  # written above its buffers: keep the whole store
                 whole = arena.take(self.nbytes)
                 whole[:] = data
@@ -256,15 +263,22 @@ class _Store:
             raise BuildError(
                 f"{self._what()} buffer '{name}': alignment {align} is not a power of two"
             )
+        return self._place(buffers, name, int(nbytes), align)
+
+    def _place(
+        self, buffers: dict[str, tuple[int, int]], name: str, nbytes: int, align: int
+    ) -> int:
+        """:meth:`alloc` once its arguments are checked (``name`` new, ``nbytes`` a positive
+        int, ``align`` a power of two)."""
         addr = -(-self._top // align) * align
-        end = addr + int(nbytes)
+        end = addr + nbytes
         if self.code_bytes + end > self.nbytes:
             raise SramOverflowError(
                 f"PE {self.owner}: {self.kind} overflow allocating '{name}' ({_b(nbytes)}): "
                 f"{self._needed(end)} but {self._capacity()}; already used: {self._usage()}; "
                 f"{self.advice}"
             )
-        buffers[name] = (addr, int(nbytes))
+        buffers[name] = (addr, nbytes)
         self._top = end
         if self._data is not None and end > len(self._data):
             self.widen(end)  # a packed store (see settle) allocating above its bytes
@@ -287,7 +301,11 @@ class _Store:
             spec = key = None
         if spec is not None:  # a shape made before: its descriptor's fields are checked
             short, shape_t, strides_t, nbytes, align = spec
-            addr = self.alloc(name, nbytes, align=align)
+            buffers = self._buffer_dict()
+            if name and name not in buffers:  # (else alloc's message)
+                addr = self._place(buffers, name, nbytes, align)
+            else:
+                addr = self.alloc(name, nbytes, align=align)
             return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         nd = np_dtype(dtype)
         if order not in ("F", "C"):

@@ -11,11 +11,14 @@ killed by the kernel's out-of-memory handler.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
+import tracemalloc
 from typing import Any
 
 from runner import registry
 from simcore.errors import BuildError
+from simcore.sim import Simulation
 
 #: Share of the available memory a build may plan to use (the rest: the interpreter, the OS).
 USABLE = 0.9
@@ -98,3 +101,26 @@ def check_fits(kind: registry.WorkloadKind, params: Any, available: int | None =
         else:
             msg += f"; lower the sizes (config key '{fp.size_key}' = {value:,} and others)"
     raise BuildError(msg + ", or free memory")
+
+
+def traced_peak(kind: registry.WorkloadKind, params: Any, warm: Any) -> tuple[int, Any]:
+    """Python objects at the peak of building, checking and running ``kind`` with ``params``
+    (``tracemalloc``), and the built handle: how a kind's footprint estimate is measured
+    (tests/test_full_array.py, bench/footprint_bench.py). A run with ``warm`` (a small
+    version of the same) comes first, so that the modules and caches it makes are not
+    counted. Memory the kind maps itself (a wafer's SRAM arena) is not traced: the caller
+    adds it from the handle."""
+    small = Simulation(seed=warm.seed)
+    kind.build(small, warm)
+    small.run()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        sim = Simulation(seed=params.seed)
+        handle = kind.build(sim, params)
+        sim.check()
+        sim.run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak, handle

@@ -264,6 +264,10 @@ def test_a_packed_sram_keeps_its_buffers_shares_pages_and_widens_when_reached_ab
     s2.alloc_array("big", "f32", 100)  # an allocation above the packed bytes widens too
     assert len(s2.data) == s2.nbytes and d2.read(s2).tolist() == [20, 21, 22, 23, 24]
     assert srams[0][0].image() == srams[0][0].data.tobytes() + bytes(49152 - 64)
+    s0 = srams[0][0]  # raw bytes by address: widen(end) first, then index (see Sram.data)
+    s0.widen(8192)[8188:8192] = 7
+    assert len(s0.data) == s0.nbytes and s0.view(8188, "u32", 1).tolist() == [0x07070707]
+    assert srams[0][1].read(s0).tolist() == [0, 1, 2, 3, 4]
 
 
 def test_a_pe_that_writes_above_its_buffers_during_the_build_keeps_a_whole_sram():

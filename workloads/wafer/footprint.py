@@ -13,15 +13,20 @@ A PE's host memory has three parts:
   64-byte unit (:func:`data_host_bytes`).
 
 The host also keeps the scenario's inputs and, after the run, the reference result that checks
-the simulated one. Measured with ``tracemalloc`` over the build, and as resident memory
+the simulated one. A kind whose per-PE figures were measured as resident memory at scale (spmv
+and gemv, up to the full 750 x 994 array) adds :data:`BUILD_BYTES`, what a build holds besides
+its PEs. Measured with ``tracemalloc`` over the build, and as resident memory
 (``python bench/footprint_bench.py``, which prints each kind's measured bytes per PE beside its
-estimate; tests/test_footprint.py holds the estimate above the measurement at small sizes).
+estimate; ``python bench/wafer_bench.py --full-wafer`` at 128 x 128, 256 x 256 and the full
+array; tests/test_full_array.py holds the estimates above both).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pe.memory import SramArena
-from runner import registry
+from runner import budget, registry
 
 #: Host memory of one idle built PE (bytes): 4.3 kB measured at 64 x 64 and 128 x 128
 #: (``bench/footprint_bench.py``), rounded up.
@@ -32,6 +37,11 @@ PROGRAM_BYTES = 30_000
 #: The SRAM arena's unit: a built PE's buffers take a multiple of it.
 PACK_BYTES = SramArena.PACK_ALIGN
 WORD_BYTES = 4
+#: Resident memory a large build holds besides its PEs (the simulation, the allocator's partly
+#: used arenas, the build's caches): spmv's and gemv's peaks per PE fall with the array's size
+#: (19.0 kB at 128 x 128, 17.5 kB at 256 x 256, 16.2 kB at 750 x 994, bench/wafer_bench.py
+#: --full-wafer), which a fixed part of about 25 MB beside 17.1 kB per PE explains; rounded up.
+BUILD_BYTES = 32_000_000
 
 
 def data_host_bytes(data_bytes_per_pe: int) -> int:
@@ -52,12 +62,25 @@ def wafer(
     edge_ports: int = 0,
     *,
     program_bytes: int = PROGRAM_BYTES,
+    build_bytes: int = 0,
 ) -> registry.Footprint:
     """A wafer build of ``pes`` PEs (one component each, plus the wafer and its edge ports),
     each running a program of ``program_bytes`` of host objects on ``data_bytes_per_pe`` of
-    SRAM data."""
+    SRAM data, beside ``build_bytes`` of the build's own (:data:`BUILD_BYTES` where the
+    per-PE figures are resident memory measured at scale)."""
     return registry.Footprint(
         components=pes + 1 + edge_ports,
-        bytes=pes * per_pe(data_bytes_per_pe, program_bytes) + host_bytes,
+        bytes=pes * per_pe(data_bytes_per_pe, program_bytes) + host_bytes + build_bytes,
         size_key=size_key,
     )
+
+
+def measured_peak(kind: str, params: Any, warm: Any) -> int:
+    """Host bytes at the peak of a build and run of wafer kind ``kind`` (its handle has a
+    ``wafer``): Python objects (:func:`runner.budget.traced_peak`, after a run of ``warm``)
+    plus the SRAM bytes of the PEs' packed buffers (mapped memory, which tracemalloc does not
+    see). What :func:`wafer`'s figures are measured with (tests/test_full_array.py,
+    bench/footprint_bench.py)."""
+    peak, handle = budget.traced_peak(registry.KINDS[kind], params, warm)
+    pes = handle.wafer.pes.values()
+    return peak + sum(data_host_bytes(pe.sram.used_bytes - pe.sram.code_bytes) for pe in pes)

@@ -33,7 +33,7 @@ from simcore.sim import RunResult, Simulation
 from wafer.collectives import Collectives
 from wafer.system import MAX_HEIGHT, MAX_WIDTH, Wafer, WaferConfig
 from workloads.wafer.calibration import t_bcast_reference, t_fmac_reference
-from workloads.wafer.footprint import WORD_BYTES
+from workloads.wafer.footprint import BUILD_BYTES, WORD_BYTES
 from workloads.wafer.footprint import wafer as wafer_footprint
 
 #: Local task ids (the collectives library takes 24..28).
@@ -218,13 +218,18 @@ def footprint(p: GemvParams) -> registry.Footprint:
     """px x py PEs with their blocks; the host keeps A twice (the matrix and its padded copy,
     FP32) and A in float64 for the check."""
     host = (2 * WORD_BYTES + 8) * p.m * p.n + 8 * WORD_BYTES * (p.m + p.n)
-    return wafer_footprint(p.px * p.py, pe_bytes(p), host, "px", program_bytes=PROGRAM_BYTES)
+    return wafer_footprint(
+        p.px * p.py, pe_bytes(p), host, "px", program_bytes=PROGRAM_BYTES, build_bytes=BUILD_BYTES
+    )
 
 
 #: Host memory of a gemv PE's program beyond an idle PE (its tasks, buffers and collectives'
-#: routes and tasks; measured with ``bench/footprint_bench.py``: the 16 x 16 point of
-#: tests/test_full_array.py peaks at 16.3 kB per PE with its data, 2026-11-26).
-PROGRAM_BYTES = 14_000
+#: routes and tasks, and what a product's run makes): resident memory at the peak of a product
+#: is 18.8 kB per PE at 128 x 128 and 17.4 kB at 256 x 256 with the idle PE's
+#: (bench/wafer_bench.py --full-wafer, 2026-11-26), beside
+#: :data:`~workloads.wafer.footprint.BUILD_BYTES`; tracemalloc at 16 x 16 and 32 x 32 (the host's
+#: matrices counted apart) 15 to 17 kB.
+PROGRAM_BYTES = 12_500
 
 
 def register() -> None:

@@ -55,6 +55,7 @@ from workloads.wafer.calibration import (
     t_bcast_reference,
     t_fmac_reference,
 )
+from workloads.wafer.footprint import BUILD_BYTES
 from workloads.wafer.footprint import wafer as wafer_footprint
 
 #: Local task ids (the collectives library takes 24..28).
@@ -527,18 +528,36 @@ def _sweep(
 
 
 def footprint(p: SpmvParams) -> registry.Footprint:
-    """px x py PEs, each with its block (the largest PE's data, for all); the host keeps the
-    matrix (CSR: a value and a column index per non-zero, twice: the matrix and its blocks) and
-    the vectors."""
+    """px x py PEs, each with its block (the largest PE's data, for all) and a program of
+    :func:`program_bytes`; the host keeps the matrix (CSR: a value and a column index per
+    non-zero, twice: the matrix and its blocks) and the vectors."""
     a = p.matrix_csr()
     data = sparse.pe_bytes(a, p.px, p.py, p.layout, vector_words(p, a.shape))
     host = 2 * 12 * a.nnz + 8 * 4 * (a.shape[0] + a.shape[1])
-    return wafer_footprint(p.px * p.py, data, host, "px", program_bytes=PROGRAM_BYTES)
+    pes = p.px * p.py
+    return wafer_footprint(
+        pes, data, host, "px", program_bytes=program_bytes(pes, a.nnz), build_bytes=BUILD_BYTES
+    )
 
 
-#: Host memory of an spmv PE's program beyond an idle PE (its tasks, buffers, descriptors and
-#: the collectives' routes and tasks; measured with ``bench/footprint_bench.py``), with room for
-#: the garbage a run holds until a young collection falls: the 16 x 16 power-law point of
-#: tests/test_full_array.py peaks at 22.1 kB per PE with its data (2026-11-26, after the
-#: slotted programs and packed SRAMs; 27.3 kB at 32 x 32 before).
-PROGRAM_BYTES = 20_000
+def program_bytes(pes: int, nnz: int) -> int:
+    """Host bytes per PE of spmv's program beyond an idle PE, at the peak of a product: every PE
+    :data:`PROGRAM_BYTES`, the PEs holding non-zeros (at most ``min(pes, nnz)``)
+    :data:`NONZERO_PE_BYTES` more, and :data:`NNZ_BYTES` per non-zero (spread over the PEs)."""
+    extra = min(pes, nnz) * NONZERO_PE_BYTES + nnz * NNZ_BYTES
+    return PROGRAM_BYTES + -(-extra // pes)
+
+
+#: Host memory of a PE's spmv program beyond an idle PE, on every PE (its tasks, buffers,
+#: descriptors and the collectives' routes and tasks, and what a product's run makes: router
+#: buffers, operations, credits): resident memory at the peak of a product is 17.5 kB per PE at
+#: 256 x 256 and 16.2 kB at 750 x 994 with the idle PE's (bench/wafer_bench.py --full-wafer,
+#: 2026-11-26), beside :data:`~workloads.wafer.footprint.BUILD_BYTES`.
+PROGRAM_BYTES = 12_500
+#: More on a PE that holds non-zeros (the one-element descriptors of its x and y, its local
+#: product's task state): tracemalloc at 32 x 32, power-law (every PE holds some) against
+#: poisson2d (one in ten), about 2 kB; rounded up.
+NONZERO_PE_BYTES = 3_000
+#: Per non-zero (its fmacs operation, queued while the PE's local product runs): about 50 B
+#: (tracemalloc, 16 x 16 and 32 x 32 power-law at 4 to 63 non-zeros per PE); rounded up.
+NNZ_BYTES = 60
