@@ -553,7 +553,10 @@ def program_bytes(pes: int, nnz: int) -> int:
 #: buffers, operations, credits): resident memory at the peak of a product is 17.5 kB per PE at
 #: 256 x 256 and 16.2 kB at 750 x 994 with the idle PE's (bench/wafer_bench.py --full-wafer,
 #: 2026-11-26), beside :data:`~workloads.wafer.footprint.BUILD_BYTES`.
-PROGRAM_BYTES = 12_500
+#: 1 kB more since express streams can hand back to the wavelet path (fabric/express.py): a
+#: live stream's schedule and per-router state (gemv at 128 x 128: 18,932 -> 19,954 B per PE,
+#: the lead's measurement on merging it).
+PROGRAM_BYTES = 13_500
 #: More on a PE that holds non-zeros (the one-element descriptors of its x and y, its local
 #: product's task state): tracemalloc at 32 x 32, power-law (every PE holds some) against
 #: poisson2d (one in ten), about 2 kB; rounded up.
