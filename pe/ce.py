@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
 RAMP = Dir.RAMP
+_new_wavelet = object.__new__  # a Wavelet without its constructor (see ComputeEngine._advance)
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
@@ -435,8 +436,17 @@ class ComputeEngine:
         out_colour = op.out_colour
         if out_colour is not None:
             self.up_credits[out_colour] -= 1
-            w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
-            if op.flow_out is not None:
+            w_out = op.control_wavelet
+            if w_out is None:
+                # ``Wavelet(data, flow=op.flow_out)`` without the constructor's call (one per
+                # element sent): the same five fields, set here.
+                w_out = _new_wavelet(Wavelet)
+                w_out.data = float(value) if value is not None else 0.0
+                w_out.ctrl = False
+                w_out.commands = ()
+                w_out.task_id = None
+                w_out.flow = op.flow_out
+            elif op.flow_out is not None:
                 w_out.flow = op.flow_out
             due_t = t + engine.ramp_latency
             sched = self.sched
