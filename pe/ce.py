@@ -295,7 +295,8 @@ class ComputeEngine:
         self.engine.later(self.engine.ramp_credit_latency, self.router.ramp_credit, colour)
 
     def up_credit(self, colour: int) -> None:
-        self.up_credits[colour] = self.up_credits.get(colour, 0) + 1
+        up = self.up_credits
+        up[colour] = up.get(colour, 0) + 1
         if self.ops:
             self.active[self.index] = self
 
@@ -347,9 +348,14 @@ class ComputeEngine:
             if held and op.priority >= MAIN_THREAD_RANK:
                 waiting = True
                 continue
-            key = (op.priority, op.microthread)
-            if best is None or key < best_key:  # type: ignore[operator]
-                best, best_key = op, key
+            if best is None:
+                best = op  # (its key is made only when a second one is found, or read below)
+            else:
+                if best_key is None:
+                    best_key = (best.priority, best.microthread)
+                key = (op.priority, op.microthread)
+                if key < best_key:
+                    best, best_key = op, key
         if best is None:
             if waiting and self._wake_at != self.busy_until:
                 self._wake_at = self.busy_until  # step again when the task gives the slot back
@@ -361,6 +367,8 @@ class ComputeEngine:
             self.stolen_cycles += 1
         if self.express_until >= t and self.express_issue is not None:
             cycles, shift, key = self.express_issue
+            if best_key is None:
+                best_key = (best.priority, best.microthread)
             if key < best_key and busy_at(cycles, shift, t):
                 return True  # the express stream's microthread wins this cycle's issue slot
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
