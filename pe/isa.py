@@ -818,14 +818,18 @@ _SCALAR_FAST: dict[str, Callable[..., np.float32]] = {
 }
 
 
-def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int], Any] | None:
+def stream_element(
+    op: str, mem: Any, fabric_first: bool, *, as_float: bool = False
+) -> Callable[[Any, int], Any] | None:
     """``elem(v, k)``: ``elementwise(op)(v, mem[k])`` (``(mem[k], v)`` unless
     ``fabric_first``) for an async operation with a fabric input ``v`` and an FP32 memory
     source ``mem``, in one call per element where ``elementwise`` takes three (the operation's
     closure, ``elementwise``'s and the scalar form's): the scalar form's arithmetic inline, on
     the memory's element as a Python float (an FP32 value, exact), and the scalar form itself for
     any element it does not cover, so every element is ``elementwise``'s. None for other ops
-    and sources (``fadds``, ``fsubs`` and ``fmuls`` only)."""
+    and sources (``fadds``, ``fsubs`` and ``fmuls`` only). ``as_float``: the element as the
+    Python float ``float(elementwise(...))`` instead (an operation sending its elements to the
+    fabric puts that float in the wavelet: one FP32 scalar fewer made and read per element)."""
     if op not in ("fadds", "fsubs", "fmuls") or not isinstance(mem, np.ndarray):
         return None
     if mem.dtype != F32 or mem.ndim != 1:
@@ -838,16 +842,19 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
     floats = _FLOATS
 
     def other(v: Any, k: int) -> Any:
-        return fast(v, mem[k], general) if fabric_first else fast(mem[k], v, general)
+        r = fast(v, mem[k], general) if fabric_first else fast(mem[k], v, general)
+        return float(r) if as_float else r
+
+    pack, unpack = _pack32, _unpack32
 
     if op == "fadds":
 
         def elem(v: Any, k: int) -> Any:
             b = item(k)
             if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
-                x = _unpack32(_pack32(v))[0] + b
+                x = unpack(pack(v))[0] + b
                 if -m <= x <= m:
-                    return F32(x)
+                    return unpack(pack(x))[0] if as_float else F32(x)
             return other(v, k)
 
     elif op == "fmuls":
@@ -855,9 +862,9 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
         def elem(v: Any, k: int) -> Any:
             b = item(k)
             if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
-                x = _unpack32(_pack32(v))[0] * b
+                x = unpack(pack(v))[0] * b
                 if -m <= x <= m:
-                    return F32(x)
+                    return unpack(pack(x))[0] if as_float else F32(x)
             return other(v, k)
 
     else:
@@ -866,9 +873,9 @@ def stream_element(op: str, mem: Any, fabric_first: bool) -> Callable[[Any, int]
         def elem(v: Any, k: int) -> Any:
             b = item(k)
             if v.__class__ in floats and -m <= v <= m and -m <= b <= m:
-                x = _unpack32(_pack32(v))[0] - b if sign > 0 else b - _unpack32(_pack32(v))[0]
+                x = unpack(pack(v))[0] - b if sign > 0 else b - unpack(pack(v))[0]
                 if -m <= x <= m:
-                    return F32(x)
+                    return unpack(pack(x))[0] if as_float else F32(x)
             return other(v, k)
 
     return elem
