@@ -272,6 +272,47 @@ class Router:
         if first_port is None:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             return False
+        if wanted is None and not detail:
+            # One send (most steps): the loop below for its one port, without the loop's
+            # machinery; the same due actions in the same lists, in the same order.
+            port, key = first_port, first_key
+            colour = key[1]
+            self.rr[port] = colour
+            buf = self.bufs[key]
+            w = buf[0]
+            held[(port, colour)] -= 1
+            sched = engine.sched
+            due = sched.due
+            if port is RAMP:
+                td = t + engine.ramp_latency
+                (due.get(td) or sched.due_slot(td)).append((self.ce.fabric_deliver, (colour, w)))
+            else:
+                td = t + engine.hop_latency
+                (due.get(td) or sched.due_slot(td)).append(
+                    (self.nbr[port].receive, (OPPOSITE[port], colour, w))  # type: ignore[union-attr]
+                )
+            if first_pend.__class__ is list:
+                first_pend.remove(port)
+                if first_pend:
+                    return self.buffered > 0
+            if w.ctrl:
+                self._done(t, key)
+                return self.buffered > 0
+            if first_pend.__class__ is list or key in pending:
+                del pending[key]
+            del buf[0]
+            self.buffered -= 1
+            self.forwarded += 1
+            src_port = key[0]
+            if src_port is RAMP:
+                td = t + engine.ramp_credit_latency
+                (due.get(td) or sched.due_slot(td)).append((self.ce.up_credit, (colour,)))
+            else:
+                td = t + engine.hop_credit_latency
+                (due.get(td) or sched.due_slot(td)).append(
+                    (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))  # type: ignore[union-attr]
+                )
+            return self.buffered > 0
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
         # The hops, ramp deliveries and credits go straight into their cycle's list of due
         # actions (``later``, inlined through ``due_slot``: the same list, the same order).

@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from fabric.engine import FabricEngine, Router
 
 RAMP = Dir.RAMP
+_new_wavelet = object.__new__  # a Wavelet without its constructor (see ComputeEngine._advance)
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
@@ -297,7 +298,8 @@ class ComputeEngine:
         self.engine.later(self.engine.ramp_credit_latency, self.router.ramp_credit, colour)
 
     def up_credit(self, colour: int) -> None:
-        self.up_credits[colour] = self.up_credits.get(colour, 0) + 1
+        up = self.up_credits
+        up[colour] = up.get(colour, 0) + 1
         if self.ops:
             self.active[self.index] = self
 
@@ -349,9 +351,14 @@ class ComputeEngine:
             if held and op.priority >= MAIN_THREAD_RANK:
                 waiting = True
                 continue
-            key = (op.priority, op.microthread)
-            if best is None or key < best_key:  # type: ignore[operator]
-                best, best_key = op, key
+            if best is None:
+                best = op  # (its key is made only when a second one is found, or read below)
+            else:
+                if best_key is None:
+                    best_key = (best.priority, best.microthread)
+                key = (op.priority, op.microthread)
+                if key < best_key:
+                    best, best_key = op, key
         if best is None:
             if waiting and self._wake_at != self.busy_until:
                 self._wake_at = self.busy_until  # step again when the task gives the slot back
@@ -359,6 +366,8 @@ class ComputeEngine:
             return False
         if self.express_until >= t and self.express_issue is not None:
             cycles, shift, key = self.express_issue
+            if best_key is None:
+                best_key = (best.priority, best.microthread)
             if key < best_key and busy_at(cycles, shift, t):
                 # The express stream's microthread wins this cycle's issue slot (taken from a
                 # task holding it already: counted by _express_steals when it was dispatched).
@@ -373,19 +382,29 @@ class ComputeEngine:
                 # the hold now reaches one cycle further: the stream's issues there take it too
                 self._express_steals(self.busy_until - 1)
         # One issue moves up to the op's SIMD width of elements, as inputs and credits allow.
-        eligible = self._eligible
         best.issues += 1
+        out_colour = best.out_colour
         if best.width == 1:
             self._advance(best, t)
         else:
+            fab_in = best.fab_in
             for _ in range(best.width):
                 self._advance(best, t)
-                if best.done == best.length or not eligible(best):
+                if best.done == best.length:
                     break
-        if best.out_colour is None:
+                # (``_eligible``, inlined: once per element of a wide issue)
+                if fab_in is not None and not best.in_queue:
+                    break
+                if out_colour is not None:
+                    c = up.get(out_colour)
+                    if (c if c is not None else self.up_credit_count(out_colour)) <= 0:
+                        break
+        if out_colour is None:
             # Advancing a microthread that writes to memory touches only its own input queue,
             # so the others found eligible above still are, and no other became eligible.
-            return others > 1 or (best.done < best.length and eligible(best))
+            return others > 1 or (
+                best.done < best.length and (best.fab_in is None or bool(best.in_queue))
+            )
         for op in self.ops:  # (``_eligible``, inlined: once per issue)
             if op.fab_in is not None and not op.in_queue:
                 continue
@@ -406,16 +425,18 @@ class ComputeEngine:
         k = op.done
         engine = self.engine
         value: Any
-        if op.fab_in is not None:
+        fab_in = op.fab_in
+        if fab_in is not None:
             w = op.in_queue.pop(0)  # type: ignore[union-attr]
             if engine.detail:
-                engine.counter(f"{self.path}/ce", f"input queue {op.fab_in}", len(op.in_queue))
-            colour = self.colour_of_queue.get(op.fab_in)
+                engine.counter(f"{self.path}/ce", f"input queue {fab_in}", len(op.in_queue))
+            colour = self.colour_of_queue.get(fab_in)
             if colour is None:
-                colour = self._colour_of_queue(op.fab_in)  # raises
+                colour = self._colour_of_queue(fab_in)  # raises
             # (engine.later, inlined: the same list of due actions)
             due_t = t + engine.ramp_credit_latency
-            (engine.sched.due.get(due_t) or engine.sched.due_slot(due_t)).append(
+            sched = self.sched
+            (sched.due.get(due_t) or sched.due_slot(due_t)).append(
                 (self.router.ramp_credit, (colour,))
             )
             if w.flow is not None:
@@ -430,19 +451,31 @@ class ComputeEngine:
             value = None
         else:
             value = op.values[k]  # type: ignore[index]
-        if op.out_colour is not None:
-            self.up_credits[op.out_colour] -= 1
-            w_out = op.control_wavelet or Wavelet(float(value) if value is not None else 0.0)
-            if op.flow_out is not None:
+        out_colour = op.out_colour
+        if out_colour is not None:
+            self.up_credits[out_colour] -= 1
+            w_out = op.control_wavelet
+            if w_out is None:
+                # ``Wavelet(data, flow=op.flow_out)`` without the constructor's call (one per
+                # element sent): the same five fields, set here.
+                w_out = _new_wavelet(Wavelet)
+                w_out.data = float(value) if value is not None else 0.0
+                w_out.ctrl = False
+                w_out.commands = ()
+                w_out.task_id = None
+                w_out.flow = op.flow_out
+            elif op.flow_out is not None:
                 w_out.flow = op.flow_out
             due_t = t + engine.ramp_latency
-            (engine.sched.due.get(due_t) or engine.sched.due_slot(due_t)).append(
-                (self.router.receive, (RAMP, op.out_colour, w_out))
+            sched = self.sched
+            (sched.due.get(due_t) or sched.due_slot(due_t)).append(
+                (self.router.receive, (RAMP, out_colour, w_out))
             )
         else:
             op.out_view[k] = value  # type: ignore[index]
-        op.done = k + 1
-        if op.done == op.length:
+        k += 1
+        op.done = k
+        if k == op.length:
             self.finish_op(op, t)
 
     def _colour_of_queue(self, q: int) -> int:

@@ -236,7 +236,7 @@ class TaskContext:
                     for s in srcs
                 ]  # fmt: skip
                 op.func = isa.elementwise(name)
-                op.elem = _element_of(name, op.plan, op.func)
+                op.elem = _element_of(name, op.plan, op.func, isinstance(dst, FabOutDsd))
             op.microthread = fin.queue
         elif isinstance(dst, FabOutDsd):
             if name in ("mov32", "fmovs", "mov16", "fmovh"):
@@ -335,14 +335,18 @@ def _mem_view(ce: ComputeEngine, dst: MemDsd) -> np.ndarray:
     return np.empty(dst.length, np_dtype(dst.dtype))
 
 
-def _element_of(name: str, plan: list[tuple], func: Any) -> Any:
+def _element_of(name: str, plan: list[tuple], func: Any, to_fabric: bool = False) -> Any:
     """``elem(value, k)``: element ``k`` of an operation with a fabric input, ``func`` of the
     plan's sources in order (the fabric value, memory element ``k``, a scalar); the two
     common plans as closures without a list per element, fused with the FP32 arithmetic where
-    ``isa.stream_element`` covers the op (one call per element)."""
+    ``isa.stream_element`` covers the op (one call per element). ``to_fabric``: the operation
+    sends its elements to the fabric, which carries ``float(element)`` (the compute engine's
+    ``_advance``), so a fused element may be that float already."""
     kinds = tuple(p[0] for p in plan)
     if kinds in (("f", "m"), ("m", "f")):
-        fused = isa.stream_element(name, plan[1 if kinds[0] == "f" else 0][1], kinds[0] == "f")
+        fused = isa.stream_element(
+            name, plan[1 if kinds[0] == "f" else 0][1], kinds[0] == "f", as_float=to_fabric
+        )
         if fused is not None:
             return fused
     if kinds == ("f", "m"):

@@ -221,6 +221,13 @@ def test_stream_element_is_general(op: str, fabric_first: bool, data) -> None:
         slow = isa.elementwise(op, fast_path=False)(*args)
     assert type(fused) is type(slow) is np.float32
     assert_same_bits(np.array([fused]), np.array([slow]), f"{op} {args}")
+    # An operation sending to the fabric takes the element as the float its wavelet carries.
+    as_float = isa.stream_element(op, mem, fabric_first, as_float=True)
+    assert as_float is not None
+    with np.errstate(all="ignore"):
+        got = as_float(v, k)
+    assert type(got) is float
+    assert_same_bits(np.array([got]), np.array([float(slow)]), f"{op} {args} as_float")
 
 
 def test_stream_element_leaves_other_ops_and_sources_to_elementwise() -> None:
