@@ -82,17 +82,22 @@ class SetTimingChecker:
         out += [(self._at_bank[s], prev, cyc) for prev, cyc, _w, _n in rules["bank"]]
         return out
 
-    def earliest(self, cmd: str, banks: tuple[int, ...]) -> int:
-        """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
-        memo = self._memo
-        if memo is not None and memo[0] == cmd and memo[1] == banks:
-            return memo[2]
+    def _terms_for(self, cmd: str, banks: tuple[int, ...]) -> list[tuple[list[int], int, int]]:
+        """The (table, previous command, cycles) terms that bound ``cmd`` to ``banks``."""
         s = self._sets.get(banks)
         if s is None:
             s = self._set(banks)
         terms = self._terms.get((cmd, s))
         if terms is None:
             terms = self._terms[(cmd, s)] = self._terms_of(cmd, s)
+        return terms
+
+    def earliest(self, cmd: str, banks: tuple[int, ...]) -> int:
+        """The first cycle at which ``cmd`` to ``banks`` obeys every constraint."""
+        memo = self._memo
+        if memo is not None and memo[0] == cmd and memo[1] == banks:
+            return memo[2]
+        terms = self._terms_for(cmd, banks)
         best = NEVER
         for table, prev, cyc in terms:
             t = table[prev] + cyc
@@ -114,12 +119,7 @@ class SetTimingChecker:
         ``cmd`` (a record writes the set's own aggregates and the pseudo-channel's), so
         :meth:`earliest` of the next ``cmd`` to ``banks`` is ``max(fixed, t + gap)`` until
         another command is recorded (tests/test_pim_stream_runs.py)."""
-        s = self._sets.get(banks)
-        if s is None:
-            s = self._set(banks)
-        terms = self._terms.get((cmd, s))
-        if terms is None:
-            terms = self._terms[(cmd, s)] = self._terms_of(cmd, s)
+        terms = self._terms_for(cmd, banks)
         i = _INDEX[cmd]
         fixed = gap = NEVER
         for table, prev, cyc in terms:
