@@ -18,7 +18,6 @@ from typing import Any
 
 from runner import registry
 from simcore.errors import BuildError
-from simcore.sim import Simulation
 
 #: Share of the available memory a build may plan to use (the rest: the interpreter, the OS).
 USABLE = 0.9
@@ -110,6 +109,8 @@ def traced_peak(kind: registry.WorkloadKind, params: Any, warm: Any) -> tuple[in
     version of the same) comes first, so that the modules and caches it makes are not
     counted. Memory the kind maps itself (a wafer's SRAM arena) is not traced: the caller
     adds it from the handle."""
+    from simcore.sim import Simulation  # (here: the CLI's start imports this module, not simpy)
+
     small = Simulation(seed=warm.seed)
     kind.build(small, warm)
     small.run()
