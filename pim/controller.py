@@ -191,8 +191,9 @@ class Controller(Component):
         self._win_trig = 0
         self._program_start = -1
         self._program_name = ""
-        self._done_after: dict[str, int] = {}  # a stream's RD/WR: cycles to its last beat
-        self._tracing = False  # a stream's run records traces (OPS or more)
+        t_ = self.std.timing  # RD/WR: cycles from the command to its last beat
+        self._done_after = {"RD": t_.nCL + t_.nBL, "WR": t_.nCWL + t_.nBL}
+        self._tracing = False  # the run records traces (OPS or more): set at start
 
     # -- feeding ---------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
@@ -207,6 +208,7 @@ class Controller(Component):
         self.source = source
 
     def start(self) -> None:
+        self._tracing = self.sim.trace_level >= TraceLevel.OPS
         if self.stream:
             self.process(self._run_stream(), "stream")
         elif self.requests or self.source is not None:
@@ -218,40 +220,10 @@ class Controller(Component):
         return self.env.timeout(delay if delay > 0 else 0)
 
     def _issue(self, cmd: str, bank: int, row: int, col: int, data: Any, cycle: int) -> Any:
+        """Issue ``cmd`` at ``cycle`` (the request path and refresh): :meth:`_issue_banks` with
+        the banks it targets and the controller's checker; returns what a RD reads."""
         banks = self.pch.targets(cmd, bank)
-        self.checker.issue(cmd, banks, cycle)
-        trig = (
-            cmd in ("RD", "WR")
-            and self.pch.mode == "AB-PIM"
-            and self.pch.open[bank] != (self.pch.row_conf)
-        )
-        out = self.pch.apply(cmd, bank, row, col, data)
-        if trig and self.pch.units.last_role.startswith("shift"):
-            # each command is charged the cycles since the command before it
-            self.shift_cycles += cycle - max(self.last_cycle, 0)
-        self.counts[cmd] = self.counts.get(cmd, 0) + 1
-        t = self.std.timing
-        if cmd == "ACT":
-            for b in banks:
-                self._hits[b] = 0
-        if cmd in ("RD", "WR"):
-            self._hits[bank] += 1
-            self.bus_busy_cycles += t.nBL
-            if not trig:
-                self.host_bytes += self.std.org.column_bytes
-            done = cycle + (t.nCL if cmd == "RD" else t.nCWL) + t.nBL
-            self.end_cycle = max(self.end_cycle, done)
-        else:
-            self.end_cycle = max(self.end_cycle, cycle + 1)
-        if self.first_cycle < 0:
-            self.first_cycle = cycle
-        self.last_cycle = cycle
-        self._next_free = cycle + 1
-        if self.record:
-            self.trace_log.append(Issued(cycle, cmd, banks, row, col))
-        if self.sim.trace_level >= TraceLevel.OPS:
-            self._trace(cmd, banks, row, col, cycle, trig)
-        return out
+        return self._issue_banks(self.checker, cmd, bank, banks, row, col, data, cycle)
 
     def _trace(
         self, cmd: str, banks: tuple[int, ...], row: int, col: int, cycle: int, trig: bool
@@ -341,11 +313,8 @@ class Controller(Component):
             if self.stream_timing == "bank-sets"
             else self.checker
         )
-        issue = self._stream_issue
+        issue = self._issue_banks
         refresh = self.refresh == "all-bank"
-        t_ = self.std.timing
-        self._done_after = {"RD": t_.nCL + t_.nBL, "WR": t_.nCWL + t_.nBL}
-        self._tracing = self.sim.trace_level >= TraceLevel.OPS
         clock = env.now // period  # the kernel's cycle: it moves only at a yield
         stream = self.stream
         end = len(stream)
@@ -463,24 +432,26 @@ class Controller(Component):
             banks = pch.targets("PREA", 0)
             t = max(self._next_free, timing.earliest("PREA", banks))
             yield self._wait_until(t)
-            self._stream_issue(timing, "PREA", 0, banks, 0, 0, None, t)
+            self._issue_banks(timing, "PREA", 0, banks, 0, 0, None, t)
         banks = pch.targets("REF", 0)
         t = max(self._next_free, timing.earliest("REF", banks))
         yield self._wait_until(t)
-        self._stream_issue(timing, "REF", 0, banks, 0, 0, None, t)
+        self._issue_banks(timing, "REF", 0, banks, 0, 0, None, t)
         self.next_refresh += self.std.timing.nREFI
         return reopen
 
-    def _stream_issue(
+    def _issue_banks(
         self, timing: TimingChecker | SetTimingChecker, cmd: str, bank: int,
         banks: tuple[int, ...], row: int, col: int, data: Any, cycle: int,
-    ) -> None:  # fmt: skip
-        """:meth:`_issue` for a stream: the banks already known, the stream's checker."""
+    ) -> Any:  # fmt: skip
+        """Check and record ``cmd`` to ``banks`` at ``cycle`` on ``timing``, apply it to the
+        pseudo-channel, and keep the counts, cycles, command log and trace; returns what the
+        pseudo-channel gives back (a RD's data). A stream passes its own checker."""
         timing.issue(cmd, banks, cycle)
         pch = self.pch
         if cmd == "RD" or cmd == "WR":
             trig = pch.mode == "AB-PIM" and pch.open[bank] != pch.row_conf
-            pch.apply(cmd, bank, row, col, data)
+            out = pch.apply(cmd, bank, row, col, data)
             if trig:
                 if pch.units.last_role.startswith("shift"):
                     # each command is charged the cycles since the command before it
@@ -494,7 +465,7 @@ class Controller(Component):
                 self.end_cycle = done
         else:
             trig = False
-            pch.apply(cmd, bank, row, col, data)
+            out = pch.apply(cmd, bank, row, col, data)
             if cmd == "ACT":
                 for b in banks:
                     self._hits[b] = 0
@@ -510,6 +481,7 @@ class Controller(Component):
             self.trace_log.append(Issued(cycle, cmd, banks, row, col))
         if self._tracing:
             self._trace(cmd, banks, row, col, cycle, trig)
+        return out
 
     # -- the request scheduler -------------------------------------------------------------------
     def _next_command(self, req: Request) -> str:
