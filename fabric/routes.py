@@ -156,6 +156,13 @@ def check_routes(
 
     ``edges`` holds ((xy, side), 'input'|'output') for the wafer's edge ports: a tx off the mesh
     is allowed onto an output port, and a router fed by an input port is a source."""
+    # Only a hop off a router can be wrong (a hop off the mesh, into a router that does not
+    # take it, two ways in, a loop): when no route's positions hop anywhere (a full array's
+    # routes share a handful of positions tuples: the colours' initial teardown routes),
+    # there is nothing to check.
+    distinct = {id(cr.positions): cr.positions for rs in routes.values() for cr in rs.values()}
+    if not any(d is not Dir.RAMP for ps in distinct.values() for p in ps for d in p.tx):
+        return
     by_colour: dict[int, dict[tuple[int, int], ColourRoute]] = {}
     for xy in sorted(routes):  # (each colour's table in PE order; the colours sorted below)
         for colour, cr in routes[xy].items():

@@ -41,6 +41,13 @@ _ARRAY_SPECS: dict[tuple, tuple[str, tuple[int, ...], tuple[int, ...], int, int]
 _LAYOUTS: dict[tuple, tuple] = {}
 _MAX_LAYOUTS = 1 << 16
 
+#: Allocation steps taken before, from a shared table of buffers: (id(table), name, array
+#: key, space) -> (table, the table with the new buffer, its byte address, the new top). The
+#: PEs of one program allocate the same buffers in the same order: each step after the first
+#: PE's is one lookup, and their tables are one shared tuple from the start (see alloc_array).
+_STEPS: dict[tuple, tuple[tuple, tuple, int, int]] = {}
+_MAX_STEPS = 1 << 16
+
 
 def _b(n: int) -> str:
     return f"{n:,} B"
@@ -76,6 +83,11 @@ class SramArena:
         self.building = False
         self._scratch: np.ndarray | None = None
         self.scratch_user: _Store | None = None
+        # A building store whose bytes were never asked for: the values its new buffers were
+        # given (byte address, contiguous values), written when its bytes are first asked for
+        # or straight into its packed slice when it settles (no scratch to scan and zero).
+        self._deferred: _Store | None = None
+        self._writes: list[tuple[int, np.ndarray]] = []
 
     def take(self, nbytes: int) -> np.ndarray:
         step = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -107,6 +119,24 @@ class SramArena:
         self.scratch_user = store
         return self._scratch
 
+    def defer(self, store: _Store, addr: int, values: np.ndarray) -> None:
+        """Keep ``values`` (contiguous, owned) for ``store``'s new buffer at byte ``addr``
+        until its bytes are asked for or it settles (one store at a time: another's are
+        written first)."""
+        if self._deferred is not store:
+            if self._deferred is not None:
+                self.flush()
+            self._deferred = store
+        self._writes.append((addr, values))
+
+    def flush(self) -> None:
+        """Write the deferred store's values into its bytes (made as ``data`` makes them)."""
+        store, writes = self._deferred, self._writes
+        self._deferred, self._writes = None, []
+        assert store is not None
+        for addr, values in writes:
+            store.view(addr, values.dtype, values.size)[:] = values
+
     def release_scratch(self, store: _Store, used: int, above: bool) -> None:
         """``store`` is done with the scratch; zero what it wrote (``used`` bytes from 0, or
         all of it if it wrote ``above`` them)."""
@@ -131,9 +161,10 @@ class _Store:
         self.nbytes = nbytes
         self._data: np.ndarray | None = None
         self._arena = arena
-        # name -> (byte address, bytes); once settled, the same as a tuple of its items,
-        # shared by every store with the same buffers (a wafer's PEs mostly have the same)
-        self._buffers: dict[str, tuple[int, int]] | tuple[tuple[str, tuple[int, int]], ...] = {}
+        # name -> (byte address, bytes): a tuple of its items shared by every store with the
+        # same buffers (a wafer's PEs mostly have the same: see alloc_array and settle), or a
+        # dict of its own
+        self._buffers: dict[str, tuple[int, int]] | tuple[tuple[str, tuple[int, int]], ...] = ()
         self._top = 0  # first byte above the last data buffer
 
     @property
@@ -156,7 +187,20 @@ class _Store:
                 self._data = arena.scratch(self)
             else:
                 self._data = arena.take(self.nbytes)
+            if arena is not None and arena._deferred is self:
+                arena.flush()  # the values its buffers were given (put)
         return self._data
+
+    def put(self, addr: int, values: np.ndarray) -> None:
+        """Give a new buffer at byte ``addr`` its ``values`` (contiguous, of the buffer's
+        dtype and size: :meth:`pe.program.PeBuilder.array`). While a wafer builds and the
+        store's bytes have not been asked for, the values wait (a copy) and go straight into
+        its packed slice when it settles; else they are written at once."""
+        arena = self._arena
+        if self._data is None and arena is not None and arena.building:
+            arena.defer(self, addr, values.copy())
+        else:
+            self.view(addr, values.dtype, values.size)[:] = values
 
     def settle(self) -> None:
         """Pack the store (its program's code has run and allocated its buffers): keep only
@@ -172,7 +216,15 @@ class _Store:
             return
         used = -(-self._top // arena.PACK_ALIGN) * arena.PACK_ALIGN
         data = self._data
-        if data is not None and arena.scratch_user is self:
+        if data is None and arena._deferred is self:
+            # Its bytes were never asked for: only its buffers' values were written (put)
+            packed = arena.take_packed(used)
+            writes = arena._writes
+            arena._deferred, arena._writes = None, []
+            for addr, values in writes:
+                packed[addr : addr + values.nbytes] = values.view(np.uint8)
+            self._data = packed
+        elif data is not None and arena.scratch_user is self:
             # (used: a multiple of 64; count_nonzero takes half of any()'s time here)
             above = bool(np.count_nonzero(data[used:].view(np.uint64)))
             if above:  # written above its buffers: keep the whole store
@@ -301,11 +353,29 @@ class _Store:
             spec = key = None
         if spec is not None:  # a shape made before: its descriptor's fields are checked
             short, shape_t, strides_t, nbytes, align = spec
+            table = self._buffers
+            shared = type(table) is tuple
+            if shared:
+                step_key = (id(table), name, key, self.space)
+                step = _STEPS.get(step_key)
+                fits = step is not None and self.code_bytes + step[3] <= self.nbytes
+                if fits and step[0] is table:  # type: ignore[index]
+                    # a step taken before from this table: the same buffer at the same address
+                    _, self._buffers, addr, end = step
+                    self._top = end
+                    if self._data is not None and end > len(self._data):
+                        self.widen(end)  # (as _place)
+                    return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
             buffers = self._buffer_dict()
             if name and name not in buffers:  # (else alloc's message)
                 addr = self._place(buffers, name, nbytes, align)
             else:
                 addr = self.alloc(name, nbytes, align=align)
+            if shared and len(_STEPS) < _MAX_STEPS:
+                new = (*table, (name, (addr, nbytes)))
+                new = _LAYOUTS.setdefault(new, new)  # (kept: _LAYOUTS is never emptied)
+                self._buffers = new
+                _STEPS[step_key] = (table, new, addr, self._top)
             return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         nd = np_dtype(dtype)
         if order not in ("F", "C"):

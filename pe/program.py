@@ -183,11 +183,15 @@ class PeBuilder:
     """The build-time view of one PE: allocate buffers, make DSDs, bind tasks."""
 
     __slots__ = (
-        "_teardown_handlers", "ce", "height", "layout", "params", "start_tasks", "width", "x",
-        "y",
+        "_colours", "_routes", "_teardown_handlers", "ce", "height", "layout", "params",
+        "start_tasks", "width", "x", "y",
     )  # fmt: skip
 
-    def __init__(self, ce: ComputeEngine, layout: Layout, params: dict[str, Any]) -> None:
+    def __init__(
+        self, ce: ComputeEngine, layout: Layout, params: dict[str, Any], colours: int = 0
+    ) -> None:
+        """``colours``: the fabric's colour count if the caller knows it (else read from the
+        PE's wafer; a wafer building many PEs passes it once)."""
         self.ce = ce
         self.x, self.y = ce.xy
         self.width = layout.width
@@ -196,6 +200,8 @@ class PeBuilder:
         self.layout = layout
         self.start_tasks: list[int] = []
         self._teardown_handlers: dict[int, Callable[[Any], None]] | None = None
+        self._colours = colours or ce.wafer.cfg.fabric.colours
+        self._routes: dict[int, ColourRoute] | None = None  # this PE's table in the layout
 
     @property
     def sram(self) -> Any:
@@ -208,14 +214,16 @@ class PeBuilder:
 
     def array(self, name: str, values: np.ndarray, dtype: str = "f32") -> MemDsd:
         values = np.asarray(values)
-        dsd = self.zeros(name, values.shape, dtype)
-        # A new buffer is dense: its bytes are written at once (as dsd.write would)
+        sram = self.ce.sram
+        dsd = sram.alloc_array(name, dtype, values.shape)
+        # A new buffer is dense: its bytes are its values in address order (as dsd.write
+        # would write them), given at once (pe.memory: put)
         vals = values.reshape(-1, order="F")
         nd = DTYPES[dsd.dtype]
         if vals.dtype != nd:
             with np.errstate(all="ignore"):
                 vals = vals.astype(nd)
-        self.ce.sram.view(dsd.base, nd, vals.size)[:] = vals
+        sram.put(dsd.base, vals)
         return dsd
 
     def cache_zeros(self, name: str, shape: tuple[int, ...] | int, dtype: str = "f32") -> MemDsd:
@@ -242,7 +250,7 @@ class PeBuilder:
         return FabOutDsd(colour=colour, length=length, queue=queue, dtype=dtype)
 
     def _colour(self, colour: int) -> None:
-        n = self.ce.wafer.cfg.fabric.colours
+        n = self._colours
         if not 0 <= colour < n:
             raise BuildError(
                 f"{self.ce.path}: the program uses colour {colour} but the fabric has colours "
@@ -261,7 +269,19 @@ class PeBuilder:
         teardown: bool = False,
     ) -> None:
         """This PE's router configuration for ``colour`` (like @set_color_config)."""
-        self._colour(colour)
+        if not 0 <= colour < self._colours:
+            self._colour(colour)  # (its message)
+        if not positions and type(rx) is tuple and type(tx) is tuple:
+            one = _ONE_POSITION_OF.get((rx, tx))  # a one-position route made before
+            if one is not None:  # (the layout's own path, without re-checking this PE's x, y)
+                routes = self._routes
+                if routes is None:
+                    routes = self.layout.routes.get((self.x, self.y))
+                    if routes is None:
+                        routes = self.layout.routes[(self.x, self.y)] = {}
+                    self._routes = routes
+                routes[colour] = ColourRoute(one, teardown=teardown)
+                return
         self.layout.set_colour_config(
             self.x, self.y, colour, rx=rx, tx=tx, positions=positions, teardown=teardown
         )
@@ -314,7 +334,8 @@ class PeBuilder:
         A PE has one teardown task; the first registration binds it (with ``task_id``) and it
         dispatches each torn-down colour to its handler, so several libraries can share it.
         """
-        self._colour(colour)
+        if not 0 <= colour < self._colours:
+            self._colour(colour)  # (its message)
         if self._teardown_handlers is None:
             handlers: dict[int, Callable[[Any], None]] = {}
             self._teardown_handlers = handlers
@@ -325,7 +346,9 @@ class PeBuilder:
                     if h is not None:
                         h(t)
 
-            self.teardown_task(task_id)(teardown)
+            # (teardown_task(task_id)(teardown) without the decorators)
+            self.ce.bind_task(TaskDef(task_id, "local", teardown, "teardown", "high"))
+            self.ce.teardown_task = task_id
         if colour in self._teardown_handlers:
             raise BuildError(f"{self.ce.path}: colour {colour} already has a teardown handler")
         self._teardown_handlers[colour] = handler

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import operator
 from typing import Literal
 
 from fabric.config import FabricConfig
@@ -37,6 +38,7 @@ from simcore.tracing import TraceLevel
 from wafer.lockstep import LockstepPhase, VectorPhase
 
 MAX_WIDTH, MAX_HEIGHT = 750, 994  # the SDK's usable PE array (docs/wafer/hardware.md)
+_YX = operator.itemgetter(1, 0)  # (x, y) -> (y, x): the PEs' build order, row by row
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -163,11 +165,13 @@ class Wafer(Component):
         # shares a page with its neighbours instead of taking one of its own.
         arena = self.sram_arena
         arena.building = True
+        colours = cfg.fabric.colours
+        pes, tiles = self.pes, layout.tiles
         try:
-            for xy in sorted(layout.tiles, key=lambda p: (p[1], p[0])):
-                tile = layout.tiles[xy]
-                pe = self.pes[xy]
-                builder = PeBuilder(pe.ce, layout, tile.params)
+            for xy in sorted(tiles, key=_YX):
+                tile = tiles[xy]
+                pe = pes[xy]
+                builder = PeBuilder(pe.ce, layout, tile.params, colours)
                 tile.code(builder)
                 pe.start_tasks = builder.start_tasks
                 pe.sram.settle()
