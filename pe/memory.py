@@ -41,11 +41,12 @@ _ARRAY_SPECS: dict[tuple, tuple[str, tuple[int, ...], tuple[int, ...], int, int]
 _LAYOUTS: dict[tuple, tuple] = {}
 _MAX_LAYOUTS = 1 << 16
 
-#: Allocation steps taken before, from a shared table of buffers: (id(table), name, array
-#: key, space) -> (table, the table with the new buffer, its byte address, the new top). The
-#: PEs of one program allocate the same buffers in the same order: each step after the first
-#: PE's is one lookup, and their tables are one shared tuple from the start (see alloc_array).
-_STEPS: dict[tuple, tuple[tuple, tuple, int, int]] = {}
+#: Allocation steps taken before, from a shared table of buffers: (id(table), name, dtype,
+#: shape, order, space) as given -> (table, the table with the new buffer, its byte address,
+#: the new top, the descriptor's dtype, shape and strides). The PEs of one program allocate
+#: the same buffers in the same order: each step after the first PE's is one lookup, and
+#: their tables are one shared tuple from the start (see alloc_array).
+_STEPS: dict[tuple, tuple] = {}
 _MAX_STEPS = 1 << 16
 
 
@@ -191,14 +192,15 @@ class _Store:
                 arena.flush()  # the values its buffers were given (put)
         return self._data
 
-    def put(self, addr: int, values: np.ndarray) -> None:
-        """Give a new buffer at byte ``addr`` its ``values`` (contiguous, of the buffer's
-        dtype and size: :meth:`pe.program.PeBuilder.array`). While a wafer builds and the
-        store's bytes have not been asked for, the values wait (a copy) and go straight into
-        its packed slice when it settles; else they are written at once."""
+    def put(self, addr: int, values: np.ndarray, *, owned: bool = False) -> None:
+        """Give a new buffer at byte ``addr`` its ``values`` (1-D, of the buffer's dtype and
+        size: :meth:`pe.program.PeBuilder.array`). While a wafer builds and the store's bytes
+        have not been asked for, the values wait (a contiguous copy, or ``values`` themselves
+        if ``owned``: contiguous, and held by nothing else) and go straight into its packed
+        slice when it settles; else they are written at once."""
         arena = self._arena
         if self._data is None and arena is not None and arena.building:
-            arena.defer(self, addr, values.copy())
+            arena.defer(self, addr, values if owned else values.copy())
         else:
             self.view(addr, values.dtype, values.size)[:] = values
 
@@ -345,6 +347,22 @@ class _Store:
         descriptor's iteration order (first dimension fastest) is address order. ``order='C'`` is
         row-major: the last dimension is contiguous and the descriptor walks with strides.
         """
+        table = self._buffers
+        shared = type(table) is tuple
+        if shared:
+            step_key = (id(table), name, dtype, shape, order, self.space)
+            try:
+                step = _STEPS.get(step_key)
+            except TypeError:  # (an unhashable dtype or size: the general path below)
+                step = None
+                shared = False
+            if step is not None and step[0] is table and self.code_bytes + step[3] <= self.nbytes:
+                # A step taken before from this table: the same buffer at the same address
+                _, self._buffers, addr, end, short, shape_t, strides_t = step
+                self._top = end
+                if self._data is not None and end > len(self._data):
+                    self.widen(end)  # (as _place)
+                return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
         key = (dtype, dims, order)
         try:
@@ -353,19 +371,6 @@ class _Store:
             spec = key = None
         if spec is not None:  # a shape made before: its descriptor's fields are checked
             short, shape_t, strides_t, nbytes, align = spec
-            table = self._buffers
-            shared = type(table) is tuple
-            if shared:
-                step_key = (id(table), name, key, self.space)
-                step = _STEPS.get(step_key)
-                fits = step is not None and self.code_bytes + step[3] <= self.nbytes
-                if fits and step[0] is table:  # type: ignore[index]
-                    # a step taken before from this table: the same buffer at the same address
-                    _, self._buffers, addr, end = step
-                    self._top = end
-                    if self._data is not None and end > len(self._data):
-                        self.widen(end)  # (as _place)
-                    return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
             buffers = self._buffer_dict()
             if name and name not in buffers:  # (else alloc's message)
                 addr = self._place(buffers, name, nbytes, align)
@@ -375,7 +380,7 @@ class _Store:
                 new = (*table, (name, (addr, nbytes)))
                 new = _LAYOUTS.setdefault(new, new)  # (kept: _LAYOUTS is never emptied)
                 self._buffers = new
-                _STEPS[step_key] = (table, new, addr, self._top)
+                _STEPS[step_key] = (table, new, addr, self._top, short, shape_t, strides_t)
             return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         nd = np_dtype(dtype)
         if order not in ("F", "C"):

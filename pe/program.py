@@ -223,7 +223,8 @@ class PeBuilder:
         if vals.dtype != nd:
             with np.errstate(all="ignore"):
                 vals = vals.astype(nd)
-        sram.put(dsd.base, vals)
+        # (made here, a copy nothing else holds: the memory may keep it as it is)
+        sram.put(dsd.base, vals, owned=vals is not values and vals.base is None)
         return dsd
 
     def cache_zeros(self, name: str, shape: tuple[int, ...] | int, dtype: str = "f32") -> MemDsd:

@@ -222,7 +222,11 @@ class _SpmvPe:
         self.nnz = blk.nnz
         self.vals = pe.array("vals", blk.vals) if blk.nnz else None
         self.cols = pe.array("cols", blk.cols, "u16") if blk.nnz else None
-        self.rowptr = pe.array("rowptr", blk.rowptr, "u16")
+        # (an empty block's row pointers are all zero, as a new buffer is: nothing to write)
+        rowptr = blk.rowptr
+        self.rowptr = (
+            pe.array("rowptr", rowptr, "u16") if blk.nnz else pe.zeros("rowptr", rowptr.size, "u16")
+        )
         self.dcsr = dcsr = blk.fmt == "dcsr"
         self.row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and blk.nnz else None
         self.xbuf = pe.array("x", x_block)
