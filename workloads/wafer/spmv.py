@@ -219,16 +219,16 @@ class _SpmvPe:
         self.c, self.r = pe.x, pe.y
         self.coll = Collectives(pe)
         # The block in SRAM: values, 16-bit column indices, row pointers, row ids (DCSR).
-        self.nnz = blk.nnz
-        self.vals = pe.array("vals", blk.vals) if blk.nnz else None
-        self.cols = pe.array("cols", blk.cols, "u16") if blk.nnz else None
+        self.nnz = nnz = blk.nnz
+        self.vals = pe.array("vals", blk.vals) if nnz else None
+        self.cols = pe.array("cols", blk.cols, "u16") if nnz else None
         # (an empty block's row pointers are all zero, as a new buffer is: nothing to write)
         rowptr = blk.rowptr
         self.rowptr = (
-            pe.array("rowptr", rowptr, "u16") if blk.nnz else pe.zeros("rowptr", rowptr.size, "u16")
+            pe.array("rowptr", rowptr, "u16") if nnz else pe.zeros("rowptr", rowptr.size, "u16")
         )
         self.dcsr = dcsr = blk.fmt == "dcsr"
-        self.row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and blk.nnz else None
+        self.row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and nnz else None
         self.xbuf = pe.array("x", x_block)
         self.ypart = pe.zeros("y", rb)
         self.scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
