@@ -104,11 +104,11 @@ class _GemvPe:
     def __init__(
         self, pe: PeBuilder, p: GemvParams, rb: int, cb: int, blk: np.ndarray, x_block: np.ndarray
     ) -> None:
+        """``blk``: the PE's block of A, column-major (``rb * cb`` values, a column is
+        contiguous)."""
         self.pe, self.p, self.rb, self.cb = pe, p, rb, cb
         self.coll = Collectives(pe)
-        self.abuf = pe.array(
-            "a", blk.reshape(-1, order="F")
-        )  # column-major: a column is contiguous
+        self.abuf = pe.array("a", blk)  # column-major (blk: its columns one after another)
         self.xbuf = pe.array("x", x_block) if pe.y == 0 else pe.zeros("x", cb)
         self.ypart = pe.zeros("y", rb)
         pe.bind_local(MAIN, self.main)
@@ -145,14 +145,17 @@ def build(sim: Simulation, p: GemvParams) -> GemvRun:
     rb, cb = p.block()
     a_pad = np.zeros((rb * p.py, cb * p.px), np.float32)
     a_pad[: p.m, : p.n] = a
+    # Every PE's block column-major, one after another (block (c, r) is blocks[r, c]): made
+    # once, instead of a copy cut from A per PE
+    blocks = a_pad.reshape(p.py, rb, p.px, cb).transpose(0, 2, 3, 1).reshape(p.py, p.px, rb * cb)
+    del a_pad
     x_pad = np.zeros(cb * p.px, np.float32)
     x_pad[: p.n] = x
     run = GemvRun(None, a, x, {})  # type: ignore[arg-type]
 
     def code(pe: PeBuilder) -> None:
         c, r = pe.x, pe.y
-        blk = a_pad[r * rb : (r + 1) * rb, c * cb : (c + 1) * cb]
-        prog = _GemvPe(pe, p, rb, cb, blk, x_pad[c * cb : (c + 1) * cb])
+        prog = _GemvPe(pe, p, rb, cb, blocks[r, c], x_pad[c * cb : (c + 1) * cb])
         if c == 0:
             run.y[r] = prog.ypart
 

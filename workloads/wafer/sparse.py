@@ -400,6 +400,7 @@ class Blocks(Mapping[tuple[int, int], Block]):
         self.nnz = np.bincount(pe, minlength=px * py)
         self._start = np.concatenate(([0], np.cumsum(self.nnz)))
         self.dcsr = choose_format(self.nnz, rb, layout)
+        self._dcsr_flat = self.dcsr.reshape(-1)
         empty_u16, empty_f32 = np.zeros(0, np.uint16), np.zeros(0, np.float32)
         self._empty = {
             True: Block("dcsr", rb, cb, np.zeros(1, np.uint16), empty_u16, empty_u16, empty_f32),
@@ -412,8 +413,8 @@ class Blocks(Mapping[tuple[int, int], Block]):
         if not (0 <= x < self.px and 0 <= y < self.py):
             raise KeyError(xy)
         k = y * self.px + x
-        dcsr = bool(self.dcsr.reshape(-1)[k])
-        lo, hi = self._start[k], self._start[k + 1]
+        dcsr = self._dcsr_flat.item(k)  # (Python scalars: one call each)
+        lo, hi = self._start.item(k), self._start.item(k + 1)
         if lo == hi:
             return self._empty[dcsr]
         rows = self._row[lo:hi]
