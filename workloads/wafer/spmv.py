@@ -222,16 +222,20 @@ class _SpmvPe:
         self.nnz = nnz = blk.nnz
         self.vals = pe.array("vals", blk.vals) if nnz else None
         self.cols = pe.array("cols", blk.cols, "u16") if nnz else None
-        # (an empty block's row pointers are all zero, as a new buffer is: nothing to write)
+        # (an empty block's row pointers are all zero, as a new buffer is: nothing to write;
+        # its product never reads them, so its descriptor is not kept)
         rowptr = blk.rowptr
-        self.rowptr = (
-            pe.array("rowptr", rowptr, "u16") if nnz else pe.zeros("rowptr", rowptr.size, "u16")
-        )
+        if nnz:
+            self.rowptr = pe.array("rowptr", rowptr, "u16")
+        else:
+            pe.zeros("rowptr", rowptr.size, "u16")
+            self.rowptr = None
         self.dcsr = dcsr = blk.fmt == "dcsr"
         self.row_ids = pe.array("row_ids", blk.row_ids, "u16") if dcsr and nnz else None
         self.xbuf = pe.array("x", x_block)
         self.ypart = pe.zeros("y", rb)
-        self.scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
+        scal = pe.zeros("s", 2)  # [0]: sum of squares, [1]: 1/||y||
+        self.scal = scal if sh.last > 0 else None  # (only a power iteration reads it)
         self.it = 0
         self.norm: tuple[MemDsd, MemDsd, MemDsd] | None = None  # (sumsq, s0, s1): see norm_dsds
         pe.bind_local(MAIN, self.main)
@@ -248,6 +252,7 @@ class _SpmvPe:
         """The normalisation's descriptors (column 0, iterations > 1), made on first use."""
         if self.norm is None:
             scal, rb = self.scal, self.sh.rb
+            assert scal is not None  # (a power iteration's)
             sumsq = MemDsd(scal.base, "f32", (rb,), (0,), name="sumsq")  # stride 0: accumulates
             self.norm = sumsq, scal.with_length(1), scal.with_length(1).with_offset(1)
         return self.norm
@@ -272,7 +277,7 @@ class _SpmvPe:
         if self.nnz:
             v = pe.read(self.vals).tolist()  # type: ignore[arg-type]
             col = pe.read(self.cols).tolist()  # type: ignore[arg-type]
-            ptr = pe.read(self.rowptr).tolist()
+            ptr = pe.read(self.rowptr).tolist()  # type: ignore[arg-type]
             row_ids = self.row_ids
             ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
             # One-element descriptors of x and y, made when the product runs (a PE of a
