@@ -146,22 +146,35 @@ def pe_name(xy: tuple[int, int]) -> str:
     return f"pe[{xy[0]},{xy[1]}]"
 
 
+def distinct_positions(
+    routes: dict[tuple[int, int], dict[int, ColourRoute]],
+) -> list[Sequence[Position]]:
+    """The distinct positions sequences (by identity) of all the routes: a full array's
+    millions of routes share a handful (one-position routes share their tuple)."""
+    return list(
+        {id(cr.positions): cr.positions for rs in routes.values() for cr in rs.values()}.values()
+    )
+
+
 def check_routes(
     routes: dict[tuple[int, int], dict[int, ColourRoute]],
     width: int,
     height: int,
     edges: set[tuple[tuple[tuple[int, int], Dir], str]] = frozenset(),  # type: ignore[assignment]
+    *,
+    distinct: list[Sequence[Position]] | None = None,
 ) -> None:
     """Reject route configurations that cannot work (see the module docstring).
 
     ``edges`` holds ((xy, side), 'input'|'output') for the wafer's edge ports: a tx off the mesh
-    is allowed onto an output port, and a router fed by an input port is a source."""
+    is allowed onto an output port, and a router fed by an input port is a source.
+    ``distinct``: :func:`distinct_positions` of ``routes`` if the caller has it."""
     # Only a hop off a router can be wrong (a hop off the mesh, into a router that does not
     # take it, two ways in, a loop): when no route's positions hop anywhere (a full array's
-    # routes share a handful of positions tuples: the colours' initial teardown routes),
-    # there is nothing to check.
-    distinct = {id(cr.positions): cr.positions for rs in routes.values() for cr in rs.values()}
-    if not any(d is not Dir.RAMP for ps in distinct.values() for p in ps for d in p.tx):
+    # routes: the colours' initial teardown routes), there is nothing to check.
+    if distinct is None:
+        distinct = distinct_positions(routes)
+    if not any(d is not Dir.RAMP for ps in distinct for p in ps for d in p.tx):
         return
     by_colour: dict[int, dict[tuple[int, int], ColourRoute]] = {}
     for xy in sorted(routes):  # (each colour's table in PE order; the colours sorted below)

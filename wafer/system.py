@@ -22,7 +22,7 @@ from typing import Literal
 from fabric.config import FabricConfig
 from fabric.edge import EdgeInput, EdgeOutput, EdgePort
 from fabric.engine import FabricEngine
-from fabric.routes import check_routes, check_switch_positions, pe_name
+from fabric.routes import check_routes, check_switch_positions, distinct_positions, pe_name
 from pe.ce import ComputeEngine
 from pe.config import PeConfig
 from pe.isa import TensorUnit
@@ -238,19 +238,24 @@ class Wafer(Component):
             )
         limit = self.cfg.fabric.switch_positions
         routes = self.layout.routes
-        over = [
-            (xy, colour)
-            for xy, colours in routes.items()
-            for colour, route in colours.items()
-            if len(route.positions) > limit
-        ]
+        distinct = distinct_positions(routes)  # (a full array's routes share a handful)
+        over = []
+        if any(len(positions) > limit for positions in distinct):
+            over = [
+                (xy, colour)
+                for xy, colours in routes.items()
+                for colour, route in colours.items()
+                if len(route.positions) > limit
+            ]
         if over:  # the first in PE and colour order
             xy, colour = min(over)
             check_switch_positions(
                 self.pes[xy].path, colour, len(routes[xy][colour].positions), limit
             )
         edges = {((p.router.xy, p.side), p.kind) for p in self.edges}
-        check_routes(self.layout.routes, self.layout.width, self.layout.height, edges)
+        check_routes(
+            self.layout.routes, self.layout.width, self.layout.height, edges, distinct=distinct
+        )
 
     def start(self) -> None:
         level = self.sim.trace_level
