@@ -283,3 +283,63 @@ def test_a_pe_that_writes_above_its_buffers_during_the_build_keeps_a_whole_sram(
     assert not t.data.any()
     t.settle()
     assert len(s.data) == s.nbytes and s.view(1024, "f32", 1).tolist() == [3.0]
+
+
+def test_values_given_to_new_buffers_wait_for_the_packed_slice_or_for_the_first_read():
+    """put() during a build: the values go straight into the packed slice at settle (no
+    scratch), or are written into the bytes when the PE first asks for them (a read, a view,
+    a descriptor's write); either way the SRAM holds what a direct write would have written."""
+    from pe.memory import SramArena
+
+    def build(read_first: bool) -> tuple[Sram, MemDsd, MemDsd, np.ndarray]:
+        arena = SramArena()
+        arena.building = True
+        s = Sram(PeConfig(), "p", arena=arena)
+        x = s.alloc_array("x", "f32", 3)
+        values = np.array([1.5, -2.0, 3.25], np.float32)
+        s.put(x.base, values)  # a copy waits: the caller may change its array afterwards
+        values[:] = 0
+        i = s.alloc_array("i", "u16", 4)
+        s.put(i.base, np.array([7, 8, 9, 10], np.uint16), owned=True)
+        if read_first:  # the PE code reads its SRAM before it settles
+            assert x.read(s).tolist() == [1.5, -2.0, 3.25]
+            x.write(s, np.array([4.0, 5.0, 6.0], np.float32))
+        s.settle()
+        arena.building = False
+        return s, x, i, s.image()
+
+    s, x, i, image = build(read_first=False)
+    assert len(s.data) == SramArena.PACK_ALIGN and x.read(s).tolist() == [1.5, -2.0, 3.25]
+    assert i.read(s).tolist() == [7, 8, 9, 10]
+    plain = Sram(PeConfig(), "q")  # the same writes on a plain SRAM: the same bytes
+    plain.alloc_array("x", "f32", 3).write(plain, np.array([1.5, -2.0, 3.25], np.float32))
+    plain.alloc_array("i", "u16", 4).write(plain, np.array([7, 8, 9, 10], np.uint16))
+    assert image == plain.image()
+    s, x, i, _ = build(read_first=True)
+    assert x.read(s).tolist() == [4.0, 5.0, 6.0] and i.read(s).tolist() == [7, 8, 9, 10]
+
+
+def test_stores_allocating_the_same_buffers_share_their_table_and_get_equal_descriptors():
+    """Allocation steps taken before are one lookup: the same addresses and descriptors as the
+    first store's, one shared table of buffers; a different step or a name taken fails or
+    diverges exactly as it would have."""
+    a, b = Sram(CFG, "a"), Sram(CFG, "b")
+    got = []
+    for s in (a, b):
+        got.append((s.alloc_array("x", "f32", 5), s.alloc_array("r", "u16", (3,)),
+                    s.alloc_array("m", "f32", (2, 3), order="C")))  # fmt: skip
+    assert got[0] == got[1] and got[0][2].strides == (3, 1)
+    assert a.buffers == b.buffers == {"x": (0, 20), "r": (20, 6), "m": (28, 24)}
+    assert a.used_bytes == b.used_bytes == CFG.code_bytes + 52
+    c = Sram(CFG, "c")
+    c.alloc_array("x", "f32", 5)
+    assert c.alloc_array("y", "f32", 1).base == 20  # another step from the shared table
+    assert a.buffers["r"] == (20, 6) and "y" not in a.buffers
+    with pytest.raises(BuildError, match="'x' is already allocated"):
+        b.alloc_array("x", "f32", 5)
+    small = dataclasses.replace(CFG, sram_bytes=CFG.code_bytes + 32)
+    d = Sram(small, "d")
+    d.alloc_array("x", "f32", 5)  # fits
+    d.alloc_array("r", "u16", (3,))  # fits (28 bytes)
+    with pytest.raises(SramOverflowError, match="allocating 'm'"):  # a step taken elsewhere
+        d.alloc_array("m", "f32", (2, 3), order="C")
