@@ -438,8 +438,12 @@ class Sram(_Store):
     def __init__(self, cfg: PeConfig, owner: str, arena: SramArena | None = None) -> None:
         super().__init__(cfg.sram_bytes, owner, arena)
         self.cfg = cfg
-        self._code = 0
-        self.reserve_code(cfg.code_bytes)
+        code = cfg.code_bytes
+        if type(code) is int and 0 <= code <= self.nbytes:
+            self._code = code  # (what reserve_code sets: no data yet, so it fits)
+        else:
+            self._code = 0
+            self.reserve_code(code)
 
     @property
     def code_bytes(self) -> int:
