@@ -156,6 +156,7 @@ class _Store:
     kind = "memory"
     space = "sram"
     advice = "reduce the buffer sizes"
+    _code = 0  # bytes of code at the top (code_bytes; an Sram sets its own)
 
     def __init__(self, nbytes: int, owner: str, arena: SramArena | None = None) -> None:
         self.owner = owner
@@ -356,7 +357,7 @@ class _Store:
             except TypeError:  # (an unhashable dtype or size: the general path below)
                 step = None
                 shared = False
-            if step is not None and step[0] is table and self.code_bytes + step[3] <= self.nbytes:
+            if step is not None and step[0] is table and self._code + step[3] <= self.nbytes:
                 # A step taken before from this table: the same buffer at the same address
                 _, self._buffers, addr, end, short, shape_t, strides_t = step
                 self._top = end

@@ -236,9 +236,9 @@ class PeBuilder:
         dsd = sram.alloc_array(name, dtype, values.shape)
         # A new buffer is dense: its bytes are its values in address order (as dsd.write
         # would write them), given at once (pe.memory: put)
-        vals = values.reshape(-1, order="F")
+        vals = values if values.ndim == 1 else values.reshape(-1, order="F")
         nd = DTYPES[dsd.dtype]
-        if vals.dtype != nd:
+        if vals.dtype is not nd and vals.dtype != nd:
             with np.errstate(all="ignore"):
                 vals = vals.astype(nd)
         # (made here, a copy nothing else holds: the memory may keep it as it is)
