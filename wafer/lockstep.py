@@ -705,6 +705,7 @@ class VectorPhase(LockstepPhase):
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
+        self._home_fixed: np.ndarray | None = None  # (see _homes)
         self._alloc()
 
     def _alloc(self) -> None:
@@ -783,10 +784,7 @@ class VectorPhase(LockstepPhase):
         (``_silent`` checked each table), so the credit arrays start at their home values."""
         self._alloc()
         routers = self.engine.routers
-        home = np.zeros((self.n, 2, 8), np.int64)
-        home[:, :, :RAMP] = self.buf_wavelets
-        home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
-        self.home = home.astype(self.cred.dtype)
+        self.home = self._homes()
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
         self.rrv[:, :5] = [r.rr for r in routers]
@@ -797,13 +795,31 @@ class VectorPhase(LockstepPhase):
         self.hold_from[:] = [ce.hold_from for ce in ces]
         self.busy_until[:] = [ce.busy_until for ce in ces]
 
-    def _home(self, r: Router, port: int, colour: int) -> int:
+    def _homes(self) -> np.ndarray:
+        """Every entry's credits per port when all are home: a hop buffer's size on the mesh
+        ports, the CE's down-ramp credits on the ramp. Those depend on the queue a CE binds the
+        colour to, which never changes once bound (``bind_queue``), so the table is made once
+        every CE has bound both colours (read again at each entry until then)."""
+        if self._home_fixed is not None:
+            return self._home_fixed
+        home = np.zeros((self.n, 2, 8), np.int64)
+        home[:, :, :RAMP] = self.buf_wavelets
+        ramp = [[self._home(r, RAMP, c) for c in self.cols] for r in self.engine.routers]
+        home[:, :, RAMP] = [[0 if c is None else c for c in row] for row in ramp]
+        table = home.astype(self.cred.dtype)
+        if all(c is not None for row in ramp for c in row):
+            self._home_fixed = table
+        return table
+
+    def _home(self, r: Router, port: int, colour: int) -> int | None:
+        """A port's credits at home; None on the ramp of a CE that binds the colour no queue
+        (it takes no wavelets of the colour: 0 credits)."""
         if port != RAMP:
             return self.buf_wavelets
         try:
             return self.ce_at[r.index].down_credits(colour)
         except RouteError:
-            return 0  # (the CE takes no wavelets of the colour)
+            return None
 
     def _mask(self, ports: tuple[Dir, ...]) -> int:
         """A set of ports as the ``uint64`` whose byte ``p`` is 1 for each port ``p``."""
