@@ -88,6 +88,7 @@ RAMP = Dir.RAMP
 _new_wavelet = object.__new__  # a Wavelet without its constructor (see ComputeEngine._advance)
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
+_NO_TRIGGERS = array("I", bytes(4 * TASK_IDS))  # (a CE's ``triggers`` with none waiting)
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
@@ -738,6 +739,8 @@ class ComputeEngine:
         ids, queues, local_only = order
         activated, blocked, triggers = self.activated, self.blocked, self.triggers
         if local_only:
+            if 1 not in activated and triggers == _NO_TRIGGERS:
+                return None  # (nothing activated or triggered: a dispatch after a task's end)
             for tid in ids:
                 if (activated[tid] or triggers[tid]) and not blocked[tid]:
                     return self.tasks[tid]
@@ -846,7 +849,12 @@ class ComputeEngine:
         lockstep = self.engine.lockstep
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
-        self._schedule_dispatch()
+        # (``_schedule_dispatch``, inlined: no task runs, and the one that ran ends now)
+        when = now if now > self.busy_until else self.busy_until
+        if self._dispatch_at != when:
+            self._dispatch_at = when
+            sched = self.sched
+            sched.kernel_call(when * sched.period, LATE, self._dispatch)
 
     def emit_slice(
         self, path: str, category: str, name: str, start: int, dur: int, args: dict[str, Any],

@@ -27,9 +27,9 @@ off.
 
 Garbage collection: during a run the objects built before it (the model: components, routers,
 programs; most of a large wafer's heap) are frozen out of Python's cyclic collector and young
-collections run less often (:func:`_run_gc`). A simulation allocates short-lived events at a high
-rate, and each full collection would otherwise rescan the whole model; this changes when memory
-is reclaimed, never what is simulated.
+collections run far less often (:func:`_run_gc`, :data:`RUN_GC_YOUNG`). A simulation allocates
+short-lived events at a high rate, and each full collection would otherwise rescan the whole
+model; this changes when memory is reclaimed, never what is simulated.
 
 Sub-runs: a system may run simulations of its own inside a run (a CS-2 at PE fidelity runs each
 streamed product as a PE-level program in a simulation of its own). It does so through the
@@ -505,14 +505,25 @@ class Simulation:
         return (self.env.now if ticks is None else ticks) // self.main_domain.period_ticks
 
 
+#: The young generation's threshold during a run (net allocations of tracked objects between
+#: young collections; Python's default is 700). A run keeps many young objects alive for a
+#: while (the due actions, operations and route writes of the cycles to come: at 64 x 64 PEs a
+#: SUMMA step's set-up makes some 10^5 at once), and a young collection scans every one of
+#: them and promotes them, so the older generations scan them again: at 7,000 (the value
+#: before) SUMMA P=64 Mt=8 spent about 13 s of CPU in 1,735 collections, at 500,000 0.06 s.
+#: What it leaves waiting longer is cyclic garbage only, at most this many objects (a run makes
+#: almost none: the collections of a whole SUMMA P=32 Mt=8 process found 72).
+RUN_GC_YOUNG = 500_000
+
+
 @contextlib.contextmanager
 def _run_gc() -> Generator[None, None, None]:
     """Freeze what exists (the built model) out of the cyclic collector and make young
-    collections rarer (every 7,000 allocations at least, ten times the default), for the length
+    collections rarer (every :data:`RUN_GC_YOUNG` net allocations at least), for the length
     of a run; then restore both."""
     threshold = gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(max(threshold[0], 10 * 700), *threshold[1:])
+    gc.set_threshold(max(threshold[0], RUN_GC_YOUNG), *threshold[1:])
     try:
         yield
     finally:

@@ -85,7 +85,7 @@ class _Batch:
 
     def _run(self, _ev: Any) -> None:
         fns, eids = self.fns, self.eids
-        queue = self.sched.env._queue
+        queue = self.sched._queue
         when, prio = self.when, self.prio
         i = first = self.pos
         while i < len(fns):  # (callbacks may add more to this batch while it runs)
@@ -160,6 +160,10 @@ class CycleScheduler:
         self.due = self._due
         self._ticking: set[int] = set()
         self._open: dict[int, _Batch] = {}  # batches of kernel events not yet run, by instant
+        # The kernel's insertion-id counter and event queue (SimPy makes each once and never
+        # replaces it), read by every kernel_call.
+        self._eid = self.env._eid
+        self._queue = self.env._queue
         self.cycles_stepped = 0  # cycles in which the scheduler ran
         self.sim.add_scheduler(self)
 
@@ -275,12 +279,12 @@ class CycleScheduler:
         event scheduled now would be (see :class:`_Batch`). No check that ``when`` is not in
         the past: :meth:`event_at` and :meth:`end_of_cycle` are the checked forms, and a hot
         caller that knows its time is not past (the compute engine's dispatch) calls this."""
-        eid = next(self.env._eid)
+        eid = next(self._eid)
         key = 4 * when + prio
         batch = self._open.get(key)
         if batch is None:
             batch = self._open[key] = _Batch(self, when, prio, key)
-            heappush(self.env._queue, (when, prio, eid, batch))
+            heappush(self._queue, (when, prio, eid, batch))
         batch.fns.append(fn)
         batch.eids.append(eid)
 

@@ -705,6 +705,7 @@ class VectorPhase(LockstepPhase):
         self.buf_wavelets = cfg.router_buffer_wavelets
         self.low = MAIN_THREAD_RANK
         self._masks: dict[int, tuple[tuple[Dir, ...], int]] = {}  # id(tx) -> (tx, port set)
+        self._home_fixed: np.ndarray | None = None  # (see _homes)
         self._alloc()
 
     def _alloc(self) -> None:
@@ -753,6 +754,10 @@ class VectorPhase(LockstepPhase):
         self.cred_f = self.cred.reshape(-1)  # (index 8 * (2 * router + slot) + port)
         self.q_f, self.qsid_f = self.q.reshape(-1), self.qsid.reshape(-1)
         self.up_f, self.ssid_f = self.up.reshape(-1), self.ssid.reshape(-1)
+        # and of the (n, 8) operation tables: index 8 * CE + column
+        self.odone_f, self.olen_f = self.odone.reshape(-1), self.olen.reshape(-1)
+        self.oissues_f, self.owidth_f = self.oissues.reshape(-1), self.owidth.reshape(-1)
+        self.ordy_f = self.ordy.reshape(-1)
         # in flight, by landing cycle: batches (entries, then values) in the order sent
         self.arrivals: dict[int, list[tuple]] = {}  # (entries, src port, stream, length, n)
         self.deliveries: dict[int, list[tuple]] = {}  # (entries, stream, n): data to a CE
@@ -779,10 +784,7 @@ class VectorPhase(LockstepPhase):
         (``_silent`` checked each table), so the credit arrays start at their home values."""
         self._alloc()
         routers = self.engine.routers
-        home = np.zeros((self.n, 2, 8), np.int64)
-        home[:, :, :RAMP] = self.buf_wavelets
-        home[:, :, RAMP] = [[self._home(r, RAMP, c) for c in self.cols] for r in routers]
-        self.home = home.astype(self.cred.dtype)
+        self.home = self._homes()
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
         self.rrv[:, :5] = [r.rr for r in routers]
@@ -793,13 +795,31 @@ class VectorPhase(LockstepPhase):
         self.hold_from[:] = [ce.hold_from for ce in ces]
         self.busy_until[:] = [ce.busy_until for ce in ces]
 
-    def _home(self, r: Router, port: int, colour: int) -> int:
+    def _homes(self) -> np.ndarray:
+        """Every entry's credits per port when all are home: a hop buffer's size on the mesh
+        ports, the CE's down-ramp credits on the ramp. Those depend on the queue a CE binds the
+        colour to, which never changes once bound (``bind_queue``), so the table is made once
+        every CE has bound both colours (read again at each entry until then)."""
+        if self._home_fixed is not None:
+            return self._home_fixed
+        home = np.zeros((self.n, 2, 8), np.int64)
+        home[:, :, :RAMP] = self.buf_wavelets
+        ramp = [[self._home(r, RAMP, c) for c in self.cols] for r in self.engine.routers]
+        home[:, :, RAMP] = [[0 if c is None else c for c in row] for row in ramp]
+        table = home.astype(self.cred.dtype)
+        if all(c is not None for row in ramp for c in row):
+            self._home_fixed = table
+        return table
+
+    def _home(self, r: Router, port: int, colour: int) -> int | None:
+        """A port's credits at home; None on the ramp of a CE that binds the colour no queue
+        (it takes no wavelets of the colour: 0 credits)."""
         if port != RAMP:
             return self.buf_wavelets
         try:
             return self.ce_at[r.index].down_credits(colour)
         except RouteError:
-            return 0  # (the CE takes no wavelets of the colour)
+            return None
 
     def _mask(self, ports: tuple[Dir, ...]) -> int:
         """A set of ports as the ``uint64`` whose byte ``p`` is 1 for each port ``p``."""
@@ -1037,6 +1057,7 @@ class VectorPhase(LockstepPhase):
             reading_l = self.oact[ti, tk].tolist()
             done_l = self.odone[ti, tk].tolist()
             qsid_l = self.qsid_f[te].tolist()
+            acted: list[int] = []  # (the ramp credits of TEARDOWNs acted on at once)
             for j, (i, k, w) in enumerate(toks):
                 ce = ce_at[i]
                 queue_id = ce.queue_of_colour.get(cols[k])
@@ -1052,16 +1073,20 @@ class VectorPhase(LockstepPhase):
                     else (done_l[j] if reading else 0) + queued != streams[qsid_l[j]].length
                 ):
                     self.tok_deliver[t] = toks[j:]
+                    if acted:
+                        self._credit_ramps(t, acted)
                     return None
                 if queue_id in ce.ops_in:  # behind the data its reader has still to take
                     qtok[(i, k)] = w
                 elif queue_id in ce.data_task_of_queue:
                     raise RouteError(f"{ce.path}: a data task reads a phase colour")
                 elif queued == 0:
-                    self._credit_ramp(t, i, k, 1)
+                    acted.append(2 * i + k)
                     ce.act_on_control(w)
                 else:
                     qtok[(i, k)] = w
+            if acted:
+                self._credit_ramps(t, acted)
         batches = self.credits.pop(t, None)
         if batches:
             landed = True
@@ -1102,8 +1127,11 @@ class VectorPhase(LockstepPhase):
             or (reading & (self.olen[i, k] != lengths)).any()
         )
 
-    def _credit_ramp(self, t: int, i: int, k: int, m: Any) -> None:
-        self._send(self.credits, t + self.lat[3], ((2 * i + k) * 8 + _RAMP, m))
+    def _credit_ramps(self, t: int, entries: list[int]) -> None:
+        """One ramp credit each for ``entries`` (distinct: one TEARDOWN per entry and cycle),
+        as one batch: the same credits, in the same order, as a ``_credit_ramp`` each."""
+        f = entries[0] * 8 + _RAMP if len(entries) == 1 else np.array(entries, np.int64) * 8 + _RAMP
+        self._send(self.credits, t + self.lat[3], (f, 1))
         self.horizon = max(self.horizon, t + self.ring)
 
     def _routers(self, t: int) -> bool:
@@ -1143,39 +1171,36 @@ class VectorPhase(LockstepPhase):
         self.pend &= ~want
         hop, lr, lch, lc = self.lat
         sending = want != 0
-        tok_sent = sending & (self.hd == self.nlen)
+        hd_e, nlen_e = self.hd_f[e], self.nlen_f[e]  # (each send's sequence number, length)
+        tok = hd_e == nlen_e  # the sends of a TEARDOWN (numbered as its stream's length)
         mesh = pi != _RAMP
         if mesh.any():
-            em = e[mesh]
-            sent = (self.hop_to[f[mesh]], _OPP[pi[mesh]], self.sid_f[em], self.nlen_f[em],
-                    self.hd_f[em], 1)  # fmt: skip
+            sent = (self.hop_to[f[mesh]], _OPP[pi[mesh]], self.sid_f[e[mesh]], nlen_e[mesh],
+                    hd_e[mesh], 1)  # fmt: skip
             self._send(self.arrivals, t + hop, sent)
         ramp = ~mesh
         if ramp.any():
-            er = e[ramp]
-            er = er[self.hd_f[er] != self.nlen_f[er]]  # (a TEARDOWN is not data)
-            if er.size:
+            data = ramp & ~tok  # (a TEARDOWN is not data)
+            if data.any():
+                er = e[data]
                 self._send(self.deliveries, t + lr,
-                           (er, self.sid_f[er], self.nlen_f[er], self.hd_f[er], 1))  # fmt: skip
-        if tok_sent.any():
-            te = np.flatnonzero(tok_sent)
-            ports = wb.reshape(2 * n, 8)[te, :5].tolist()
+                           (er, self.sid_f[er], nlen_e[data], hd_e[data], 1))  # fmt: skip
+        if tok.any():
+            # (``f`` ascends: by entry, then port, the order the engine's routers send in)
+            ft = f[tok]
             nbl, tokw = self.nb_list, self.tokw
             arrive = deliver = None  # (this cycle's lists, made on first use as _send does)
-            for e_, tp in zip(te.tolist(), ports, strict=True):
+            for e_, p in zip((ft >> 3).tolist(), (ft & 7).tolist(), strict=True):
                 i, k = e_ >> 1, e_ & 1
                 w = tokw[(i, k)][0]
-                for p in range(5):
-                    if not tp[p]:
-                        continue
-                    if p == _RAMP:
-                        if deliver is None:
-                            deliver = self.tok_deliver.setdefault(t + lr, [])
-                        deliver.append((i, k, w))
-                    else:
-                        if arrive is None:
-                            arrive = self.tok_arrive.setdefault(t + hop, [])
-                        arrive.append((nbl[i][p], k, w))
+                if p == _RAMP:
+                    if deliver is None:
+                        deliver = self.tok_deliver.setdefault(t + lr, [])
+                    deliver.append((i, k, w))
+                else:
+                    if arrive is None:
+                        arrive = self.tok_arrive.setdefault(t + hop, [])
+                    arrive.append((nbl[i][p], k, w))
         done = sending & (self.pend == 0)
         if done.any():
             self.cnt -= done
@@ -1231,17 +1256,21 @@ class VectorPhase(LockstepPhase):
         key = np.where(ready[ci], self.okey[ci], 1 << 30)
         best = key.argmin(axis=1)  # (the first of equal keys: kind, then slot, as the engine)
         bo, bk = best >> 1, best & 1
-        self.oissues[ci, best] += 1
-        width = self.owidth[ci, best]
-        r_ = self.olen[ci, best] - self.odone[ci, best]
+        # (the issuing operations as flat indices into the (CE, column) tables: one CE each)
+        fb = ci * 8 + best
+        odone_f, olen_f = self.odone_f, self.olen_f
+        self.oissues_f[fb] += 1
+        width = self.owidth_f[fb]
+        done_b = odone_f[fb]
+        r_ = olen_f[fb] - done_b
         _, lr, _, lc = self.lat
         # receives: up to the width, as the queue allows
         rv = bo == 0
         if rv.any():
-            i, e = ci[rv], ci[rv] * 2 + bk[rv]
+            e = ci[rv] * 2 + bk[rv]
             m = np.minimum(np.minimum(width[rv], self.q_f[e]), r_[rv])
             self.q_f[e] -= m
-            self.odone[i, best[rv]] += m
+            odone_f[fb[rv]] += m
             self._send(self.credits, t + lc, (e * 8 + _RAMP, m))
         sd = bo == 1
         if sd.any():
@@ -1249,10 +1278,10 @@ class VectorPhase(LockstepPhase):
             e = i * 2 + k
             m = np.minimum(np.minimum(width[sd], self.up_f[e]), r_[sd])
             self.up_f[e] -= m
-            seq = self.odone[i, best[sd]]
-            self.odone[i, best[sd]] = seq + m
+            seq = done_b[sd]  # (the receives above are other CEs' operations)
+            odone_f[fb[sd]] = seq + m
             self._send(self.arrivals, t + lr,
-                       (e, _RAMP, self.ssid_f[e], self.olen[i, 2 + k], seq, m))  # fmt: skip
+                       (e, _RAMP, self.ssid_f[e], olen_f[i * 8 + 2 + k], seq, m))  # fmt: skip
         ct = bo == 2
         if ct.any():
             for i, k in zip(ci[ct].tolist(), bk[ct].tolist(), strict=True):
@@ -1270,21 +1299,27 @@ class VectorPhase(LockstepPhase):
         # Complete what finished, in CE index order, then kind and slot. Only the operations that
         # issued now can have finished (one per CE, ``ci`` ascending), but for any of no
         # wavelets, which the engine completes in a cycle some CE issues: all are looked at.
-        more = self.odone[ci, best] < self.olen[ci, best]
-        self.ordy[ci, best] = more
+        more = odone_f[fb] < olen_f[fb]
+        self.ordy_f[fb] = more
         if self.empty_ops:
             done = np.flatnonzero(self.oact & (self.odone == self.olen)).tolist()
         elif more.all():
             return True
         else:
-            now = ~more
-            done = (ci[now] * 8 + best[now]).tolist()
+            done = fb[~more].tolist()
+        acted: list[int] = []
         for f in done:
             i, j = f >> 3, f & 7
-            self._complete(t, self.ce_at[i], j >> 1, i, j & 1)
+            self._complete(t, self.ce_at[i], j >> 1, i, j & 1, acted)
+        if acted:
+            self._credit_ramps(t, acted)
         return True
 
-    def _complete(self, t: int, ce: ComputeEngine, o: int, i: int, k: int) -> None:
+    def _complete(
+        self, t: int, ce: ComputeEngine, o: int, i: int, k: int, acted: list[int]
+    ) -> None:
+        """Complete operation ``o`` on slot ``k`` of CE ``i``; a TEARDOWN queued behind a
+        receive's data is acted on, its ramp credit noted in ``acted`` (sent by the caller)."""
         op = self.oref.pop((o, i, k))
         j = 2 * o + k
         self.oact[i, j] = False
@@ -1301,7 +1336,7 @@ class VectorPhase(LockstepPhase):
         if o == 0:
             w = self.qtok.pop((i, k), None)
             if w is not None and self.q[i, k] == 0:
-                self._credit_ramp(t, i, k, 1)
+                acted.append(2 * i + k)
                 ce.act_on_control(w)
             elif w is not None:
                 self.qtok[(i, k)] = w
