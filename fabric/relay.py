@@ -432,6 +432,9 @@ def _sums(ops: list[Any], issued: list[int], known: dict[int, list[float]], n: i
         inp[k0 : k0 + len(got)] = got
         start = k0 + len(got)
         inp[start:] = out[j - 1][start:]
+        if got:  # (what j - 1 sent before the commit, for a hand-back's wavelets)
+            sent = out[j - 1] = out[j - 1].copy()
+            sent[k0:start] = got
         mem, fabric_first = _operands(op)
         mem = np.asarray(mem, np.float32)[:n]
         if np.isfinite(inp[k0:]).all() and np.isfinite(mem[k0:]).all():
