@@ -702,7 +702,9 @@ class ComputeEngine:
         """This CE's side of a relay chain (:class:`fabric.relay.RelayEndpoint`): the far end's
         plain memory -> fabric move, a relay's or the root's ``fadds`` of the fabric input and
         a memory source, alone on the CE."""
-        if self.express_until >= now:
+        if self.express_until >= now or self.trace_level >= _OPS:
+            # (an ops-level trace keeps the wavelet path: a relay's completions would come
+            # first in their cycle, not in the CEs' order, and move slices and flow ids)
             return None
         if colour_in is not None:
             q = self.queue_of_colour.get(colour_in)

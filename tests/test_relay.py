@@ -149,3 +149,25 @@ def test_the_tail_form_keeps_the_full_schedules_end(n, m, data, fabric):
     # (and one element per cycle and port, in order, on every router)
     for x in full.out[:-1] + full.down[1:]:
         assert np.all(np.diff(x) >= 1)
+
+
+def test_an_ops_level_trace_keeps_the_chain_on_the_wavelet_path(tmp_path):
+    """With slices traced, relays decline (their completions would come first in their cycle
+    and move the order of a cycle's slices and the flow ids): a traced run's trace is the
+    wavelet path's, byte for byte, and an untraced run of the same program relays."""
+    from runner import scenario
+
+    sc = scenario.find("spmv")
+    params = scenario.resolve_params(sc, ["matrix=poisson2d", "n=256", "px=8", "py=8"])
+    seen = []
+    mp = pytest.MonkeyPatch()
+    commit = ce_module.ComputeEngine.commit_relay
+    mp.setattr(ce_module.ComputeEngine, "commit_relay",
+               lambda self, *a: (seen.append(self.xy), commit(self, *a)))  # fmt: skip
+    try:
+        scenario.run_scenario(sc, params, trace_path=str(tmp_path / "t.arrow"))
+        assert seen == []
+        scenario.run_scenario(sc, params)
+        assert len(seen) >= 64  # (every row's reduction, each iteration)
+    finally:
+        mp.undo()
