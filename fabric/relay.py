@@ -127,43 +127,51 @@ def chain_schedule(
     in_issue = [0] * m  # elements in position j's current issue
     counts = [0] * m  # issue cycles from issued[j] on
     last = m - 1
+    # Per position, what the loop reads (one tuple unpacked, not a dozen list lookups): its
+    # cycles' lists, the next position's down list, its constants.
+    rows = [
+        (j, issue[j], down[j], out[j] if j < last else None, down[j + 1] if j < last else None,
+         down_credits[j], gates[j], widths[j], down_ready[j], out_ready[j], taken[j],
+         issued[j], sent[j])
+        for j in range(m)
+    ]  # fmt: skip
     for k in range(n):
         kk = k & mask
         k1 = (k - 1) & mask
+        kb = (k - b) & mask
+        ku = (k - up) & mask
         prev_out = PAST  # out[j - 1][k]
-        for j in range(m):
+        for j, ij, dj, oj, dn, dc, gate, width, d_ready, o_ready, tk, iss, snt in rows:
             # Down the ramp (from upstream): arrival, one per cycle, a queue slot, teardown.
             if j:
-                dj = down[j]
-                if k >= taken[j]:
+                if k >= tk:
                     d = prev_out + hop
                     if floor > d:
                         d = floor
                     if k and dj[k1] + 1 > d:
                         d = dj[k1] + 1
-                    dc = down_credits[j]
-                    if k >= dc and issue[j][(k - dc) & mask] + lc > d:
-                        d = issue[j][(k - dc) & mask] + lc
-                    if down_ready[j] > d:
-                        d = down_ready[j]
+                    if k >= dc:
+                        c = ij[(k - dc) & mask] + lc
+                        if c > d:
+                            d = c
+                    if d_ready > d:
+                        d = d_ready
                     dj[kk] = d
                 else:
                     dj[kk] = PAST
                 ready = dj[kk] + lr  # (in the CE's queue)
             else:
-                ready = gates[0]
-            oj = out[j] if j < last else None
-            ij = issue[j]
-            if k >= issued[j]:
+                ready = gate
+            if k >= iss:
                 # The CE: gate, input, up-ramp credit; the same issue as k - 1 if it has room.
-                if ready < gates[j]:
-                    ready = gates[j]
+                if ready < gate:
+                    ready = gate
                 if ready < floor:
                     ready = floor
-                if oj is not None and k >= up and oj[(k - up) & mask] + lc > ready:
-                    ready = oj[(k - up) & mask] + lc
+                if oj is not None and k >= up and oj[ku] + lc > ready:
+                    ready = oj[ku] + lc
                 p = ij[k1] if k else PAST
-                if p != PAST and ready <= p and in_issue[j] < widths[j]:
+                if p != PAST and ready <= p and in_issue[j] < width:
                     ready = p
                     in_issue[j] += 1
                 else:
@@ -176,16 +184,16 @@ def chain_schedule(
                 ij[kk] = PAST
             # Its router towards the root: arrival, one per cycle, a slot downstream, teardown.
             if oj is not None:
-                if k >= sent[j]:
+                if k >= snt:
                     o = ij[kk] + lr
                     if floor > o:
                         o = floor
                     if k and oj[k1] + 1 > o:
                         o = oj[k1] + 1
-                    if k >= b and down[j + 1][(k - b) & mask] + lch > o:
-                        o = down[j + 1][(k - b) & mask] + lch
-                    if out_ready[j] > o:
-                        o = out_ready[j]
+                    if k >= b and dn[kb] + lch > o:  # type: ignore[index]
+                        o = dn[kb] + lch  # type: ignore[index]
+                    if o_ready > o:
+                        o = o_ready
                     oj[kk] = o
                 else:
                     oj[kk] = PAST
