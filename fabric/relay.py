@@ -72,6 +72,14 @@ class ChainSchedule:
     counts: list[int]  # per position, its issue cycles from the first element it had to move
 
 
+#: The shortest operation a chain is offered as a relay for (elements per position). A commit,
+#: and each failed try (every op of a chain tries as it begins, walking the chain), costs
+#: tens of microseconds per position, where the wavelet path costs about 30 us per element
+#: and position: at 4 words a PE (spmv and gemv at 256 x 256) relays made one product 1.7x
+#: slower (bench/notes/wafer-speed.md, "Relay chains"). Which path moves a chain changes no
+#: cycle or datum (tests/test_conformance.py), only the speed.
+MIN_RELAY_ELEMENTS = 16
+
 #: A cycle standing for "before the schedule begins" (an element already moved, a credit home).
 PAST = -(1 << 40)
 

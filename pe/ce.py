@@ -64,7 +64,7 @@ import numpy as np
 
 from fabric.endpoints import busy_at
 from fabric.express import ExpressReceive, ExpressSend, try_express
-from fabric.relay import RelayPart, try_relay
+from fabric.relay import MIN_RELAY_ELEMENTS, RelayPart, try_relay
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from pe.memory import Cache
@@ -581,7 +581,7 @@ class ComputeEngine:
             return
         self.ops.append(op)
         self.active[self.index] = self
-        if self.engine.fast and op.control_wavelet is None:
+        if self.engine.fast and op.control_wavelet is None and op.length >= MIN_RELAY_ELEMENTS:
             # A link of a chain reduction: the whole chain may move as a relay (fabric/relay.py)
             fab_in = op.fab_in
             colour_in = self.colour_of_queue.get(fab_in) if fab_in is not None else None

@@ -324,7 +324,8 @@ def chain_programs(draw: Any) -> Program:
     roots = (draw(st.sampled_from([0, width - 1])), draw(st.sampled_from([0, height - 1])))
     work = [draw(st.sampled_from([0, 0, 1, 5, 40, 300])) for _ in range(width * height)]
     ticks = [draw(st.sampled_from([0, 0, 0, 1, 3, 20])) for _ in range(width * height)]
-    args = (width, height, draw(st.integers(1, 48)), roots, work, draw(PRIORITY),
+    words = draw(st.sampled_from([1, 7, 16, 17, 24, 33, 48, 64]))  # (relays from 16: relay.py)
+    args = (width, height, words, roots, work, draw(PRIORITY),
             draw(st.integers(0, 99)), ticks)  # fmt: skip
     pe = (("fadds_simd_width", draw(st.sampled_from([1, 2, 2, 4]))),
           ("mov32_simd_width", draw(st.sampled_from([1, 2, 2, 4]))))  # fmt: skip
@@ -366,18 +367,19 @@ def relay_shares(sample: list[dict[str, Outcome]]) -> dict[str, float]:
 def test_random_chain_reductions_get_one_answer_from_every_engine():
     """Relay chains (fabric/relay.py) against the wavelet path: every engine gives the
     reference's answer (marks, SRAM, cycles, counters) on random chain reductions, and enough
-    of the sample is moved as relays and handed back (measured on this sample: relays in 97 %
-    of the programs, a hand-back in 51 %; on 600 programs 93 % and 51 %)."""
+    of the sample is moved as relays and handed back (measured on this sample: relays in 70 %
+    of the programs, a hand-back in 48 %; on 600 programs 70 % and 41 %; chains shorter than
+    ``MIN_RELAY_ELEMENTS`` stay on the wavelet path)."""
     seen = relay_shares(check_chains(100))
-    assert seen["relayed"] >= 0.8, seen
-    assert seen["every fast engine"] >= 0.8, seen
+    assert seen["relayed"] >= 0.55, seen
+    assert seen["every fast engine"] >= 0.55, seen
     assert seen["handed back"] >= 0.3, seen
 
 
 @pytest.mark.slow
 def test_random_chain_reductions_get_one_answer_from_every_engine_large_sample():
     seen = relay_shares(check_chains(1000))
-    assert seen["relayed"] >= 0.8, seen
+    assert seen["relayed"] >= 0.55, seen
     assert seen["handed back"] >= 0.3, seen
 
 
