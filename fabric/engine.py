@@ -56,6 +56,7 @@ class Router:
         "engine",
         "express_busy",
         "express_colour",
+        "express_colour_in",
         "express_stream",
         "express_until",
         "filters",
@@ -92,6 +93,7 @@ class Router:
         self.stall_cycles = 0
         self.express_until = -1  # last cycle of an express stream through this router
         self.express_colour = -1  # that stream's colour
+        self.express_colour_in = -1  # a relay chain's other colour here (fabric.relay)
         # port -> (forward cycles at the root router, shift to this router): when it is busy
         self.express_busy: dict[Dir, tuple[Any, int]] = {}
         self.express_stream: Any = None  # that stream (fabric.express.ExpressStream)
@@ -175,12 +177,14 @@ class Router:
                 # The stream has passed: forget it (every reader compares ``>= now``, and now
                 # only grows), so later arrivals skip this check.
                 self.express_until = -1
-            elif colour == self.express_colour:
+            elif (
+                colour == self.express_colour or colour == self.express_colour_in
+            ) and self.express_stream.hold_behind(self, port, w, colour):
                 # Behind the stream on its own colour (e.g. the TEARDOWN sent while the stream
-                # was held at a posted teardown exit): it queues after the stream's last wavelet.
-                self.express_stream.hold_behind(self, port, w, until)
+                # was held at a posted teardown exit, or behind a relay chain's data): it
+                # queues after the stream's last wavelet there.
                 return
-            else:
+            elif colour != self.express_colour and colour != self.express_colour_in:
                 route = self.routes.get(colour)
                 busy = self.express_busy
                 if route is not None and any(p in busy for p in route.positions[route.pos].tx):
@@ -468,6 +472,9 @@ class FabricEngine(Generic[EndpointT, OpT]):
         self.express_streams = 0
         self.express_wavelets = 0
         self.express_handbacks = 0  # express streams handed back to the wavelet path
+        self.relay_streams = 0  # relay chains moved at once (fabric.relay)
+        self.relay_elements = 0  # elements (one per position and element) they moved
+        self.relay_handbacks = 0  # relay chains handed back to the wavelet path
         self.fast_conflicts = 0
         # The express streams' completions (fabric.express.Completions), made at the first commit
         self.express_done: Any = None

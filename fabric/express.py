@@ -355,13 +355,15 @@ class ExpressStream:
         # the cycle the last of them lands (the schedule counted them as done).
         self.written: dict[int, int] = {}  # _key(router index, colour) -> cycle
 
-    def hold_behind(self, r: Router, port: Dir, w: Any, until: int) -> None:
+    def hold_behind(self, r: Router, port: Dir, w: Any, colour: int) -> bool:
         """A wavelet of the stream's own colour reached ``r`` inside its window (the TEARDOWN
         sent behind the stream while it was held at a posted teardown exit): it queues after
-        the stream's last wavelet there (lands in the buffer at ``until + 1``)."""
+        the stream's last wavelet there (lands in the buffer after the router's window)."""
+        until = r.express_until
         item = (r, port, w)
         self.behind.append(item)
         self.engine.at(until + 1, self._behind_lands, item)
+        return True
 
     def _behind_lands(self, item: tuple[Router, Dir, Any]) -> None:
         if self.live:

@@ -64,6 +64,7 @@ import numpy as np
 
 from fabric.endpoints import busy_at
 from fabric.express import ExpressReceive, ExpressSend, try_express
+from fabric.relay import MIN_RELAY_ELEMENTS, RelayPart, try_relay
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from pe.memory import Cache
@@ -89,6 +90,16 @@ _new_wavelet = object.__new__  # a Wavelet without its constructor (see ComputeE
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 _NO_TRIGGERS = array("I", bytes(4 * TASK_IDS))  # (a CE's ``triggers`` with none waiting)
+_KEYS: dict[tuple[int, int], tuple[int, int]] = {}
+
+
+def _key_of(priority: int, microthread: int) -> tuple[int, int]:
+    """An arbitration key (priority, microthread), one tuple per value (a relay keeps one per
+    position while it moves)."""
+    key = (priority, microthread)
+    return _KEYS.setdefault(key, key)
+
+
 #: Microthread priority ranks (``pe.ops.PRIORITY_RANK``) below this one outrank the main thread.
 MAIN_THREAD_RANK = PRIORITY_RANK["low"]
 
@@ -571,6 +582,12 @@ class ComputeEngine:
             return
         self.ops.append(op)
         self.active[self.index] = self
+        if self.engine.fast and op.control_wavelet is None and op.length >= MIN_RELAY_ELEMENTS:
+            # A link of a chain reduction: the whole chain may move as a relay (fabric/relay.py)
+            fab_in = op.fab_in
+            colour_in = self.colour_of_queue.get(fab_in) if fab_in is not None else None
+            if colour_in is not None or (op.values is not None and op.out_colour is not None):
+                try_relay(self.engine, self, colour_in, op.out_colour, now)
 
     # -- express streams (the fast fidelity; see fabric/express.py) ------------------------------
     def _express_send(self, op: AsyncOp, now: int) -> bool:
@@ -669,7 +686,8 @@ class ComputeEngine:
         if values is not None and done:
             op.out_view[:done] = values[:done]  # type: ignore[index]
         if queued:
-            self.input_queue(op.fab_in).extend(queued)  # type: ignore[arg-type]
+            # (before anything that reached the queue behind the stream, e.g. its TEARDOWN)
+            self.input_queue(op.fab_in)[0:0] = queued  # type: ignore[arg-type]
         if not self.express_begun:
             return  # (it joins the microthreads when it begins, as any operation)
         self.ops.append(op)
@@ -677,6 +695,78 @@ class ComputeEngine:
             self.active[self.index] = self
         else:
             self.engine.at(t, self.engine.activate_endpoint, self)
+
+    # -- relay chains (the fast fidelity; see fabric/relay.py) ----------------------------------
+    def relay_part(
+        self, colour_in: int | None, colour_out: int | None, now: int
+    ) -> RelayPart | None:
+        """This CE's side of a relay chain (:class:`fabric.relay.RelayEndpoint`): the far end's
+        plain memory -> fabric move, a relay's or the root's ``fadds`` of the fabric input and
+        a memory source, alone on the CE."""
+        if self.express_until >= now or self.trace_level >= _OPS:
+            # (an ops-level trace keeps the wavelet path: a relay's completions would come
+            # first in their cycle, not in the CEs' order, and move slices and flow ids)
+            return None
+        if colour_in is not None:
+            q = self.queue_of_colour.get(colour_in)
+            op = self.ops_in.get(q) if q is not None else None  # type: ignore[arg-type]
+            if op is None or op.out_colour != colour_out or op.name != "fadds":
+                return None
+            plan = op.plan  # (the fabric value and one memory source, in either order)
+            if len(plan) != 2 or plan[0][0] + plan[1][0] not in ("fm", "mf"):
+                return None
+            if colour_out is None and op.out_view is None:
+                return None
+            down = min(self.engine.cfg.ramp_credits, INPUT_QUEUE_DEPTHS[q])  # type: ignore[index]
+            queued = list(op.in_queue) if op.in_queue else []
+            if len(self.ops_in) != 1:
+                return None
+        else:
+            op = next((o for o in self.ops_out.values() if o.out_colour == colour_out), None)
+            if op is None or op.fab_in is not None or op.values is None or self.ops_in:
+                return None
+            down = 0
+            queued = []
+        if op.control_wavelet is not None or op.express:
+            return None
+        if len(self.ops_out) != (colour_out is not None):
+            return None
+        if self.ops and (len(self.ops) != 1 or self.ops[0] is not op):
+            return None
+        began = bool(self.ops)
+        start = op.begin_at if op.begin_at > now else now
+        gate = start
+        if self.running is not None and self.busy_until > start:
+            if self.hold_from > start or op.priority < MAIN_THREAD_RANK:
+                return None  # issues before the task holds the slot, or takes it from the task
+            gate = self.busy_until
+        up = self.up_credit_count(colour_out) if colour_out is not None else 0
+        return RelayPart(
+            op, gate, op.width, down, _key_of(op.priority, op.microthread), op.done, op.issues,
+            queued, up, op.flow_out, began,
+        )  # fmt: skip
+
+    def commit_relay(
+        self, part: RelayPart, issues: Any, last: int, count: int, up_after: int, stream: Any,
+        flow_in: int | None,
+    ) -> None:  # fmt: skip
+        op: AsyncOp = part.op
+        if part.began:
+            self.ops.remove(op)
+        self.express_begun = part.began
+        self.express_until = last
+        self.express_issue = (issues, 0, part.key)
+        self.express_stream = stream
+        if op.out_colour is not None:
+            self.up_credits[op.out_colour] = up_after
+        if op.in_queue:
+            del op.in_queue[:]  # (the stream's now; a hand-back gives back what is left)
+        op.express = True
+        if not part.began:
+            op.started = op.begin_at
+        op.issues = part.issues + count
+        if flow_in is not None:
+            op.flow_in = flow_in
 
     def _express_unsteal(self, t: int) -> None:
         """Give back the issue cycles from ``t`` on that :meth:`_express_steals` took from the

@@ -19,6 +19,11 @@ Programs (each a function ``build(sim, cfg) -> Wafer``):
   cycles, receivers that start late (back-pressure), control wavelets behind the data
   (TEARDOWN, a switch advance that moves the stream's later wavelets elsewhere), chains where a
   receiver's completion starts its next send;
+- :func:`chain_reductions`: the collectives' chain reduction (``reduce_fadds``) along rows
+  and then columns, each PE launching it after local work of its own length (late links hold
+  the chain back, and the collectives' tasks then run on CEs the chain still uses: what makes
+  a relay chain hand back), with random roots at either end, lengths and microthread
+  priorities;
 - the per-cycle tables' programs (``tests/test_conformance.py``).
 """
 
@@ -45,7 +50,7 @@ DONE, SEND, RECV, TEARDOWN = 1, 9, 17, 25
 MAX_STREAMS = 8
 PRIORITIES = ("high", "medium", "low")
 
-__all__ = ["ENGINES", "Outcome", "collective_rounds", "raw_streams", "run"]
+__all__ = ["ENGINES", "Outcome", "chain_reductions", "collective_rounds", "raw_streams", "run"]
 
 
 @dataclasses.dataclass
@@ -103,6 +108,9 @@ def run(build: Build, engine: str, fabric: dict | None = None, pe: dict | None =
             "phases": phase.phases if phase else 0,
             "phase_wavelets": phase.wavelets if phase else 0,
             "handbacks": phase.handbacks if phase else 0,
+            "relay_streams": engine_.relay_streams,
+            "relay_elements": engine_.relay_elements,
+            "relay_handbacks": engine_.relay_handbacks,
         },
     )
 
@@ -175,6 +183,74 @@ def collective_rounds(
         layout = Layout(width, height)
         layout.set_rectangle_code(code)
         layout.lockstep_colours = (0, 2)  # the collectives' data colours
+        return Wafer(sim, cfg, layout)
+
+    return build
+
+
+def chain_reductions(
+    width: int,
+    height: int,
+    words: int,
+    roots: tuple[int, int],
+    work: list[int],
+    microthreads: str,
+    seed: int,
+    ticks: list[int] | None = None,
+) -> Build:
+    """Every PE reduces a buffer of ``words`` along its row to column ``roots[0]`` (0 or the
+    last), then (with more than one row) the row sums down column ``roots[0]`` to row
+    ``roots[1]``, with the collectives' ``reduce_fadds``. PE ``i`` (row-major) first does
+    ``work[i]`` cycles of local work (a late PE holds the chain back: the links upstream fill
+    and wait, and the teardown and lock tasks of the collectives run on CEs the chain still
+    uses). With ``ticks[i]`` > 0, PE ``i`` then runs a local task that many times, 7 cycles
+    each (tasks dispatched while the chain moves through its CE). Marks: ``x``/``y`` when the
+    PE's row/column reduction is done, ``k`` when its last tick ran."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((width, height, words)).astype(np.float32)
+    rx, ry = roots
+
+    def build(sim: Simulation, cfg: WaferConfig) -> Wafer:
+        def code(pe: Any) -> None:
+            coll = Collectives(pe, microthreads=microthreads)
+            buf = pe.array("b", data[pe.x, pe.y])
+            i = pe.y * width + pe.x
+            left = [ticks[i] if ticks else 0]
+
+            @pe.local_task(id=10)
+            def main(t: Any) -> None:
+                t.mark("s")
+                t.now += work[i]
+                if width > 1:
+                    coll.x.reduce_fadds(t, rx, buf, 11)
+                else:
+                    t.activate(11)
+                if left[0]:
+                    t.activate(13)
+
+            @pe.local_task(id=13)
+            def tick(t: Any) -> None:
+                t.now += 7
+                left[0] -= 1
+                if left[0]:
+                    t.activate(13)
+                else:
+                    t.mark("k")
+
+            @pe.local_task(id=11)
+            def x_done(t: Any) -> None:
+                t.mark("x")
+                if height > 1 and pe.x == rx:
+                    coll.y.reduce_fadds(t, ry, buf, 12)  # type: ignore[union-attr]
+
+            @pe.local_task(id=12)
+            def y_done(t: Any) -> None:
+                t.mark("y")
+
+            pe.start(main)
+
+        layout = Layout(width, height)
+        layout.set_rectangle_code(code)
         return Wafer(sim, cfg, layout)
 
     return build
