@@ -168,6 +168,17 @@ class Router:
             self.credits[key] = c
         return c
 
+    def hold_first(self, port: Dir, colour: int, wavelets: list[Wavelet]) -> None:
+        """Put ``wavelets`` at the head of the (port, colour) buffer: a hand-back's, which
+        arrived before anything held behind its stream (no activation, no counter: the caller
+        wakes the router)."""
+        key = (port, colour)
+        buf = self.bufs.get(key)
+        if buf is None:
+            buf = self.bufs[key] = []
+        buf[0:0] = wavelets
+        self.buffered += len(wavelets)
+
     def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
         engine = self.engine
         until = self.express_until

@@ -505,12 +505,7 @@ class ExpressStream:
             else:
                 ka = count_landed(s, lr)
             if ka > kf:
-                key = (in_port, colour)
-                buf = r.bufs.get(key)
-                if buf is None:
-                    buf = r.bufs[key] = []
-                buf[0:0] = [wavelet(k) for k in range(kf, ka)]  # (before any held behind)
-                r.buffered += ka - kf
+                r.hold_first(in_port, colour, [wavelet(k) for k in range(kf, ka)])
             r.forwarded -= n - kf
             if kf == 0:
                 for port in tx:

@@ -911,12 +911,7 @@ class RelayStream:
                 at(int(A[k]) + lr, r.receive, RAMP, c, w)
             fwd = before(OUT, 0)
             if lu > fwd:
-                key = (RAMP, c)
-                buf = r.bufs.get(key)
-                if buf is None:
-                    buf = r.bufs[key] = []
-                buf[0:0] = wavelets(j, fwd, lu)
-                r.buffered += lu - fwd
+                r.hold_first(RAMP, c, wavelets(j, fwd, lu))
             home = landed(OUT, lc)
             for k in range(home, fwd):
                 at(int(OUT[k]) + lc, ce.up_credit, c)
@@ -927,12 +922,7 @@ class RelayStream:
                 at(int(OUT[k]) + hop, r2.receive, back_port, c, w)
             dfwd = before(D, 0)
             if arr > dfwd:
-                key = (back_port, c)
-                buf = r2.bufs.get(key)
-                if buf is None:
-                    buf = r2.bufs[key] = []
-                buf[0:0] = wavelets(j, dfwd, arr)
-                r2.buffered += arr - dfwd
+                r2.hold_first(back_port, c, wavelets(j, dfwd, arr))
             back = landed(D, lch)
             for k in range(back, dfwd):
                 at(int(D[k]) + lch, r.return_credit, port, c)
