@@ -41,12 +41,7 @@ _ARRAY_SPECS: dict[tuple, tuple[str, tuple[int, ...], tuple[int, ...], int, int]
 _LAYOUTS: dict[tuple, tuple] = {}
 _MAX_LAYOUTS = 1 << 16
 
-#: Allocation steps taken before, from a shared table of buffers: (id(table), name, dtype,
-#: shape, order, space) as given -> (table, the table with the new buffer, its byte address,
-#: the new top, the descriptor's dtype, shape and strides). The PEs of one program allocate
-#: the same buffers in the same order: each step after the first PE's is one lookup, and
-#: their tables are one shared tuple from the start (see alloc_array).
-_STEPS: dict[tuple, tuple] = {}
+#: At most this many allocation steps are kept per arena (:attr:`SramArena.steps`).
 _MAX_STEPS = 1 << 16
 
 
@@ -89,6 +84,14 @@ class SramArena:
         # or straight into its packed slice when it settles (no scratch to scan and zero).
         self._deferred: _Store | None = None
         self._writes: list[tuple[int, np.ndarray]] = []
+        #: Allocation steps taken before by this arena's stores, from a shared table of
+        #: buffers: (id(table), name, dtype, shape, order, space) as given -> (table, the table
+        #: with the new buffer, its byte address, the new top, the descriptor's dtype, shape
+        #: and strides). The PEs of one program allocate the same buffers in the same order:
+        #: each step after the first PE's is one lookup, and their tables are one shared tuple
+        #: from the start (see :meth:`_Store.alloc_array`). Kept per arena (one wafer), so it
+        #: lives and dies with the wafer and never grows across runs in one process.
+        self.steps: dict[tuple, tuple] = {}
 
     def take(self, nbytes: int) -> np.ndarray:
         step = -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
@@ -349,11 +352,13 @@ class _Store:
         row-major: the last dimension is contiguous and the descriptor walks with strides.
         """
         table = self._buffers
-        shared = type(table) is tuple
+        arena = self._arena
+        steps = None if arena is None else arena.steps
+        shared = steps is not None and type(table) is tuple
         if shared:
             step_key = (id(table), name, dtype, shape, order, self.space)
             try:
-                step = _STEPS.get(step_key)
+                step = steps.get(step_key)
             except TypeError:  # (an unhashable dtype or size: the general path below)
                 step = None
                 shared = False
@@ -377,11 +382,11 @@ class _Store:
                 addr = self._place(buffers, name, nbytes, align)
             else:
                 addr = self.alloc(name, nbytes, align=align)
-            if shared and len(_STEPS) < _MAX_STEPS:
+            if shared and len(steps) < _MAX_STEPS:
                 new = (*table, (name, (addr, nbytes)))
                 new = _LAYOUTS.setdefault(new, new)  # (kept: _LAYOUTS is never emptied)
                 self._buffers = new
-                _STEPS[step_key] = (table, new, addr, self._top, short, shape_t, strides_t)
+                steps[step_key] = (table, new, addr, self._top, short, shape_t, strides_t)
             return MemDsd.trusted(addr, short, shape_t, strides_t, name, self.space)
         nd = np_dtype(dtype)
         if order not in ("F", "C"):
