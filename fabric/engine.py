@@ -179,6 +179,16 @@ class Router:
         buf[0:0] = wavelets
         self.buffered += len(wavelets)
 
+    def hold_last(self, port: Dir, colour: int, w: Wavelet) -> None:
+        """Put ``w`` at the tail of the (port, colour) buffer: a wavelet a hand-back held behind
+        its stream (no route check, activation or counter: the caller wakes the router)."""
+        key = (port, colour)
+        buf = self.bufs.get(key)
+        if buf is None:
+            buf = self.bufs[key] = []
+        buf.append(w)
+        self.buffered += 1
+
     def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
         engine = self.engine
         until = self.express_until

@@ -541,12 +541,7 @@ class ExpressStream:
                 activate_router(r)
         # Control wavelets of the colour held behind the stream: in their buffers, in order.
         for r, port, w in self.behind:
-            key = (port, colour)
-            buf = r.bufs.get(key)
-            if buf is None:
-                buf = r.bufs[key] = []
-            buf.append(w)
-            r.buffered += 1
+            r.hold_last(port, colour, w)
             activate_router(r)
         self.behind = []
 

@@ -965,12 +965,7 @@ class RelayStream:
                 r.express_stream = None
             touched.append(r)
         for r, port, w, colour in self.behind:
-            key = (port, colour)
-            buf = r.bufs.get(key)
-            if buf is None:
-                buf = r.bufs[key] = []
-            buf.append(w)
-            r.buffered += 1
+            r.hold_last(port, colour, w)
         self.behind = []
         for r in touched:
             if r.buffered:
