@@ -49,11 +49,13 @@ class Router:
 
     __slots__ = (
         "active",
+        "blocked",
         "buffered",
         "bufs",
         "ce",
         "credits",
         "engine",
+        "epoch",
         "express_busy",
         "express_colour",
         "express_colour_in",
@@ -70,6 +72,7 @@ class Router:
         "rr",
         "stall_cycles",
         "stalled",
+        "waits",
         "xy",
     )  # fmt: skip
 
@@ -91,6 +94,11 @@ class Router:
         self.ce: RampEndpoint = None  # type: ignore[assignment]  # set when the PE is built
         self.forwarded = 0
         self.stall_cycles = 0
+        # A step known to send nothing (see step): the blocked (port, colour) credits it would
+        # count, -1 when not known; the credits it waits on; the engine's epoch then.
+        self.blocked = -1
+        self.waits: list[tuple[Dir, int]] = []
+        self.epoch = -1
         self.express_until = -1  # last cycle of an express stream through this router
         self.express_colour = -1  # that stream's colour
         self.express_colour_in = -1  # a relay chain's other colour here (fabric.relay)
@@ -127,6 +135,7 @@ class Router:
         """A configuration write of cycle ``t`` lands (see :meth:`write_config`)."""
         route = self.routes[colour]
         change(route)
+        self.blocked = -1
         pending = self.future.get(colour)
         if pending is not None and pending[0] <= t:
             del self.future[colour]
@@ -178,6 +187,7 @@ class Router:
             buf = self.bufs[key] = []
         buf[0:0] = wavelets
         self.buffered += len(wavelets)
+        self.blocked = -1
 
     def hold_last(self, port: Dir, colour: int, w: Wavelet) -> None:
         """Put ``w`` at the tail of the (port, colour) buffer: a wavelet a hand-back held behind
@@ -188,6 +198,7 @@ class Router:
             buf = self.bufs[key] = []
         buf.append(w)
         self.buffered += 1
+        self.blocked = -1
 
     def receive(self, port: Dir, colour: int, w: Wavelet) -> None:
         engine = self.engine
@@ -226,6 +237,7 @@ class Router:
             buf = self.bufs[key] = []
         buf.append(w)
         self.buffered += 1
+        self.blocked = -1
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {port.name}", len(buf))
         self.active[self.index] = self
@@ -233,7 +245,18 @@ class Router:
     def step(self, t: int) -> bool:
         """Send what this cycle allows; return True while buffers still hold wavelets."""
         engine = self.engine
+        blocked = self.blocked
+        if blocked >= 0:
+            if self.epoch == engine.epoch:
+                # Known to send nothing (every head waits on a credit that has not come, and
+                # nothing has changed since): what the loop below would count, without it.
+                self.stall_cycles += blocked
+                return False
+            self.blocked = -1
         detail = engine.detail
+        stalls = self.stall_cycles
+        waits: list[tuple[Dir, int]] | None = None  # the credits blocked heads wait on
+        consumed = False  # a filtered-out head consumed here (the next one is not looked at)
         # The candidates of each port: most steps have one, kept in ``first_*`` without a
         # dict; ``wanted`` (port -> one key, or a list once there are two) from the second on.
         wanted: dict[Dir, Any] | None = None
@@ -272,6 +295,7 @@ class Router:
                         pend.remove(Dir.RAMP)
                         if not pend:  # filtered out and going nowhere else: consumed here
                             self._done(t, key)
+                            consumed = True
                             continue
             for port in pend:
                 c = held.get((port, colour))
@@ -292,10 +316,16 @@ class Router:
                         wanted[port] = [keys, key]
                 else:
                     self.stall_cycles += 1
+                    if waits is None:
+                        waits = [(port, colour)]
+                    else:
+                        waits.append((port, colour))
                     if detail and key not in self.stalled:  # (read only by detail traces)
                         self.stalled[key] = (t, port)
         if first_port is None:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
+            if not consumed and not detail and engine.lockstep is None:
+                self._known_blocked(stalls, waits)
             return False
         if wanted is None and not detail:
             # One send (most steps): the loop below for its one port, without the loop's
@@ -319,7 +349,10 @@ class Router:
             if first_pend.__class__ is list:
                 first_pend.remove(port)
                 if first_pend:
-                    return self.buffered > 0
+                    # The head's other ports, as every other head's, were counted blocked
+                    if not consumed and engine.lockstep is None:
+                        self._known_blocked(stalls, waits)
+                    return True
             if w.ctrl:
                 self._done(t, key)
                 return self.buffered > 0
@@ -337,7 +370,15 @@ class Router:
                 (due.get(td) or sched.due_slot(td)).append(
                     (self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour))  # type: ignore[union-attr]
                 )
-            return self.buffered > 0
+            if buf:  # a new head: first looked at in the next step
+                return True
+            if self.buffered:
+                # Every other head was counted blocked: the next step sends nothing unless a
+                # credit it waits on, an arrival or a route change comes first.
+                if not consumed and engine.lockstep is None:
+                    self._known_blocked(stalls, waits)
+                return True
+            return False
         # Each port sends its pick (``_send``, inlined: this is the engine's hottest loop).
         # The hops, ramp deliveries and credits go straight into their cycle's list of due
         # actions (``later``, inlined through ``due_slot``: the same list, the same order).
@@ -391,6 +432,17 @@ class Router:
                 hop_credits.append((self.nbr[src_port].return_credit, (OPPOSITE[src_port], colour)))
         return self.buffered > 0
 
+    def _known_blocked(self, stalls: int, waits: list[tuple[Dir, int]] | None) -> None:
+        """The step ending now leaves every buffered head looked at and waiting on a credit
+        (``waits``; ``stall_cycles`` was ``stalls`` before the step): until one of those
+        credits, an arrival, a route change or a fast engine's move (the engine's ``epoch``)
+        comes, a step would count the same stalls and send nothing, so it only counts them.
+        Not with detail traces (their stall slices start at the first blocked step) nor the
+        lock-step phase (it edits router state itself)."""
+        self.blocked = self.stall_cycles - stalls
+        self.waits = waits if waits is not None else []
+        self.epoch = self.engine.epoch
+
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
         """The head of ``key``'s buffer has gone out of every port it had to: free its slot."""
         engine = self.engine
@@ -428,13 +480,19 @@ class Router:
                      colour=colour, port=port.name, came_from=key[0].name)  # fmt: skip
 
     def return_credit(self, port: Dir, colour: int) -> None:
-        self.credits[(port, colour)] += 1
+        key = (port, colour)
+        self.credits[key] += 1
         if self.buffered:  # (stepped with nothing buffered, a router does nothing)
+            if self.blocked >= 0 and key in self.waits:
+                self.blocked = -1  # a blocked head may go now
             self.active[self.index] = self
 
     def ramp_credit(self, colour: int) -> None:
-        self.credits[(RAMP, colour)] += 1
+        key = (RAMP, colour)
+        self.credits[key] += 1
         if self.buffered:
+            if self.blocked >= 0 and key in self.waits:
+                self.blocked = -1
             self.active[self.index] = self
 
     def apply_commands(self, colour: int, w: Wavelet) -> None:
@@ -442,6 +500,7 @@ class Router:
         effect (switch moves, teardown; a teardown is signalled to the CE a ramp latency later).
         Part of the interface a fast engine uses."""
         route = self.routes[colour]
+        self.blocked = -1
         for cmd in w.commands:
             if cmd is Cmd.SWITCH_ADV:
                 route.advance()
@@ -490,12 +549,14 @@ class FabricEngine(Generic[EndpointT, OpT]):
         self.detail = False  # trace wavelets, stalls and buffer occupancy (level 'detail')
         # With ``detail``: the paths whose detail events are kept (None: all; a trace region)
         self.detail_paths: frozenset[str] | None = None
-        self.express_streams = 0
+        # Bumped whenever an express stream or a relay chain commits or hands back (the
+        # counters below): the only code beside a router's own methods that edits its buffers,
+        # credits and pending ports, so a router's known-blocked step (Router.step) holds
+        # only within one epoch.
+        self.epoch = 0
+        self._moves = [0, 0, 0, 0]
         self.express_wavelets = 0
-        self.express_handbacks = 0  # express streams handed back to the wavelet path
-        self.relay_streams = 0  # relay chains moved at once (fabric.relay)
-        self.relay_elements = 0  # elements (one per position and element) they moved
-        self.relay_handbacks = 0  # relay chains handed back to the wavelet path
+        self.relay_elements = 0  # elements (one per position and element) relay chains moved
         self.fast_conflicts = 0
         # The express streams' completions (fabric.express.Completions), made at the first commit
         self.express_done: Any = None
@@ -503,6 +564,24 @@ class FabricEngine(Generic[EndpointT, OpT]):
         # by the wafer when its fidelity asks for one; it takes operations as they begin and is
         # told of route writes and of the CEs' main threads.
         self.lockstep: FastPhase[EndpointT, OpT] | None = None
+
+    # Express streams taken, express streams handed back to the wavelet path, relay chains moved
+    # at once (fabric.relay), relay chains handed back: each a count that bumps ``epoch``.
+    def _count(i: int) -> property:  # type: ignore[misc]
+        def get(self: FabricEngine) -> int:
+            return self._moves[i]
+
+        def put(self: FabricEngine, n: int) -> None:
+            self._moves[i] = n
+            self.epoch += 1
+
+        return property(get, put)
+
+    express_streams = _count(0)
+    express_handbacks = _count(1)
+    relay_streams = _count(2)
+    relay_handbacks = _count(3)
+    del _count
 
     def add_router(self, xy: tuple[int, int]) -> Router:
         r = Router(self, xy, len(self.routers))
