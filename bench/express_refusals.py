@@ -14,7 +14,11 @@ other stream cannot touch this one's ramp, queues or issue slots while it runs.
 Also prints the express streams taken, conflicts counted, run CPU seconds (``time.process_time``;
 the machine is shared) and the cycles, which the wrapper does not change.
 
-Run: ``PYTHONPATH=. python bench/express_refusals.py [P MT [P MT ...]]`` (default 8 8 16 8).
+Run: ``PYTHONPATH=. python bench/express_refusals.py [P MT [P MT ...]]`` (default 8 8 16 8), or
+``... --ws [N]`` for ws-matmul's fwd, bwd and wgrad at ``bench/kinds_bench.py``'s N x N point
+(default 16): their sends are refused on their own CE or at the receiver (the ring's sends
+meet an ``fadds`` or a receive that is not a plain move), and the weight stream is an edge
+input, never a CE's send, so it is never offered. ``N``: also the sends offered per flavour.
 """
 
 from __future__ import annotations
@@ -98,8 +102,12 @@ class Counter:
         return s, fa, cfg.hop_latency_cycles
 
     def classify(self, ce: Any, op: Any, now: int) -> str:
-        if op.values is None or op.fab_in is not None or op.control_wavelet is not None:
-            return "sender: not a plain memory -> fabric move (TEARDOWN control wavelets)"
+        if op.control_wavelet is not None:
+            return "sender: a control wavelet (TEARDOWN), not a plain memory -> fabric move"
+        if op.fab_in is not None:
+            return "sender: fabric in and out (a chain's fadds: a relay position, not a start)"
+        if op.values is None:
+            return "sender: not a plain memory -> fabric move (no memory source)"
         if ce.ops or len(ce.ops_out) != 1 or ce.ops_in or ce.express_until >= now:
             self._slack(ce, op, now)
             if ce.ops:
@@ -164,10 +172,36 @@ class Counter:
             self.slacks.append(slack)
 
 
+def ws_matmul(n: int, counter: Counter) -> None:
+    """ws-matmul's three flavours at kinds_bench's N x N point, refusals counted."""
+    from runner import scenario
+
+    sc = scenario.find("ws-matmul")
+    for flavour in ("fwd", "bwd", "wgrad"):
+        counter.reasons.clear()
+        sets = {"flavour": flavour, "rows": 2 * n, "cols": 2 * n, "tokens": n, "px": n, "py": n}
+        params = scenario.resolve_params(sc, [f"{k}={v}" for k, v in sets.items()])
+        t0 = time.process_time()
+        m = run_kind("ws-matmul", params)
+        cpu = time.process_time() - t0
+        eng = counter.engines[-1]
+        offered = sum(counter.reasons.values())
+        print(
+            f"ws-matmul {flavour} {n}x{n}: cycles {m['cycles']:,} correct {m['correct']}  CPU "
+            f"{cpu:.2f} s (with this wrapper)  sends offered {offered:,}, express streams "
+            f"{eng.express_streams}, relay chains {eng.relay_streams}"
+        )
+        for reason, k in counter.reasons.most_common():
+            print(f"  {k:7,}  {reason}")
+
+
 def main(argv: list[str]) -> None:
-    nums = [int(a) for a in argv] or [8, 8, 16, 8]
     counter = Counter()
     counter.install()
+    if argv[:1] == ["--ws"]:
+        ws_matmul(int(argv[1]) if len(argv) > 1 else 16, counter)
+        return
+    nums = [int(a) for a in argv] or [8, 8, 16, 8]
     for p, mt in zip(nums[::2], nums[1::2], strict=True):
         counter.reasons.clear()
         counter.slacks.clear()
