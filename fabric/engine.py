@@ -97,7 +97,7 @@ class Router:
         # A step known to send nothing (see step): the blocked (port, colour) credits it would
         # count, -1 when not known; the credits it waits on; the engine's epoch then.
         self.blocked = -1
-        self.waits: list[tuple[Dir, int]] = []
+        self.waits: list[tuple[Dir, int]] | tuple[()] = ()  # (no list per idle router)
         self.epoch = -1
         self.express_until = -1  # last cycle of an express stream through this router
         self.express_colour = -1  # that stream's colour
@@ -440,7 +440,7 @@ class Router:
         Not with detail traces (their stall slices start at the first blocked step) nor the
         lock-step phase (it edits router state itself)."""
         self.blocked = self.stall_cycles - stalls
-        self.waits = waits if waits is not None else []
+        self.waits = waits if waits is not None else ()
         self.epoch = self.engine.epoch
 
     def _done(self, t: int, key: tuple[Dir, int]) -> None:
