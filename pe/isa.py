@@ -367,7 +367,7 @@ class TensorUnit:
         if self.fast_path:
             fast = _FAST.get(op)
             if fast is not None:
-                cost = self._execute_dense_f32(op, fast, sram, dst, srcs)
+                cost = self._execute_dense_f32(op, fast, sram, dst, srcs, cache)
                 if cost is not None:
                     return cost
         return self._execute_general(op, sram, dst, srcs, cache)
@@ -436,15 +436,18 @@ class TensorUnit:
         return cost
 
     def _execute_dense_f32(
-        self, op: str, fast: _FastOp, sram: Store, dst: object, srcs: tuple
-    ) -> int | None:
-        """The fast path, or None (nothing done) when the instruction is not its case."""
+        self, op: str, fast: _FastOp, sram: Store, dst: object, srcs: tuple,
+        cache: Store | None = None,
+    ) -> int | None:  # fmt: skip
+        """The fast path, or None (nothing done) when the instruction is not its case.
+        Operands in the software cache (``cache``) take it too; what is kept for them is made
+        again at each instruction (the check below is against the SRAM's bytes)."""
         if type(dst) is not MemDsd or len(srcs) != fast.n_srcs:
             return None
         data = sram.data
         d = dst.__dict__.get(_FAST_OPERAND)
         if d is None or d.data is not data or d.unit is not self:
-            d = self._fast_operand(dst, sram, data)
+            d = self._fast_operand(dst, sram, data, cache)
             if d is None:
                 return None
         start, stop, n = d.start, d.stop, d.length
@@ -461,7 +464,7 @@ class TensorUnit:
                 if type(s) is MemDsd:
                     e = s.__dict__.get(_FAST_OPERAND)
                     if e is None or e.data is not data or e.unit is not self:
-                        e = self._fast_operand(s, sram, data)
+                        e = self._fast_operand(s, sram, data, cache)
                         if e is None:
                             return None
                     if e.length != 1:
@@ -487,12 +490,13 @@ class TensorUnit:
                     if type(s) is MemDsd:
                         e = s.__dict__.get(_FAST_OPERAND)
                         if e is None or e.data is not data or e.unit is not self:
-                            e = self._fast_operand(s, sram, data)
+                            e = self._fast_operand(s, sram, data, cache)
                             if e is None:
                                 return None
                         if e.length != n or (
                             e.start != start and e.start < stop and start < e.stop
-                        ):
+                            and e.data is d.data
+                        ):  # fmt: skip
                             return None  # other lengths, or overlapping dst at a shift: general
                         vals.append(e.view)
                         key.append(e.timing_class)
@@ -511,11 +515,20 @@ class TensorUnit:
             _remember(self._fast_costs, k, cost)
         return cost
 
-    def _fast_operand(self, d: MemDsd, sram: Store, data: np.ndarray) -> FastOperand | None:
-        """Make and keep the fast path's state for ``d`` in ``sram``; None if ``d`` is not a
-        dense FP32 SRAM tensor inside the memory (the general path takes it, or reports it)."""
-        if d.dtype != "f32" or d.space != "sram":
+    def _fast_operand(
+        self, d: MemDsd, sram: Store, data: np.ndarray, cache: Store | None = None
+    ) -> FastOperand | None:
+        """Make and keep the fast path's state for ``d`` in ``sram`` (``data``: its bytes), or
+        in ``cache`` for a descriptor in the software cache; None if ``d`` is not a dense FP32
+        tensor inside its memory (the general path takes it, or reports it). A one-element
+        descriptor is dense whatever its stride (e.g. a stride-0 accumulator of one word)."""
+        if d.dtype != "f32":
             return None
+        space = d.space
+        if space != "sram":
+            if space != "cache" or cache is None:
+                return None
+            data = cache.data
         shape = d.shape
         if len(shape) == 1 and shape[0] >= 1:
             # One dimension (the inner loops' descriptors, made anew by each move): ``is_dense``
@@ -525,7 +538,7 @@ class TensorUnit:
                 return None
             lo = d.base + d.offset * 4
             hi = lo + 4 * n - 1
-            key = ("f32", shape, d.strides, "sram", lo % self._period)  # (_memory_key)
+            key = ("f32", shape, d.strides, space, lo % self._period)  # (_memory_key)
         else:
             if not d.is_dense:
                 return None

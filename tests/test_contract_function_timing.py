@@ -237,3 +237,50 @@ def test_stream_element_leaves_other_ops_and_sources_to_elementwise() -> None:
     assert isa.stream_element("fmacs", f32, True) is None
     assert isa.stream_element("fmaxs", f32, True) is None
     assert isa.stream_element("fadds", np.zeros(3, np.float16), True) is None
+
+
+# Operands in the software cache (wgrad's dot products: a one-word stride-0 accumulator in the
+# cache, ``fmacs(p, p, x0[j], g)``; its partials zeroed by ``fmovs``) take the fast path too.
+@pytest.mark.parametrize("op", ["fadds", "fsubs", "fmuls", "fmacs", "fmovs"])
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_cache_operands_fast_is_general(op: str, data) -> None:
+    from pe import isa
+    from pe.config import PeConfig
+    from pe.dsd import MemDsd
+    from pe.memory import Cache, Sram
+
+    spec = isa.OPS[op]
+    n = data.draw(st.sampled_from([1, 1, 3, 8]))
+    places = [data.draw(st.sampled_from(["cache", "sram"])) for _ in range(spec.n_srcs + 1)]
+    values = [[data.draw(_F32_EDGE) for _ in range(n)] for _ in places]
+    alias = data.draw(st.booleans()) and spec.n_srcs > 0 and op != "fmovs"
+    stride0 = n == 1 and data.draw(st.booleans())  # dst as a one-word stride-0 accumulator
+    scalar = data.draw(_SCALAR_FLOATS) if spec.scalar_srcs and data.draw(st.booleans()) else None
+    runs = []
+    for fast_path in (True, False):
+        cfg = PeConfig()
+        unit = isa.TensorUnit(cfg, fast_path=fast_path)
+        stores = {"sram": Sram(cfg, owner="contract"), "cache": Cache(cfg, owner="contract")}
+        cells = []
+        for i, (place, v) in enumerate(zip(places, values, strict=True)):
+            store = stores[place]
+            buf = store.alloc_array(f"v{i}", "f32", n)
+            buf.write(store, np.array(v, np.float32))
+            if i == 0 and stride0:
+                buf = MemDsd(buf.base, "f32", (1,), (0,), name="acc", space=place)
+            cells.append(buf)
+        dst = cells[0]
+        srcs: list[object] = [dst if alias else cells[1], *cells[2 : spec.n_srcs + 1]]
+        if scalar is not None:
+            srcs[spec.scalar_srcs[-1]] = scalar
+        with np.errstate(all="ignore"):
+            cycles = unit.execute(op, stores["sram"], dst, tuple(srcs), cache=stores["cache"])
+        got = dst.read(stores[places[0]]).copy()
+        runs.append((got, [s.data.tobytes() for s in stores.values()], cycles))
+        assert unit.fast_instructions == (1 if fast_path else 0), (places, stride0)
+    (fast_bits, fast_mem, fast_cycles), (slow_bits, slow_mem, slow_cycles) = runs
+    where = f"{op} n={n} {places} alias={alias} stride0={stride0} scalar={scalar}"
+    assert_same_bits(fast_bits, slow_bits, where)
+    assert all(same_memory(a, b) for a, b in zip(fast_mem, slow_mem, strict=True)), where
+    assert fast_cycles == slow_cycles, where

@@ -333,14 +333,17 @@ class PeTensorSubject:
         return Run(result, cycles, memory, unit.fast_instructions > before)
 
     def fast_path_applies(self, case: TensorCase) -> bool:
-        """An op of ``FAST_OPS`` whose tensors are all dense FP32 SRAM descriptors and whose
-        scalars are Python floats (streams, integers and numpy scalars take the general path)."""
+        """An op of ``FAST_OPS`` whose tensors are all dense FP32 descriptors in the SRAM or the
+        software cache and whose scalars are Python floats (streams, integers and numpy scalars
+        take the general path)."""
         if case.op not in isa.FAST_OPS:
             return False
         _, _, descs = self._place(case)
         for o, d in zip(case.operands, descs, strict=True):
             if o.kind == "stream" or (o.kind == "scalar" and o.number != "float"):
                 return False
-            if d is not None and not (d.dtype == "f32" and d.space == "sram" and d.is_dense):
+            if d is not None and not (
+                d.dtype == "f32" and d.space in ("sram", "cache") and d.is_dense
+            ):
                 return False
         return True
