@@ -316,12 +316,15 @@ class ComputeEngine:
             self.active[self.index] = self
 
     def teardown_signal(self, colour: int, flow: int | None = None) -> None:
-        if self.teardown_task is None:
+        task_id = self.teardown_task
+        if task_id is None:
             return
         if flow is not None:
-            self._task_flow_in[self.teardown_task] = flow
+            self._task_flow_in[task_id] = flow
         self.torn_down.append(colour)
-        self._activate_now(self.teardown_task)
+        self.activated[task_id] = True  # (``_activate_now``, inlined: once per TEARDOWN seen)
+        if self.running is None:
+            self._schedule_dispatch()
 
     def up_credit_count(self, colour: int) -> int:
         """Up-ramp credits the CE holds for ``colour`` (all ``ramp_credits`` until first used).
@@ -849,6 +852,14 @@ class ComputeEngine:
         start = self.env._now // self.sched.period
         if self.running is not None or start < self.busy_until:
             return
+        order = self._order
+        if (
+            order is not None
+            and order[2]
+            and 1 not in self.activated
+            and self.triggers == _NO_TRIGGERS
+        ):
+            return  # (``_runnable``'s first answer, without its call: a third of dispatches)
         task = self._runnable()
         if task is None:
             return

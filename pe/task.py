@@ -16,7 +16,6 @@ Router writes (``set_route``, ``exit_teardown``...) take effect at the local cyc
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -107,11 +106,24 @@ class TaskContext:
         positions: Iterable[tuple[Iterable[Dir | str], Iterable[Dir | str]]] = (),
     ) -> None:  # fmt: skip
         """Rewrite the colour's switch positions on this PE's router (keeps teardown state)."""
-        pos = [Position.make(rx, tx)] + [Position.make(r, t) for r, t in positions]
         ce = self.ce
-        check_switch_positions(ce.path, colour, len(pos), ce.wafer.cfg.fabric.switch_positions)
-        self.now += self.ce.timing.route_write_cycles * 2 * len(pos)  # rx and tx registers
-        self._write(colour, functools.partial(_set_positions, pos))
+        setter = None
+        if not positions and type(rx) is list and type(tx) is list:
+            # (a one-position route given as lists, as the collectives write three times per
+            # call: its setter made once for the wafer, not the positions and a partial per
+            # write)
+            key = (tuple(rx), tuple(tx))
+            setter = _SETTERS.get(key)
+            if setter is None:
+                setter = _SETTERS[key] = _SetPositions((Position.make(*key),))
+        if setter is None:
+            pos = (Position.make(rx, tx), *(Position.make(r, t) for r, t in positions))
+            setter = _SetPositions(pos)
+        n = len(setter.positions)
+        if n > 1:
+            check_switch_positions(ce.path, colour, n, ce.wafer.cfg.fabric.switch_positions)
+        self.now += ce.timing.route_write_cycles * 2 * n  # rx and tx registers
+        self._write(colour, setter)
 
     def reset_switches(self, colour: int) -> None:
         self.now += self.ce.timing.route_write_cycles
@@ -293,10 +305,24 @@ class TaskContext:
         ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
 
 
-# Route changes a write makes when it lands (module functions: no closure made per write).
-def _set_positions(positions: list[Position], route: ColourRoute) -> None:
-    route.positions = list(positions)
-    route.pos = 0
+# Route changes a write makes when it lands (module functions and shared objects: no closure
+# made per write).
+class _SetPositions:
+    """A route write that sets the colour's switch positions (a tuple, shared by the routes it
+    lands on: replaced, never changed) and returns it to its first position."""
+
+    __slots__ = ("positions",)
+
+    def __init__(self, positions: tuple[Position, ...]) -> None:
+        self.positions = positions
+
+    def __call__(self, route: ColourRoute) -> None:
+        route.positions = self.positions
+        route.pos = 0
+
+
+#: One-position route writes by the (rx, tx) given (see :meth:`TaskContext.set_route`).
+_SETTERS: dict[tuple[tuple, tuple], _SetPositions] = {}
 
 
 def _leave_teardown(route: ColourRoute) -> None:

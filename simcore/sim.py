@@ -513,17 +513,31 @@ class Simulation:
 #: before) SUMMA P=64 Mt=8 spent about 13 s of CPU in 1,735 collections, at 500,000 0.06 s.
 #: What it leaves waiting longer is cyclic garbage only, at most this many objects (a run makes
 #: almost none: the collections of a whole SUMMA P=32 Mt=8 process found 72).
+#:
+#: A large model raises it to :data:`RUN_GC_PER_MODEL_OBJECT` times the number of objects it
+#: froze (:func:`_run_gc`): its pending work grows with it (spmv's product at 256 x 256 PEs
+#: holds up to 4.8 million young objects at once, 1.36 times the 3.5 million frozen: some 70
+#: per PE, 55 million on the full array), and at a fixed threshold every young collection
+#: scans at least that many live objects, each touching the cold parts it refers to (about
+#: 0.4 us an object: at 256 x 256 twelve young collections and one of the older generation
+#: took 4.5 s of a 37 s product; none at twice the frozen objects).
 RUN_GC_YOUNG = 500_000
+#: The young threshold of a run is at least this many times the objects the model froze: cyclic
+#: garbage waits for at most twice as many objects as the model has (a run makes almost none).
+RUN_GC_PER_MODEL_OBJECT = 2
 
 
 @contextlib.contextmanager
 def _run_gc() -> Generator[None, None, None]:
     """Freeze what exists (the built model) out of the cyclic collector and make young
-    collections rarer (every :data:`RUN_GC_YOUNG` net allocations at least), for the length
-    of a run; then restore both."""
+    collections rarer (every :data:`RUN_GC_YOUNG` net allocations at least, or
+    :data:`RUN_GC_PER_MODEL_OBJECT` times the frozen objects if more), for the length of a run;
+    then restore both."""
     threshold = gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(max(threshold[0], RUN_GC_YOUNG), *threshold[1:])
+    young = max(threshold[0], RUN_GC_YOUNG, RUN_GC_PER_MODEL_OBJECT * gc.get_freeze_count())
+    young = min(young, 2**31 - 1)  # (the collector's thresholds are C ints)
+    gc.set_threshold(young, *threshold[1:])
     try:
         yield
     finally:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from fabric.routes import Dir
 from fabric.wavelet import Cmd
-from pe.dsd import MemDsd
+from pe.dsd import FabInDsd, FabOutDsd, MemDsd
 from pe.ops import PRIORITY_RANK
 from simcore.errors import BuildError
 
@@ -49,6 +49,27 @@ if TYPE_CHECKING:
     from pe.task import TaskContext
 
 AXES = {"x": (Dir.W, Dir.E), "y": (Dir.N, Dir.S)}  # (towards lower index, towards higher)
+
+# The fabric descriptors of the library's operations by (colour, length, queue), made once
+# through the PE builder's checks and then shared (they are frozen values): a call binds no
+# queue (:class:`Dimension` bound its colours' queues when it was made), so every PE of a
+# wafer making the same descriptor at every collective would only repeat the checks.
+_FABIN: dict[tuple[int, int, int], FabInDsd] = {}
+_FABOUT: dict[tuple[int, int, int], FabOutDsd] = {}
+
+
+def _fabin(pe: PeBuilder, colour: int, length: int, queue: int) -> FabInDsd:
+    dsd = _FABIN.get((colour, length, queue))
+    if dsd is None:
+        dsd = _FABIN[(colour, length, queue)] = pe.fabin(colour, length, queue)
+    return dsd
+
+
+def _fabout(pe: PeBuilder, colour: int, length: int, queue: int) -> FabOutDsd:
+    dsd = _FABOUT.get((colour, length, queue))
+    if dsd is None:
+        dsd = _FABOUT[(colour, length, queue)] = pe.fabout(colour, length, queue)
+    return dsd
 
 
 class Dimension:
@@ -147,13 +168,13 @@ class Dimension:
             tx = ([self.high] if i < n - 1 else []) + ([self.low] if i > 0 else [])
             self._reconfigure(t, colour, [Dir.RAMP], tx, keep=keep)
             self._pending_control = colour
-            out = pe.fabout(colour, buf.length, self.out_queue)
+            out = _fabout(pe, colour, buf.length, self.out_queue)
             t.mov32(out, buf, async_=True, activate=self.sm_task, priority=self.mt_priority)
         else:
             side, onward = (self.low, self.high) if i > root else (self.high, self.low)
             end = i == n - 1 if i > root else i == 0
             self._reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]), keep=keep)
-            fin = pe.fabin(colour, buf.length, self.in_queues[0])
+            fin = _fabin(pe, colour, buf.length, self.in_queues[0])
             t.mov32(buf, fin, async_=True, unblock=self.lock_task, priority=self.mt_priority)
 
     def reduce_fadds(self, t: TaskContext, root: int, buf: MemDsd, callback: int) -> None:
@@ -186,14 +207,14 @@ class Dimension:
         if i != root:
             self._reconfigure(t, send_c, [Dir.RAMP], [towards_root])
             self._pending_control = send_c
-            out = pe.fabout(send_c, buf.length, self.out_queue)
+            out = _fabout(pe, send_c, buf.length, self.out_queue)
             if has_upstream:
-                fin = pe.fabin(recv_c, buf.length, recv_q)
+                fin = _fabin(pe, recv_c, buf.length, recv_q)
                 t.fadds(out, fin, buf, async_=True, activate=self.sm_task, priority=mtp)
             else:
                 t.mov32(out, buf, async_=True, activate=self.sm_task, priority=mtp)
         else:
-            fin = pe.fabin(recv_c, buf.length, recv_q)
+            fin = _fabin(pe, recv_c, buf.length, recv_q)
             t.fadds(buf, buf, fin, async_=True, unblock=self.lock_task, priority=mtp)
 
 
