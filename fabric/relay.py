@@ -445,6 +445,8 @@ def _group(op: Any, r: Router, colour_in: int | None, colour_out: int | None) ->
         if ulink is None:
             break
         nbr, nop, _, cin = ulink
+        if nop.control_wavelet is not None:
+            break  # (a far end's TEARDOWN after its data: no chain to move until it is sent)
         c = group[_UP_C]
         other = nop.relay
         if other is None:
