@@ -72,13 +72,16 @@ class ChainSchedule:
     counts: list[int]  # per position, its issue cycles from the first element it had to move
 
 
-#: The shortest operation a chain is offered as a relay for (elements per position). A commit,
-#: and each failed try (every op of a chain tries as it begins, walking the chain), costs
-#: tens of microseconds per position, where the wavelet path costs about 30 us per element
-#: and position: at 4 words a PE (spmv and gemv at 256 x 256) relays made one product 1.7x
-#: slower (bench/notes/wafer-speed.md, "Relay chains"). Which path moves a chain changes no
-#: cycle or datum (tests/test_conformance.py), only the speed.
-MIN_RELAY_ELEMENTS = 16
+#: The shortest operation a chain is offered as a relay for (elements per position). A commit
+#: costs about 60-70 us per position (the walk, the parts, the schedule, the state written,
+#: each position's two events and its tail credits), where the wavelet path costs about 30 us
+#: per element and position: at 4 words a PE (the full array's blocks; 256 x 256, one product)
+#: relays made spmv poisson2d 14 % and gemv 4 % faster (bench/notes/wafer-speed.md, "Relay
+#: chains at a few words a PE"); shorter operations, where a relay would cost more than the
+#: wavelets it saves, stay on the wavelet path. (16 before the tries were made O(1): each
+#: failed try walked the chain, and relays made the same product 1.7x slower.) Which path
+#: moves a chain changes no cycle or datum (tests/test_conformance.py), only the speed.
+MIN_RELAY_ELEMENTS = 4
 
 #: A cycle standing for "before the schedule begins" (an element already moved, a credit home).
 PAST = -(1 << 40)
