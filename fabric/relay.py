@@ -33,8 +33,9 @@ compute engines, ports or colours (a task dispatched on one of its CEs, another 
 traffic, a route written): tests/test_relay.py checks it against the wavelet path on the
 collectives' chains.
 
-Left out so far: moving a chain by this schedule in the fast fidelity (a *relay stream*, with a
-hand-back to the wavelet path as :mod:`fabric.express` has); see bench/notes/wafer-speed.md.
+The fast fidelities move a chain by this schedule as a :class:`RelayStream`, found by
+:func:`try_relay` as its operations begin and handed back to the wavelet path as
+:mod:`fabric.express`'s streams are; see docs/wafer/design.md, "Relay chains".
 """
 
 from __future__ import annotations
