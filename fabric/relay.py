@@ -73,16 +73,18 @@ class ChainSchedule:
     counts: list[int]  # per position, its issue cycles from the first element it had to move
 
 
-#: The shortest operation a chain is offered as a relay for (elements per position). A commit
-#: costs about 60-70 us per position (the walk, the parts, the schedule, the state written,
-#: each position's two events and its tail credits), where the wavelet path costs about 30 us
-#: per element and position: at 4 words a PE (the full array's blocks; 256 x 256, one product)
-#: relays made spmv poisson2d 14 % and gemv 4 % faster (bench/notes/wafer-speed.md, "Relay
-#: chains at a few words a PE"); shorter operations, where a relay would cost more than the
-#: wavelets it saves, stay on the wavelet path. (16 before the tries were made O(1): each
-#: failed try walked the chain, and relays made the same product 1.7x slower.) Which path
-#: moves a chain changes no cycle or datum (tests/test_conformance.py), only the speed.
-MIN_RELAY_ELEMENTS = 4
+#: The shortest operation a chain is offered as a relay for (elements per position). With
+#: tries now a few dict reads, what decides is a commit's cost (about 60-70 us a position: the
+#: walk, the parts, the schedule, the state written, two events and the tail credits) against
+#: the wavelets it saves (about 30 us per element and position), and whether the relay runs to
+#: its end: measured with the floor at 4 (bench/notes/wafer-speed.md, "Relay chains at a few
+#: words a PE"), 4-5-word relays gained 1.4 % of a run's instructions on 128-position rows and
+#: lost 1.7 % on 64-position rows, and gemv at 8 words a PE on 64 x 64 handed every relay back
+#: (a task on one of its CEs inside the window) for 16.7 % more instructions. So the floor
+#: stays 16, where every relay measured pays. Which path moves a chain changes no cycle or
+#: datum (tests/test_conformance.py runs relays from 2 words with the floor lowered), only the
+#: speed.
+MIN_RELAY_ELEMENTS = 16
 
 #: A cycle standing for "before the schedule begins" (an element already moved, a credit home).
 PAST = -(1 << 40)
