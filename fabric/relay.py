@@ -33,8 +33,9 @@ compute engines, ports or colours (a task dispatched on one of its CEs, another 
 traffic, a route written): tests/test_relay.py checks it against the wavelet path on the
 collectives' chains.
 
-Left out so far: moving a chain by this schedule in the fast fidelity (a *relay stream*, with a
-hand-back to the wavelet path as :mod:`fabric.express` has); see bench/notes/wafer-speed.md.
+The fast fidelities move a chain by this schedule as a :class:`RelayStream`, found by
+:func:`try_relay` as its operations begin and handed back to the wavelet path as
+:mod:`fabric.express`'s streams are; see docs/wafer/design.md, "Relay chains".
 """
 
 from __future__ import annotations
@@ -72,12 +73,17 @@ class ChainSchedule:
     counts: list[int]  # per position, its issue cycles from the first element it had to move
 
 
-#: The shortest operation a chain is offered as a relay for (elements per position). A commit,
-#: and each failed try (every op of a chain tries as it begins, walking the chain), costs
-#: tens of microseconds per position, where the wavelet path costs about 30 us per element
-#: and position: at 4 words a PE (spmv and gemv at 256 x 256) relays made one product 1.7x
-#: slower (bench/notes/wafer-speed.md, "Relay chains"). Which path moves a chain changes no
-#: cycle or datum (tests/test_conformance.py), only the speed.
+#: The shortest operation a chain is offered as a relay for (elements per position). With
+#: tries now a few dict reads, what decides is a commit's cost (about 60-70 us a position: the
+#: walk, the parts, the schedule, the state written, two events and the tail credits) against
+#: the wavelets it saves (about 30 us per element and position), and whether the relay runs to
+#: its end: measured with the floor at 4 (bench/notes/wafer-speed.md, "Relay chains at a few
+#: words a PE"), 4-5-word relays gained 1.4 % of a run's instructions on 128-position rows and
+#: lost 1.7 % on 64-position rows, and gemv at 8 words a PE on 64 x 64 handed every relay back
+#: (a task on one of its CEs inside the window) for 16.7 % more instructions. So the floor
+#: stays 16, where every relay measured pays. Which path moves a chain changes no cycle or
+#: datum (tests/test_conformance.py runs relays from 2 words with the floor lowered), only the
+#: speed.
 MIN_RELAY_ELEMENTS = 16
 
 #: A cycle standing for "before the schedule begins" (an element already moved, a credit home).
@@ -279,71 +285,96 @@ def _route_now(r: Router, colour: int) -> tuple[int, Any]:
     return ready, route.positions[0]
 
 
+def _down_link(r: Router, cout: int) -> tuple[Router, Any, Dir] | None:
+    """The position after router ``r``'s, which sends on ``cout`` towards the root: (its router,
+    the operation registered on its CE reading ``cout``, the port out of ``r``), or None if the
+    routes do not make a link (RAMP -> one mesh port on ``r``, that port's opposite -> RAMP on
+    the next, single switch position) or no operation reads it there."""
+    _, pos = _route_now(r, cout)
+    if pos is None or pos.rx != _RAMP_SET or len(pos.tx) != 1 or pos.tx[0] is RAMP:
+        return None
+    port = pos.tx[0]
+    nbr = r.nbr.get(port)
+    if not isinstance(nbr, Router):
+        return None
+    _, npos = _route_now(nbr, cout)
+    if npos is None or npos.tx != _TO_RAMP or len(npos.rx) != 1 or port.opposite not in npos.rx:
+        return None
+    nce = nbr.ce
+    q = nce.queue_of_colour.get(cout)  # type: ignore[attr-defined]
+    op = nce.ops_in.get(q) if q is not None else None  # type: ignore[attr-defined]
+    if op is None:
+        return None
+    return nbr, op, port
+
+
+def _up_link(r: Router, cin: int) -> tuple[Router, Any, Dir, int | None] | None:
+    """The position before router ``r``'s, which reads ``cin`` from the far end's side: (its
+    router, the operation registered on its CE sending ``cin``, its port out, the colour that
+    operation reads or None: memory), or None as :func:`_down_link`."""
+    _, pos = _route_now(r, cin)
+    if pos is None or pos.tx != _TO_RAMP or len(pos.rx) != 1:
+        return None
+    (port,) = pos.rx
+    if port is RAMP:
+        return None
+    nbr = r.nbr.get(port)
+    if not isinstance(nbr, Router):
+        return None
+    back = port.opposite
+    _, npos = _route_now(nbr, cin)
+    if npos is None or npos.rx != _RAMP_SET or npos.tx != (back,):
+        return None
+    nce = nbr.ce
+    op = next(
+        (o for o in nce.ops_out.values() if o.out_colour == cin),  # type: ignore[attr-defined]
+        None,
+    )
+    if op is None:
+        return None
+    q = op.fab_in
+    cin_up = None if q is None else nce.colour_of_queue.get(q)  # type: ignore[attr-defined]
+    if q is not None and cin_up is None:
+        return None
+    return nbr, op, back, cin_up
+
+
 def _chain_of(engine: FabricEngine, ce: Any, colour_in: int | None, colour_out: int | None) -> (
     list[tuple[Router, int | None, int | None, Dir | None]] | None
 ):  # fmt: skip
     """The chain through the compute engine ``ce`` (reading ``colour_in``, sending on
     ``colour_out``), from the far end to the root: per position its router, the colours it
     reads and sends on and the port it sends out of; None if the routes do not make a chain
-    (each link: RAMP -> one mesh port on the sender's router, that port's opposite -> RAMP on
-    the next, single switch position, no filter)."""
+    (each link as :func:`_down_link`; no filter) or a position's operation is not registered."""
     r0: Router = ce.router
     down: list[tuple[Router, int | None, int | None, Dir | None]] = []
     r, cin, cout = r0, colour_in, colour_out
     seen = {r0.index}
     # downstream (towards the root)
-    while True:
-        if cout is None:
-            down.append((r, cin, None, None))
-            break
-        _, pos = _route_now(r, cout)
-        if pos is None or pos.rx != _RAMP_SET or len(pos.tx) != 1 or pos.tx[0] is RAMP:
+    while cout is not None:
+        link = _down_link(r, cout)
+        if link is None:
             return None
-        port = pos.tx[0]
+        nbr, op, port = link
+        if nbr.index in seen:
+            return None
         down.append((r, cin, cout, port))
-        nbr = r.nbr.get(port)
-        if not isinstance(nbr, Router) or nbr.index in seen:
-            return None
-        _, npos = _route_now(nbr, cout)
-        if npos is None or npos.rx != frozenset((port.opposite,)) or npos.tx != (RAMP,):
-            return None
-        nce = nbr.ce
-        q = nce.queue_of_colour.get(cout)  # type: ignore[attr-defined]
-        op = nce.ops_in.get(q) if q is not None else None  # type: ignore[attr-defined]
-        if op is None:
-            return None
         seen.add(nbr.index)
         r, cin, cout = nbr, cout, op.out_colour
+    down.append((r, cin, None, None))
     # upstream (towards the far end)
     up: list[tuple[Router, int | None, int | None, Dir | None]] = []
     r, cin = r0, colour_in
     while cin is not None:
-        _, pos = _route_now(r, cin)
-        if pos is None or pos.tx != (RAMP,) or len(pos.rx) != 1:
+        ulink = _up_link(r, cin)
+        if ulink is None:
             return None
-        (port,) = pos.rx
-        if port is RAMP:
-            return None
-        nbr = r.nbr.get(port)
-        if not isinstance(nbr, Router) or nbr.index in seen:
-            return None
-        _, npos = _route_now(nbr, cin)
-        if npos is None or npos.rx != _RAMP_SET or npos.tx != (port.opposite,):
-            return None
-        op = next(
-            (o for o in nbr.ce.ops_out.values() if o.out_colour == cin),  # type: ignore[attr-defined]
-            None,
-        )
-        if op is None:
+        nbr, _, back, cin_up = ulink
+        if nbr.index in seen:
             return None
         seen.add(nbr.index)
-        up.append((nbr, None, cin, port.opposite))
-        r = nbr
-        q = op.fab_in
-        cin = None if q is None else nbr.ce.colour_of_queue.get(q)  # type: ignore[attr-defined]
-        if q is not None and cin is None:
-            return None
-        up[-1] = (nbr, cin, up[-1][2], up[-1][3])
+        up.append((nbr, cin_up, cin, back))
+        r, cin = nbr, cin_up
     chain = up[::-1] + down
     for r, cin, cout, _ in chain:
         if r.filters and (cin in r.filters or cout in r.filters):
@@ -352,18 +383,113 @@ def _chain_of(engine: FabricEngine, ce: Any, colour_in: int | None, colour_out: 
 
 
 _RAMP_SET = frozenset((RAMP,))
+_TO_RAMP = (RAMP,)
+
+# A relay chain's operations find each other as they begin. Each operation's node
+# (``op.relay``) is in a union-find group: a stretch of registered operations linked one to
+# the next (``_down_link``); its root keeps the stretch's ends (router and colour each side)
+# and flags (it holds the far end, the root, or its chain failed a walk). An operation's begin
+# extends its group from both ends as far as registered operations go, joining stretches
+# found before, and the chain is walked (``_chain_of``) and tried only once the group is the
+# whole chain: a few dict reads per begin and one link per operation, where walking the chain
+# at every begin cost O(positions) each (O(positions^2) per chain). A whole group whose walk
+# fails (an operation of it finished or its routes changed) is not tried again; one that
+# fails another way (something on its way, a task in the schedule's way) is tried again at
+# its other operations' begins, as before.
+_FAR, _ROOT, _DEAD = 1, 2, 4
+_WHOLE = _FAR | _ROOT
+# a node: [parent or None, flags, far-side router, colour in, root-side router, colour out, size]
+_PARENT, _FLAGS, _UP_R, _UP_C, _DOWN_R, _DOWN_C, _SIZE = range(7)
+
+
+def _find(node: list) -> list:
+    """The root of ``node``'s group (halving the path on the way)."""
+    while node[0] is not None:
+        parent = node[0]
+        if parent[0] is not None:
+            node[0] = parent[0]
+        node = node[0]
+    return node
+
+
+def _merge(up: list, down: list) -> list:
+    """Join two groups' roots, ``up`` on the far end's side of ``down``: the new root."""
+    top, sub = (up, down) if up[_SIZE] >= down[_SIZE] else (down, up)
+    sub[_PARENT] = top
+    top[_FLAGS] = up[_FLAGS] | down[_FLAGS]
+    top[_UP_R], top[_UP_C] = up[_UP_R], up[_UP_C]
+    top[_DOWN_R], top[_DOWN_C] = down[_DOWN_R], down[_DOWN_C]
+    top[_SIZE] = up[_SIZE] + down[_SIZE]
+    return top
+
+
+def _group(op: Any, r: Router, colour_in: int | None, colour_out: int | None) -> list:
+    """``op``'s group (on router ``r``, reading ``colour_in``, sending on ``colour_out``),
+    extended from both ends over the registered operations next to it."""
+    node = op.relay
+    if node is None:
+        flags = (colour_in is None) | ((colour_out is None) << 1)
+        node = op.relay = [None, flags, r, colour_in, r, colour_out, 1]
+    group = _find(node)
+    while not group[_FLAGS] & (_ROOT | _DEAD):  # towards the root
+        link = _down_link(group[_DOWN_R], group[_DOWN_C])
+        if link is None:
+            break
+        nbr, nop, _ = link
+        c = group[_DOWN_C]
+        other = nop.relay
+        if other is None:
+            cout = nop.out_colour
+            other = nop.relay = [None, (cout is None) << 1, nbr, c, nbr, cout, 1]
+        else:
+            other = _find(other)
+            if other is group or other[_UP_R] is not nbr or other[_UP_C] != c:
+                break  # (not the next stretch of one chain)
+        group = _merge(group, other)
+    while not group[_FLAGS] & (_FAR | _DEAD):  # towards the far end
+        ulink = _up_link(group[_UP_R], group[_UP_C])
+        if ulink is None:
+            break
+        nbr, nop, _, cin = ulink
+        if nop.control_wavelet is not None:
+            break  # (a far end's TEARDOWN after its data: no chain to move until it is sent)
+        c = group[_UP_C]
+        other = nop.relay
+        if other is None:
+            other = nop.relay = [None, int(cin is None), nbr, cin, nbr, c, 1]
+        else:
+            other = _find(other)
+            if other is group or other[_DOWN_R] is not nbr or other[_DOWN_C] != c:
+                break
+        group = _merge(other, group)
+    return group
 
 
 def try_relay(engine: FabricEngine, ce: Any, colour_in: int | None, colour_out: int | None,
               now: int) -> bool:  # fmt: skip
-    """Commit the relay chain through ``ce`` (an operation of it began there at cycle ``now``,
-    during the cycle's due actions) if every operation of the chain is registered and the
-    chain has nothing on its way (module docstring). True if committed."""
+    """Commit the relay chain through ``ce`` (an operation of it, the last one
+    ``ComputeEngine._begin`` appended to ``ce.ops``, began there at cycle ``now``, during the
+    cycle's due actions) if every operation of the chain is registered and the chain has
+    nothing on its way (module docstring). True if committed. The chain is walked only once
+    its operations' group is whole (see ``_group``)."""
     if engine.detail:
         return False
+    group = _group(ce.ops[-1], ce.router, colour_in, colour_out)
+    if group[_FLAGS] & (_WHOLE | _DEAD) != _WHOLE:
+        return False
+    done = _try_chain(engine, ce, colour_in, colour_out, now)
+    if done is None:
+        group[_FLAGS] |= _DEAD
+    return bool(done)
+
+
+def _try_chain(engine: FabricEngine, ce: Any, colour_in: int | None, colour_out: int | None,
+               now: int) -> bool | None:  # fmt: skip
+    """:func:`try_relay` on a whole group: None if the routes and registered operations do not
+    make a chain now."""
     chain = _chain_of(engine, ce, colour_in, colour_out)
     if chain is None or len(chain) < 2:
-        return False
+        return None
     cfg = engine.cfg
     parts: list[RelayPart] = []
     for r, cin, cout, _ in chain:
@@ -547,6 +673,8 @@ def _commit_relay(
         if got:
             known[j] = got
     ops = [p.op for p in parts]
+    for op in ops:
+        op.relay = None  # (its group is the stream now)
     stream = RelayStream(engine, chain, ops, inputs, known, now)
     issued_list = inputs[5].tolist()
     root_values = _sums(ops, issued_list, known, n)[-1].copy()  # (the rest is not kept)

@@ -73,6 +73,7 @@ class AsyncOp:
         "out_view",
         "plan",
         "priority",
+        "relay",
         "started",
         "values",
         "width",
@@ -104,6 +105,7 @@ class AsyncOp:
         self.issues = 0  # cycles in which this microthread issued
         self.begin_at = 0  # the cycle the operation is registered to begin
         self.express = False  # moved as an express stream (fast fidelity)
+        self.relay: list | None = None  # its node among relay chains being found (fabric/relay.py)
         self.width = 1  # elements one issue may move (the op's SIMD width)
         # Trace flows (ops level and above): the send that caused this op (the task that
         # started it, or the stream it receives) and the id its own effects carry (its
