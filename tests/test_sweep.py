@@ -254,18 +254,21 @@ def test_the_same_table_with_one_and_two_workers(client1, client2, tmp_path):
 
 
 def test_failed_points_are_recorded_retried_and_the_sweep_goes_on(client2, tmp_path):
-    sw = grid.load("link-chain", grid=["items=20,100000,30"])
+    # (the limit is wall time: 1 s keeps the 20- and 30-item points, a few milliseconds each,
+    # well inside it on a loaded host, where 0.01 s once timed them out; the middle point
+    # takes tens of seconds)
+    sw = grid.load("link-chain", grid=["items=20,1000000,30"])
     out = str(tmp_path / "t.parquet")
-    outcome = engine.run_sweep(client2, sw, out, time_limit_s=0.01, retries=1)
+    outcome = engine.run_sweep(client2, sw, out, time_limit_s=1.0, retries=1)
     assert outcome.counts == {"completed": 2, "timeout": 1}
     rows = pq.read_table(out).to_pylist()
     assert [(r["status"], r["attempts"]) for r in rows] == [
         ("completed", 1), ("timeout", 2), ("completed", 1),
     ]  # fmt: skip
-    assert rows[1]["error"] == "still running after the time limit of 0.01 s"
+    assert rows[1]["error"] == "still running after the time limit of 1 s"
     assert rows[1]["received_items"] is None and rows[0]["received_items"] == 20
     # a timeout is not final: a resume runs that point again
-    outcome = engine.run_sweep(client2, sw, out, time_limit_s=0.01)
+    outcome = engine.run_sweep(client2, sw, out, time_limit_s=1.0)
     assert (outcome.ran, outcome.skipped) == (1, 2)
 
 
