@@ -231,6 +231,7 @@ class Router:
                 f"colour {colour}: a wavelet reached {self.name} from {port.name}, which it does "
                 f"not accept ({have})"
             )
+        # (hold_last's body, inlined: every wavelet of the wavelet path lands here)
         key = (port, colour)
         buf = self.bufs.get(key)
         if buf is None:

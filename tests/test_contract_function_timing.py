@@ -8,6 +8,7 @@ way in turn must fail the check that guards against it.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -164,6 +165,16 @@ _F32_EDGE = st.one_of(
 _SCALAR_FLOATS = st.one_of(st.sampled_from(_EDGE), st.floats(allow_nan=True))
 
 
+def _dst_and_srcs(spec: Any, cells: list[Any], alias: bool, scalar: object) -> tuple[Any, tuple]:
+    """An instruction's destination (the first cell) and sources: the destination again as the
+    first source when ``alias`` (acc += ...), ``scalar`` in the last scalar slot when given."""
+    dst = cells[0]
+    srcs: list[object] = [dst if alias else cells[1], *cells[2 : spec.n_srcs + 1]]
+    if scalar is not None:
+        srcs[spec.scalar_srcs[-1]] = scalar
+    return dst, tuple(srcs)
+
+
 @pytest.mark.parametrize("op", ["fadds", "fsubs", "fmuls", "fmacs"])
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
@@ -188,12 +199,9 @@ def test_one_element_instruction_fast_is_general(op: str, data) -> None:
             d = MemDsd.vector(buf.base, "f32", 1)
             d.write(sram, np.array([v], np.float32))
             cells.append(d)
-        dst = cells[0]
-        srcs: list[object] = [dst if alias else cells[1], *cells[2 : spec.n_srcs + 1]]
-        if scalar is not None:
-            srcs[spec.scalar_srcs[-1]] = scalar
+        dst, srcs = _dst_and_srcs(spec, cells, alias, scalar)
         with np.errstate(all="ignore"):
-            cycles = unit.execute(op, sram, dst, tuple(srcs))
+            cycles = unit.execute(op, sram, dst, srcs)
         runs.append((dst.read(sram).copy(), sram.data.tobytes(), cycles))
         assert unit.fast_instructions == (1 if fast_path else 0)
     (fast_bits, fast_mem, fast_cycles), (slow_bits, slow_mem, slow_cycles) = runs
@@ -270,12 +278,9 @@ def test_cache_operands_fast_is_general(op: str, data) -> None:
             if i == 0 and stride0:
                 buf = MemDsd(buf.base, "f32", (1,), (0,), name="acc", space=place)
             cells.append(buf)
-        dst = cells[0]
-        srcs: list[object] = [dst if alias else cells[1], *cells[2 : spec.n_srcs + 1]]
-        if scalar is not None:
-            srcs[spec.scalar_srcs[-1]] = scalar
+        dst, srcs = _dst_and_srcs(spec, cells, alias, scalar)
         with np.errstate(all="ignore"):
-            cycles = unit.execute(op, stores["sram"], dst, tuple(srcs), cache=stores["cache"])
+            cycles = unit.execute(op, stores["sram"], dst, srcs, cache=stores["cache"])
         got = dst.read(stores[places[0]]).copy()
         runs.append((got, [s.data.tobytes() for s in stores.values()], cycles))
         assert unit.fast_instructions == (1 if fast_path else 0), (places, stride0)
