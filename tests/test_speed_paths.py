@@ -184,33 +184,37 @@ def test_row_broadcasts_are_pinned(point, want):
     assert _row_broadcast_run(5, 100, 3, fidelity, level) == want
 
 
-def _run_allocating(n: int) -> tuple[int, list[int]]:
-    """A bare run whose one process keeps ``n`` new lists alive; the young threshold seen
-    inside it after they are made, and each collection's generation during the run."""
+def _run_allocating(n: int) -> tuple[int, list[int], int]:
+    """A bare run whose one process makes ``n`` new lists that outlive it; the young threshold
+    seen inside it after they are made, each collection's generation from the run's start to
+    just after its end (a collection the restored threshold sets off at the first allocation
+    after the run is counted), and the young generation's count then."""
     from simcore import Simulation
 
     sim = Simulation()
     sim.domain("main", 1_000)
     seen: dict[str, int] = {}
     collections: list[int] = []
+    kept: list[list[int]] = []
 
     def grow(env):
-        kept = [[i] for i in range(n)]
+        gc.callbacks.append(record)  # (from inside the run: none of the build's collections)
+        kept.extend([i] for i in range(n))
         seen["young"] = gc.get_threshold()[0]
         yield env.timeout(1)
-        assert len(kept) == n
 
     def record(phase: str, info: dict) -> None:
         if phase == "start":
             collections.append(info["generation"])
 
     sim.env.process(grow(sim.env))
-    gc.callbacks.append(record)
     try:
         sim.run()
     finally:
+        young_after = gc.get_count()[0]
         gc.callbacks.remove(record)
-    return seen["young"], collections
+    assert len(kept) == n
+    return seen["young"], collections, young_after
 
 
 def test_the_young_threshold_follows_the_frozen_model_from_the_first_collection(monkeypatch):
@@ -227,13 +231,16 @@ def test_the_young_threshold_follows_the_frozen_model_from_the_first_collection(
     monkeypatch.setattr(simmod, "RUN_GC_YOUNG", 5_000)
     before = gc.get_threshold()
     # A small run never collects, so it never walks the frozen objects to count them.
-    young, collections = _run_allocating(1_000)
+    young, collections, _ = _run_allocating(1_000)
     assert (young, collections, counted) == (5_000, [], [])
     # A run past the threshold counts once, at its first collection, and scales the threshold
     # for the rest of the run (this process's frozen objects are far more than 5,000).
-    young, collections = _run_allocating(40_000)
+    young, collections, young_after = _run_allocating(40_000)
     assert len(counted) == 1 and counted[0] > 20_000
     assert young == simmod.RUN_GC_PER_MODEL_OBJECT * counted[0]
     assert collections == [0]
+    # What the run kept went to the oldest generation with the model: the young generation is
+    # empty, so the next allocation does not scan all of it.
+    assert young_after < 100
     assert gc.get_threshold() == before
     assert real_count() == 0
