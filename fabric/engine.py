@@ -102,8 +102,9 @@ class Router:
         self.express_until = -1  # last cycle of an express stream through this router
         self.express_colour = -1  # that stream's colour
         self.express_colour_in = -1  # a relay chain's other colour here (fabric.relay)
-        # port -> (forward cycles at the root router, shift to this router): when it is busy
-        self.express_busy: dict[Dir, tuple[Any, int]] = {}
+        # the ports an express stream or relay chain passing here holds (read for membership
+        # only; a dict shared by the routers with the same ports, never changed in place)
+        self.express_busy: dict[Dir, bool] = {}
         self.express_stream: Any = None  # that stream (fabric.express.ExpressStream)
         self.path = f"wafer/{pe_name(xy)}/router"
         self.filters: dict[int, WaveletFilter] = {}
@@ -122,7 +123,8 @@ class Router:
         ready = self.future.get(colour)
         if ready is None:
             base = self.routes[colour]
-            predicted = ColourRoute(list(base.positions), base.pos, base.teardown, base.ring)
+            # (the positions shared: a route's positions are replaced, never changed in place)
+            predicted = ColourRoute(base.positions, base.pos, base.teardown, base.ring)
         else:
             # The state the writes already on their way will leave: this write changes it in
             # place (it is read only inside the express planning of one cycle, never kept).
