@@ -397,7 +397,7 @@ class ExpressStream:
     def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
         """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
         counted (on its way then, landing no later than the last one it saw)."""
-        return t <= self.written.get(_key(r.index, colour), -1)
+        return t <= self.written.get((r.index + 1) * 64 + colour, -1)  # (_key, inlined)
 
     # -- handing back ----------------------------------------------------------------------------
     def hand_back(self, t: int) -> None:
@@ -584,7 +584,8 @@ def _commit(
     lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
     n = send.length
     buf = cfg.router_buffer_wavelets
-    at_each = engine.sched.at_each
+    sched = engine.sched
+    at_each, due, due_slot = sched.at_each, sched.due, sched.due_slot
     done = engine.express_done
     if done is None:
         done = engine.express_done = Completions(engine)
@@ -630,7 +631,7 @@ def _commit(
             rr[p] = colour  # (the stream is the last to use its ports in its window)
         if r.future:
             for c, (ready, _) in r.future.items():
-                written[_key(r.index, c)] = ready
+                written[(r.index + 1) * 64 + c] = ready  # (_key, inlined)
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)
@@ -641,8 +642,13 @@ def _commit(
                 if port is RAMP:
                     continue
                 r.credits[(port, colour)] -= n_hop
-                tails[_key(r.index, port)] = shift * 128 + 1
-                at_each([t + shift for t in hop_away], r.return_credit, port, colour)
+                tails[(r.index + 1) * 64 + port] = shift * 128 + 1  # (_key, inlined)
+                # (at_each, inlined: the same action appended to the same cycles' lists, in
+                # the same order; every time is after the router's last forward, so not past)
+                action = (r.return_credit, (port, colour))
+                for u in hop_away:
+                    u += shift
+                    (due.get(u) or due_slot(u)).append(action)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
@@ -657,9 +663,12 @@ def _commit(
             away = ramp_away[cd] = stream.bases[2 + cd] = _outstanding(tail, lr + lc, last_f, cd)
         if away:
             router.credits[(RAMP, colour)] -= len(away)
-            times = [t + depth * hop for t in away]
-            tails[_key(router.index, RAMP)] = depth * hop * 128 + 2 + cd
-            at_each(times, router.ramp_credit, colour)
+            dh = depth * hop
+            tails[(router.index + 1) * 64 + RAMP] = dh * 128 + 2 + cd  # (_key, inlined)
+            action = (router.ramp_credit, (colour,))  # (at_each, inlined as above)
+            for u in away:
+                u += dh
+                (due.get(u) or due_slot(u)).append(action)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
         rce.commit_express_receive(recv, fa, shift, stream)
         u = last_f + shift
