@@ -131,7 +131,10 @@ class Router:
             predicted = ready[1]
         change(predicted)
         self.future[colour] = (t, predicted)
-        self.engine.at(t, self._land, colour, change, t)
+        # (``at``, inlined: three writes per collective on every PE; the caller,
+        # TaskContext._write, lands it after the current cycle)
+        sched = self.engine.sched
+        (sched.due.get(t) or sched.due_slot(t)).append((self._land, (colour, change, t)))
 
     def _land(self, colour: int, change: Callable[[ColourRoute], None], t: int) -> None:
         """A configuration write of cycle ``t`` lands (see :meth:`write_config`)."""
