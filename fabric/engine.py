@@ -461,11 +461,17 @@ class Router:
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {key[0].name}", len(buf))
         src_port = key[0]
+        # (``later``, inlined as in step: ``t`` is the current cycle, the step's)
+        sched = engine.sched
         if src_port is RAMP:
-            engine.later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+            td = t + engine.ramp_credit_latency
+            (sched.due.get(td) or sched.due_slot(td)).append((self.ce.up_credit, (colour,)))
         else:
             up = self.nbr[src_port]
-            engine.later(engine.hop_credit_latency, up.return_credit, OPPOSITE[src_port], colour)
+            td = t + engine.hop_credit_latency
+            (sched.due.get(td) or sched.due_slot(td)).append(
+                (up.return_credit, (OPPOSITE[src_port], colour))  # type: ignore[union-attr]
+            )
         if w.ctrl:
             self.apply_commands(colour, w)
 

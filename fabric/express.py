@@ -654,7 +654,7 @@ def _commit(
     # for every depth, per number of down-ramp credits).
     ramp_away: dict[int, list[int]] = {}
     # (Completions.add, inlined: once per receiver; every pop is after the current cycle)
-    done_due, wake, at, values = done.due, done._wake, engine.at, send.values
+    done_due, wake, values = done.due, done._wake, send.values
     for router, depth, recv in receivers:
         shift = depth * hop + lr
         cd = recv.down_credits
@@ -676,7 +676,7 @@ def _commit(
         slot = done_due.get(u)
         if slot is None:
             done_due[u] = [entry]
-            at(u, wake)
+            (due.get(u) or due_slot(u)).append((wake, ()))  # (at, inlined: u is after now)
         else:
             slot.append(entry)
 
