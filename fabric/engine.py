@@ -102,8 +102,9 @@ class Router:
         self.express_until = -1  # last cycle of an express stream through this router
         self.express_colour = -1  # that stream's colour
         self.express_colour_in = -1  # a relay chain's other colour here (fabric.relay)
-        # port -> (forward cycles at the root router, shift to this router): when it is busy
-        self.express_busy: dict[Dir, tuple[Any, int]] = {}
+        # the ports an express stream or relay chain passing here holds (read for membership
+        # only; a dict shared by the routers with the same ports, never changed in place)
+        self.express_busy: dict[Dir, bool] = {}
         self.express_stream: Any = None  # that stream (fabric.express.ExpressStream)
         self.path = f"wafer/{pe_name(xy)}/router"
         self.filters: dict[int, WaveletFilter] = {}
@@ -122,14 +123,18 @@ class Router:
         ready = self.future.get(colour)
         if ready is None:
             base = self.routes[colour]
-            predicted = ColourRoute(list(base.positions), base.pos, base.teardown, base.ring)
+            # (the positions shared: a route's positions are replaced, never changed in place)
+            predicted = ColourRoute(base.positions, base.pos, base.teardown, base.ring)
         else:
             # The state the writes already on their way will leave: this write changes it in
             # place (it is read only inside the express planning of one cycle, never kept).
             predicted = ready[1]
         change(predicted)
         self.future[colour] = (t, predicted)
-        self.engine.at(t, self._land, colour, change, t)
+        # (``at``, inlined: three writes per collective on every PE; the caller,
+        # TaskContext._write, lands it after the current cycle)
+        sched = self.engine.sched
+        (sched.due.get(t) or sched.due_slot(t)).append((self._land, (colour, change, t)))
 
     def _land(self, colour: int, change: Callable[[ColourRoute], None], t: int) -> None:
         """A configuration write of cycle ``t`` lands (see :meth:`write_config`)."""
@@ -456,11 +461,17 @@ class Router:
         if engine.detail:
             engine.counter(self.path, f"buffer c{colour} {key[0].name}", len(buf))
         src_port = key[0]
+        # (``later``, inlined as in step: ``t`` is the current cycle, the step's)
+        sched = engine.sched
         if src_port is RAMP:
-            engine.later(engine.ramp_credit_latency, self.ce.up_credit, colour)
+            td = t + engine.ramp_credit_latency
+            (sched.due.get(td) or sched.due_slot(td)).append((self.ce.up_credit, (colour,)))
         else:
             up = self.nbr[src_port]
-            engine.later(engine.hop_credit_latency, up.return_credit, OPPOSITE[src_port], colour)
+            td = t + engine.hop_credit_latency
+            (sched.due.get(td) or sched.due_slot(td)).append(
+                (up.return_credit, (OPPOSITE[src_port], colour))  # type: ignore[union-attr]
+            )
         if w.ctrl:
             self.apply_commands(colour, w)
 

@@ -164,36 +164,59 @@ class ExpressEndpoint(RampEndpoint, Protocol):
         ...
 
 
-def _tree(
-    root: Router, colour: int, first_arrival: int, hop: int
-) -> list[tuple[Router, int, Any, Dir]] | None:
-    """Routers of the colour's multicast tree from ``root`` with their depth, route and the
-    port the stream comes in through, or None.
+class _Tree(NamedTuple):
+    """The colour's multicast tree from its root, breadth first, as flat lists: each router,
+    its depth, the ports it sends the stream out of and the port the stream comes in through.
+    (Flat lists, not a tuple per router: a tree is walked at every stream's commit.)"""
+
+    routers: list[Router]
+    depths: list[int]
+    txs: list[tuple[Dir, ...]]
+    ins: list[Dir]
+
+
+def _tree(root: Router, colour: int, first_arrival: int, hop: int, now: int) -> _Tree | None:
+    """Routers of the colour's multicast tree from ``root`` (see :class:`_Tree`), or None if
+    it is not one an express stream can take: a router not idle (``_router_idle``: inside an
+    express window, or holding wavelets) or filtering the colour, a route not ready.
 
     A router's route is the one its pending configuration writes will leave, provided they land
     no later than the stream's first wavelet reaches it (then they cannot affect the stream).
     """
-    out: list[tuple[Router, int, Any, Dir]] = []
+    routers: list[Router] = []
+    depths: list[int] = []
+    txs: list[tuple[Dir, ...]] = []
+    ins: list[Dir] = []
     ready, route = root.route_at(colour)
     todo = [(root, 0, ready, route, RAMP)]  # (breadth first: read in order as it grows)
     seen = {root.index}
     for r, depth, ready, route, in_port in todo:
         if route is None or route.teardown or ready > first_arrival + depth * hop:
             return None
-        out.append((r, depth, route, in_port))
+        if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
+            return None
+        tx = route.positions[route.pos].tx
+        routers.append(r)
+        depths.append(depth)
+        txs.append(tx)
+        ins.append(in_port)
         nbrs = r.nbr
-        for port in route.positions[route.pos].tx:
+        for port in tx:
             if port is RAMP:
                 continue
             nbr = nbrs.get(port)
             if not isinstance(nbr, Router) or nbr.index in seen:
                 return None  # off the mesh (an edge port) or a loop: not for an express stream
-            nready, nroute = nbr.route_at(colour)
+            future = nbr.future
+            if future:
+                nready, nroute = nbr.route_at(colour)
+            else:
+                nready, nroute = -1, nbr.routes.get(colour)  # (route_at, inlined)
             if nroute is None or port.opposite not in nroute.positions[nroute.pos].rx:
                 return None
             seen.add(nbr.index)
             todo.append((nbr, depth + 1, nready, nroute, port.opposite))
-    return out
+    return _Tree(routers, depths, txs, ins)
 
 
 def _shares_a_port(r: Router, colour: int, tx: tuple[Dir, ...]) -> bool:
@@ -251,15 +274,13 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     hold = max(ready - now, 0)
     s, fa = engine.schedules.get(n, now, send.width, cfg.ramp_credits, lr, lc, buf, hop, lch, hold)
     first = int(fa[0])
-    tree = _tree(root, colour, first, hop)
+    tree = _tree(root, colour, first, hop, now)
     if tree is None:
         return False
     receivers: list[tuple[Router, int, ExpressReceive]] = []
-    for r, depth, route, _ in tree:
-        if r.express_until >= now or r.buffered or colour in r.filters:  # (_router_idle)
-            return False
-        tx = route.positions[route.pos].tx
-        if _shares_a_port(r, colour, tx):
+    for r, depth, tx in zip(tree.routers, tree.depths, tree.txs, strict=True):
+        # (_shares_a_port's own first answer, inlined: one colour and no write on its way)
+        if (len(r.routes) != 1 or r.future) and _shares_a_port(r, colour, tx):
             return False
         held_by = r.credits
         for port in tx:
@@ -294,6 +315,11 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
     return True
 
 
+# ``Router.express_busy`` of a stream's routers (read for membership only): one shared dict
+# per tuple of tx ports, not one per router and stream.
+_BUSY: dict[tuple[Dir, ...], dict[Dir, bool]] = {}
+
+
 def _key(index: int, small: int) -> int:
     """A router index (from -1) and a port or colour (below 64) packed in one int."""
     return (index + 1) * 64 + small
@@ -321,7 +347,7 @@ class ExpressStream:
         self,
         engine: FabricEngine,
         send: ExpressSend,
-        tree: list[tuple[Router, int, Any]],
+        tree: _Tree,
         receivers: list[tuple[Router, int, ExpressReceive]],
         s: np.ndarray,
         fa: np.ndarray,
@@ -331,11 +357,8 @@ class ExpressStream:
         self.colour = send.colour
         self.flow = send.flow
         # The tree, as flat lists (router, depth, tx ports, the port the stream comes in
-        # through) and each receiving router's operation
-        self.routers = [r for r, _, _, _ in tree]
-        self.depths = [d for _, d, _, _ in tree]
-        self.txs = [route.positions[route.pos].tx for _, _, route, _ in tree]
-        self.ins = [p for _, _, _, p in tree]
+        # through: :class:`_Tree`'s) and each receiving router's operation
+        self.routers, self.depths, self.txs, self.ins = tree
         self.rops = {r.index: recv.op for r, _, recv in receivers}
         self.s = s
         self.fa = fa
@@ -374,7 +397,7 @@ class ExpressStream:
     def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
         """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
         counted (on its way then, landing no later than the last one it saw)."""
-        return t <= self.written.get(_key(r.index, colour), -1)
+        return t <= self.written.get((r.index + 1) * 64 + colour, -1)  # (_key, inlined)
 
     # -- handing back ----------------------------------------------------------------------------
     def hand_back(self, t: int) -> None:
@@ -550,7 +573,7 @@ def _commit(
     engine: FabricEngine,
     root: Router,
     send: ExpressSend,
-    tree: list[tuple[Router, int, Any, Any]],
+    tree: _Tree,
     receivers: list[tuple[Router, int, ExpressReceive]],
     s: np.ndarray,
     fa: np.ndarray,
@@ -561,7 +584,8 @@ def _commit(
     lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
     n = send.length
     buf = cfg.router_buffer_wavelets
-    at_each = engine.sched.at_each
+    sched = engine.sched
+    at_each, due, due_slot = sched.at_each, sched.due, sched.due_slot
     done = engine.express_done
     if done is None:
         done = engine.express_done = Completions(engine)
@@ -589,22 +613,25 @@ def _commit(
     detail = engine.detail
     saved_rr = stream.rr
     written = stream.written
-    for r, depth, route, _ in tree:
+    n_hop = len(hop_away)
+    for r, depth, tx in zip(tree.routers, tree.depths, tree.txs, strict=True):
         shift = depth * hop
         last_send = last_f + shift
         r.express_until = last_send
         r.express_colour = colour
         r.express_stream = stream
         r.forwarded += n
-        tx = route.current.tx
-        r.express_busy = dict.fromkeys(tx, (fa, shift))
+        busy = _BUSY.get(tx)
+        if busy is None:
+            busy = _BUSY[tx] = dict.fromkeys(tx, True)
+        r.express_busy = busy
         rr = r.rr
         saved_rr.extend(rr)
         for p in tx:
             rr[p] = colour  # (the stream is the last to use its ports in its window)
         if r.future:
             for c, (ready, _) in r.future.items():
-                written[_key(r.index, c)] = ready
+                written[(r.index + 1) * 64 + c] = ready  # (_key, inlined)
         if detail:
             first = int(fa[0]) + shift
             ports = ",".join(p.name for p in tx)
@@ -614,16 +641,20 @@ def _commit(
             for port in tx:
                 if port is RAMP:
                     continue
-                r.credits[(port, colour)] -= len(hop_away)
-                times = [t + shift for t in hop_away]
-                tails[_key(r.index, port)] = shift * 128 + 1
-                at_each(times, r.return_credit, port, colour)
+                r.credits[(port, colour)] -= n_hop
+                tails[(r.index + 1) * 64 + port] = shift * 128 + 1  # (_key, inlined)
+                # (at_each, inlined: the same action appended to the same cycles' lists, in
+                # the same order; every time is after the router's last forward, so not past)
+                action = (r.return_credit, (port, colour))
+                for u in hop_away:
+                    u += shift
+                    (due.get(u) or due_slot(u)).append(action)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
     ramp_away: dict[int, list[int]] = {}
     # (Completions.add, inlined: once per receiver; every pop is after the current cycle)
-    done_due, wake, at, values = done.due, done._wake, engine.at, send.values
+    done_due, wake, values = done.due, done._wake, send.values
     for router, depth, recv in receivers:
         shift = depth * hop + lr
         cd = recv.down_credits
@@ -632,9 +663,12 @@ def _commit(
             away = ramp_away[cd] = stream.bases[2 + cd] = _outstanding(tail, lr + lc, last_f, cd)
         if away:
             router.credits[(RAMP, colour)] -= len(away)
-            times = [t + depth * hop for t in away]
-            tails[_key(router.index, RAMP)] = depth * hop * 128 + 2 + cd
-            at_each(times, router.ramp_credit, colour)
+            dh = depth * hop
+            tails[(router.index + 1) * 64 + RAMP] = dh * 128 + 2 + cd  # (_key, inlined)
+            action = (router.ramp_credit, (colour,))  # (at_each, inlined as above)
+            for u in away:
+                u += dh
+                (due.get(u) or due_slot(u)).append(action)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
         rce.commit_express_receive(recv, fa, shift, stream)
         u = last_f + shift
@@ -642,7 +676,7 @@ def _commit(
         slot = done_due.get(u)
         if slot is None:
             done_due[u] = [entry]
-            at(u, wake)
+            (due.get(u) or due_slot(u)).append((wake, ()))  # (at, inlined: u is after now)
         else:
             slot.append(entry)
 
