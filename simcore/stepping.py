@@ -55,7 +55,6 @@ LATE = 2
 #: Priority of :meth:`CycleScheduler.event_at` and tick events: SimPy's NORMAL (a Timeout's).
 NORMAL = 1
 #: Kernel priorities are 0..2, so ``4 * time + priority`` names an instant's batch.
-_NEVER = 1 << 62  # (above every insertion id a run takes: see _Batch._run)
 
 
 class _Batch:
@@ -89,22 +88,10 @@ class _Batch:
         queue = self.sched._queue
         when, prio = self.when, self.prio
         i = first = self.pos
-        # The head of the queue changes only when a callback pushes an event (only the kernel's
-        # step pops, and it is not running one now): it is looked at again only when the
-        # queue's length moved, and kept as the first insertion id that must go before this
-        # batch's (-1: a more urgent event of this instant; ``_NEVER``: none of this instant).
-        seen = -1
-        limit = _NEVER
         while i < len(fns):  # (callbacks may add more to this batch while it runs)
-            if i > first:
-                if len(queue) != seen:
-                    seen = len(queue)
-                    limit = _NEVER
-                    if seen:
-                        head = queue[0]
-                        if head[0] == when and head[1] <= prio:
-                            limit = head[2] if head[1] == prio else -1
-                if eids[i] > limit:
+            if i > first and queue:
+                head = queue[0]
+                if head[0] == when and (head[1] < prio or (head[1] == prio and head[2] < eids[i])):
                     self.pos = i  # something else comes first: stand in the queue again
                     self.callbacks = (self._run,)
                     heappush(queue, (when, prio, eids[i], self))
