@@ -87,6 +87,7 @@ if TYPE_CHECKING:
 
 RAMP = Dir.RAMP
 _new_wavelet = object.__new__  # a Wavelet without its constructor (see ComputeEngine._advance)
+_new_context = object.__new__  # a TaskContext without its constructor (one per task run)
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 _NO_TRIGGERS = array("I", bytes(4 * TASK_IDS))  # (a CE's ``triggers`` with none waiting)
@@ -864,7 +865,10 @@ class ComputeEngine:
         if task is None:
             return
         begin = start + self.cfg.task_switch_cycles
-        ctx = TaskContext(self, task, begin)
+        ctx = _new_context(TaskContext)  # (``TaskContext(self, task, begin)`` without its call)
+        ctx.ce = self
+        ctx.task = task
+        ctx.now = begin
         self.running = task
         self._task_flow = None
         self.hold_from = begin

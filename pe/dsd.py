@@ -266,6 +266,18 @@ class MemDsd:
 
     def read(self, store: Store) -> np.ndarray:
         """Gather the elements (a copy, in iteration order)."""
+        shape = self.shape
+        if len(shape) == 1 and (shape[0] == 1 or self.strides[0] == 1):
+            # A dense vector inside the store's bytes (every task's launch of a memory source
+            # reads one): the same copy as below, without the cached properties' first-use
+            # cost on a descriptor made anew, and nothing to check or widen (``len(data)`` is
+            # at most ``nbytes``, and a packed store already holds the bytes).
+            dtype = DTYPES[self.dtype]
+            lo = self.base + self.offset * dtype.itemsize
+            end = lo + shape[0] * dtype.itemsize
+            data = store.data
+            if lo >= 0 and end <= len(data):
+                return data[lo:end].view(dtype).copy()
         dense = self._dense_slice(store)
         index = dense if dense is not None else self.indices_in(store)
         view = store.data.view(DTYPES[self.dtype])  # (after the checks: they may widen it)

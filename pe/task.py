@@ -331,7 +331,25 @@ def _leave_teardown(route: ColourRoute) -> None:
 
 def _instruction(name: str) -> Any:
     def run(self: TaskContext, dst: Any, *srcs: Any, **kw: Any) -> None:
-        self.op(name, dst, *srcs, **kw)
+        if kw or type(dst) is not MemDsd:
+            self.op(name, dst, *srcs, **kw)
+            return
+        for s in srcs:
+            if isinstance(s, FabInDsd):
+                self.op(name, dst, *srcs)
+                return
+        # A synchronous instruction on memory operands (a kernel's inner loop): ``op``'s
+        # first branch, without its call and its look for a fabric operand repeated.
+        ce = self.ce
+        start = self.now
+        ce.instructions += 1
+        cycles = ce.tensor_unit.execute(name, ce.sram, dst, srcs, cache=ce.cache)
+        self.now = start + cycles
+        if ce.trace_level >= _OPS:
+            ce.emit_slice(
+                f"{ce.path}/ce", "instr", name, start, cycles,
+                {"elements": getattr(dst, "length", 0)},
+            )  # fmt: skip
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"``{name}``: {isa.OPS[name].doc} (see :meth:`TaskContext.op`)."
