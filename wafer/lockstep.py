@@ -754,7 +754,7 @@ class VectorPhase(LockstepPhase):
         self.cnt_f, self.hd_f, self.nlen_f = (x.reshape(-1) for x in (self.cnt, self.hd, self.nlen))
         self.sid_f, self.src_f, self.td_f = (x.reshape(-1) for x in (self.sid, self.src, self.td))
         self.txm_f, self.fresh_f = self.txm.reshape(-1), self.fresh.reshape(-1)
-        self.pend_f = self.pend.reshape(-1)
+        self.pend_f, self.fw_f = self.pend.reshape(-1), self.fw.reshape(-1)
         self.cred_f = self.cred.reshape(-1)  # (index 8 * (2 * router + slot) + port)
         self.q_f, self.qsid_f = self.q.reshape(-1), self.qsid.reshape(-1)
         self.up_f, self.ssid_f = self.up.reshape(-1), self.ssid.reshape(-1)
@@ -1175,9 +1175,15 @@ class VectorPhase(LockstepPhase):
         ki = e & 1
         self.rrv[e >> 1, pi] = self.colv[ki]  # (one colour per port after arbitration)
         self.cred_f[f] -= 1
-        self.pend &= ~want
+        # the entries that sent (``e`` ascends; each once): the rest of the pass works on
+        # those, not on whole tables
+        first = np.empty(e.size, bool)
+        first[0] = True
+        np.not_equal(e[1:], e[:-1], out=first[1:])
+        es = e[first]
+        pend_f = self.pend_f
+        pend_f[es] &= ~want.reshape(-1)[es]
         hop, lr, lch, lc = self.lat
-        sending = want != 0
         hd_e, nlen_e = self.hd_f[e], self.nlen_f[e]  # (each send's sequence number, length)
         tok = hd_e == nlen_e  # the sends of a TEARDOWN (numbered as its stream's length)
         mesh = pi != _RAMP
@@ -1208,14 +1214,14 @@ class VectorPhase(LockstepPhase):
                     if arrive is None:
                         arrive = self.tok_arrive.setdefault(t + hop, [])
                     arrive.append((nbl[i][p], k, w))
-        done = sending & (self.pend == 0)
-        if _nz(done):
-            self.cnt -= done
-            tok_done = done & (self.hd == self.nlen)
-            self.hd += done
-            self.fw += done  # (per colour slot: summed at the phase's end)
-            self.fresh |= done
-            ed = np.flatnonzero(done)
+        ed = es[pend_f[es] == 0]  # the entries whose head went out of its last port
+        if ed.size:
+            self.cnt_f[ed] -= 1
+            hd_d = self.hd_f[ed]
+            tok_done = hd_d == self.nlen_f[ed]  # (a TEARDOWN: the next stream's head is 0)
+            self.hd_f[ed] = np.where(tok_done, 0, hd_d + 1)
+            self.fw_f[ed] += 1  # (per colour slot: summed at the phase's end)
+            self.fresh_f[ed] = True
             self.wavelets += int(ed.size)
             sp = self.src_f[ed]
             mesh = sp != _RAMP
@@ -1225,10 +1231,9 @@ class VectorPhase(LockstepPhase):
             if _nz(ramp):
                 self._send(self.upcredits, t + lc, (ed[ramp], 1))
             if _nz(tok_done):
-                np.copyto(self.hd, 0, where=tok_done)
                 routers = self.engine.routers
                 told, tokw, cols, state = self.routes_told, self.tokw, self.cols, self._route_state
-                for e_ in np.flatnonzero(tok_done).tolist():
+                for e_ in ed[tok_done].tolist():
                     i, k = e_ >> 1, e_ & 1
                     toks = tokw[(i, k)]
                     w = toks.pop(0)
