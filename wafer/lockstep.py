@@ -759,6 +759,7 @@ class VectorPhase(LockstepPhase):
         self.pend_f, self.fw_f = self.pend.reshape(-1), self.fw.reshape(-1)
         self.cred_f = self.cred.reshape(-1)  # (index 8 * (2 * router + slot) + port)
         self.q_f, self.qsid_f = self.q.reshape(-1), self.qsid.reshape(-1)
+        self.reached = z(2 * n, bool)  # (scratch, all False between uses: _unfit_deliveries)
         self.up_f, self.ssid_f = self.up.reshape(-1), self.ssid.reshape(-1)
         # and of the (n, 8) operation tables: index 8 * CE + column
         self.odone_f, self.olen_f = self.odone.reshape(-1), self.olen.reshape(-1)
@@ -1122,8 +1123,14 @@ class VectorPhase(LockstepPhase):
         where another's is queued or half read, or one whose length is not its reader's; any
         behind a queued TEARDOWN."""
         es = np.atleast_1d(e)
-        if self.qtok and any(2 * i + k in set(es.tolist()) for i, k in self.qtok):
-            return True
+        if self.qtok:
+            # (marked in a scratch table of entries: no Python set of the batch's entries)
+            reached = self.reached
+            reached[es] = True
+            behind = bool(reached[[2 * i + k for i, k in self.qtok]].any())
+            reached[es] = False
+            if behind:
+                return True
         fresh = es[np.atleast_1d(new)]
         if not fresh.size:
             return False
