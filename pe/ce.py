@@ -91,6 +91,8 @@ _new_context = object.__new__  # a TaskContext without its constructor (one per 
 _OPS = TraceLevel.OPS  # (a module name: reading an enum member off its class costs per call)
 _NO_QUEUE: Any = ()  # an input queue that has held nothing yet (see ComputeEngine.input_queue)
 _NO_TRIGGERS = array("I", bytes(4 * TASK_IDS))  # (a CE's ``triggers`` with none waiting)
+#: The CEs' dispatch orders (``ComputeEngine._make_order``), one object per distinct order.
+_ORDERS: dict[tuple[bytes, bytes, bool, tuple[tuple[int, int], ...]], Any] = {}
 _KEYS: dict[tuple[int, int], tuple[int, int]] = {}
 
 
@@ -151,7 +153,7 @@ class ComputeEngine:
         self.router: Router = None  # type: ignore[assignment]
         self.tasks: dict[int, TaskDef] = {}
         # (task ids in dispatch order, their input queues, only local tasks), on first use
-        self._order: tuple[bytes, bytes, bool] | None = None
+        self._order: tuple[bytes, bytes, bool, tuple[tuple[int, int], ...]] | None = None
         # Per task id: activated, blocked (0/1 bytes: a wafer has many PEs), control wavelets
         # waiting to run it.
         self.activated = bytearray(TASK_IDS)
@@ -288,7 +290,19 @@ class ComputeEngine:
         elif q in self.data_task_of_queue:
             self._schedule_dispatch()
         else:
-            self._drain_control(q)
+            # ``_drain_control(q)`` without its calls (the TEARDOWN behind every broadcast
+            # comes down here on each CE of its tree): ``colour`` is the queue's colour (a
+            # queue has one), its down-ramp credit goes home as ``_return_down_credit``'s, and
+            # a control wavelet naming no task is only consumed (``act_on_control``)
+            while queue and queue[0].ctrl:
+                w = queue.pop(0)
+                sched = self.sched
+                td = self.env._now // sched.period + engine.ramp_credit_latency
+                (sched.due.get(td) or sched.due_slot(td)).append(
+                    (self.router.ramp_credit, (colour,))
+                )
+                if w.task_id is not None:
+                    self.act_on_control(w)
 
     def act_on_control(self, w: Wavelet) -> None:
         """Act on a control wavelet that reached the head of its queue (one naming a control
@@ -308,7 +322,11 @@ class ComputeEngine:
             self.act_on_control(w)
 
     def _return_down_credit(self, colour: int) -> None:
-        self.engine.later(self.engine.ramp_credit_latency, self.router.ramp_credit, colour)
+        # (``engine.later(ramp_credit_latency, router.ramp_credit, colour)`` without its call:
+        # the same due list, the same order; the latency is at least one cycle)
+        sched = self.sched
+        t = self.env._now // sched.period + self.engine.ramp_credit_latency
+        (sched.due.get(t) or sched.due_slot(t)).append((self.router.ramp_credit, (colour,)))
 
     def up_credit(self, colour: int) -> None:
         up = self.up_credits
@@ -815,22 +833,36 @@ class ComputeEngine:
         if self._dispatch_at == when:
             return
         self._dispatch_at = when
-        # (sched.end_of_cycle(when, ...) without its past-time check: ``when`` is not before now)
-        sched.kernel_call(when * sched.period, LATE, self._dispatch)
+        # (sched.end_of_cycle(when, ...) without its past-time check, ``when`` is not before
+        # now, and ``kernel_call``'s body without its call: see ``CycleScheduler.open_batches``)
+        w = when * sched.period
+        key = 4 * w + LATE
+        eid = next(sched.eid_counter)
+        batch = sched.open_batches.get(key) or sched.open_batch(w, LATE, key, eid)
+        batch.fns.append(self._dispatch)
+        batch.eids.append(eid)
+
+    def _make_order(self) -> tuple[bytes, bytes, bool, tuple[tuple[int, int], ...]]:
+        """``_order``: task ids in dispatch order and each one's input queue (255: not a data
+        task), two small bytes objects read on every dispatch of every PE (few cache lines);
+        whether all tasks are local; and the data tasks' (queue, id) in dispatch order."""
+        tasks = sorted(
+            self.tasks.values(), key=lambda task: (PRIORITY_RANK[task.priority], task.id)
+        )
+        queues = bytes(255 if task.kind != "data" else task.queue for task in tasks)  # type: ignore[misc]
+        local_only = all(q == 255 for q in queues)
+        data = tuple((q, task.id) for task, q in zip(tasks, queues, strict=True) if q != 255)
+        order = (bytes(task.id for task in tasks), queues, local_only, data)
+        # (shared by the CEs with the same tasks: a full array has 745,500)
+        order = self._order = _ORDERS.setdefault(order, order)
+        return order
 
     def _runnable(self) -> TaskDef | None:
         """The task to run next: high priority first, then the lowest id."""
         order = self._order
         if order is None:
-            tasks = sorted(
-                self.tasks.values(), key=lambda task: (PRIORITY_RANK[task.priority], task.id)
-            )
-            # Task ids in dispatch order, and each one's input queue (255: not a data task):
-            # two small bytes objects, read on every dispatch of every PE (few cache lines).
-            queues = bytes(255 if task.kind != "data" else task.queue for task in tasks)  # type: ignore[misc]
-            local_only = all(q == 255 for q in queues)
-            order = self._order = (bytes(task.id for task in tasks), queues, local_only)
-        ids, queues, local_only = order
+            order = self._make_order()
+        ids, queues, local_only, _ = order
         activated, blocked, triggers = self.activated, self.blocked, self.triggers
         if local_only:
             if 1 not in activated and triggers == _NO_TRIGGERS:
@@ -853,17 +885,35 @@ class ComputeEngine:
         start = self.env._now // self.sched.period
         if self.running is not None or start < self.busy_until:
             return
+        # ``_runnable`` without its call (every task is chosen here, and a third of dispatches
+        # find nothing): with no task activated or triggered, only a data task can run, the
+        # first in dispatch order whose queue holds a wavelet and that is not blocked; on a CE
+        # with local tasks only, the first activated or triggered one that is not blocked.
         order = self._order
-        if (
-            order is not None
-            and order[2]
-            and 1 not in self.activated
-            and self.triggers == _NO_TRIGGERS
-        ):
-            return  # (``_runnable``'s first answer, without its call: a third of dispatches)
-        task = self._runnable()
-        if task is None:
-            return
+        if order is None:
+            order = self._make_order()
+        task: TaskDef | None
+        activated, triggers = self.activated, self.triggers
+        if 1 not in activated and triggers == _NO_TRIGGERS:
+            in_queues, blocked = self.in_queues, self.blocked
+            for q, tid in order[3]:
+                if in_queues[q] and not blocked[tid]:
+                    task = self.tasks[tid]
+                    break
+            else:
+                return
+        elif order[2]:
+            blocked = self.blocked
+            for tid in order[0]:
+                if (activated[tid] or triggers[tid]) and not blocked[tid]:
+                    task = self.tasks[tid]
+                    break
+            else:
+                return
+        else:
+            task = self._runnable()
+            if task is None:
+                return
         begin = start + self.cfg.task_switch_cycles
         ctx = _new_context(TaskContext)  # (``TaskContext(self, task, begin)`` without its call)
         ctx.ce = self
@@ -907,8 +957,15 @@ class ComputeEngine:
                 self._express_steals(begin)
         self._task_start = start
         self._task_flow_in_now = flow_in
-        sched = self.sched  # (sched.event_at(end, ...) without its check: end is not before now)
-        sched.kernel_call(end * sched.period, NORMAL, self._task_end)
+        # (sched.event_at(end, ...) without its check, ``end`` is not before now, and
+        # ``kernel_call``'s body without its call: see ``CycleScheduler.open_batches``)
+        sched = self.sched
+        w = end * sched.period
+        key = 4 * w + NORMAL
+        eid = next(sched.eid_counter)
+        batch = sched.open_batches.get(key) or sched.open_batch(w, NORMAL, key, eid)
+        batch.fns.append(self._task_end)
+        batch.eids.append(eid)
         lockstep = engine.lockstep
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
@@ -955,11 +1012,17 @@ class ComputeEngine:
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
         # (``_schedule_dispatch``, inlined: no task runs, and the one that ran ends now)
+        # (and ``kernel_call``'s body without its call, as there)
         when = now if now > self.busy_until else self.busy_until
         if self._dispatch_at != when:
             self._dispatch_at = when
             sched = self.sched
-            sched.kernel_call(when * sched.period, LATE, self._dispatch)
+            w = when * sched.period
+            key = 4 * w + LATE
+            eid = next(sched.eid_counter)
+            batch = sched.open_batches.get(key) or sched.open_batch(w, LATE, key, eid)
+            batch.fns.append(self._dispatch)
+            batch.eids.append(eid)
 
     def emit_slice(
         self, path: str, category: str, name: str, start: int, dur: int, args: dict[str, Any],

@@ -187,7 +187,10 @@ class _Teardown:
 
     def __call__(self, t: Any) -> None:
         handlers = self.handlers
-        for c in t.teardown_colours():
+        torn = t.ce.torn_down  # (``t.teardown_colours()`` without its call: once per TEARDOWN)
+        colours = torn[:]
+        torn.clear()
+        for c in colours:
             h = handlers.get(c)
             if h is not None:
                 h(t)

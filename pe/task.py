@@ -145,6 +145,48 @@ class TaskContext:
         self.now += self.ce.timing.route_write_cycles
         self._write(colour, _leave_teardown)
 
+    def reconfigure(self, colour: int, rx: Iterable[Dir], tx: Iterable[Dir]) -> None:
+        """Set the colour up for a new one-position route, as a collective does before each
+        call: :meth:`clear_filters`, :meth:`reset_switches`, :meth:`set_route` ``(colour, rx,
+        tx)`` and :meth:`exit_teardown` in turn, the same writes landing at the same cycles and
+        the same cycles spent, in one call (``rx``/``tx``: ports, as lists or tuples)."""
+        ce = self.ce
+        timing = ce.timing
+        rw = timing.route_write_cycles
+        latency = timing.route_write_latency_cycles
+        router = ce.router
+        if colour not in router.routes:  # (``_write``'s first line: the first write makes it)
+            router.routes[colour] = ColourRoute([Position.make([], [])], teardown=True)
+        after_now = ce.env._now // ce.sched.period + 1  # (engine.now_cycle() + 1, inlined)
+        write = router.write_config
+        # clear_filters
+        now = self.now + rw * ce.wafer.cfg.fabric.filters_per_pe
+        filt = router.filters.get(colour)
+        if filt is not None:
+
+            def change(route: ColourRoute) -> None:
+                filt.count = 0
+
+            lands = now + latency
+            write(lands if lands > after_now else after_now, colour, change)
+        # reset_switches
+        now += rw
+        lands = now + latency
+        write(lands if lands > after_now else after_now, colour, ColourRoute.reset)
+        # set_route (one position: its setter made once for the wafer, as set_route's)
+        key = (tuple(rx), tuple(tx))
+        setter = _SETTERS.get(key)
+        if setter is None:
+            setter = _SETTERS[key] = _SetPositions((Position.make(*key),))
+        now += rw * 2  # rx and tx registers
+        lands = now + latency
+        write(lands if lands > after_now else after_now, colour, setter)
+        # exit_teardown
+        now += rw
+        lands = now + latency
+        write(lands if lands > after_now else after_now, colour, _leave_teardown)
+        self.now = now
+
     def teardown_colours(self) -> list[int]:
         """Colours whose teardown triggered the teardown task (cleared on read)."""
         out = list(self.ce.torn_down)

@@ -164,6 +164,14 @@ class CycleScheduler:
         # replaces it), read by every kernel_call.
         self._eid = self.env._eid
         self._queue = self.env._queue
+        #: The same counter and open batches, for a hot caller that puts its callback in place
+        #: itself (:meth:`kernel_call`'s body without its call, e.g. the compute engines'
+        #: dispatches and task ends, several per task): ``eid = next(sched.eid_counter)``, then
+        #: ``batch = sched.open_batches.get(key) or sched.open_batch(when, prio, key, eid)``
+        #: with ``key = 4 * when + prio``, then ``batch.fns.append(fn)`` and
+        #: ``batch.eids.append(eid)``: the same entries, in the same order, as ``kernel_call``.
+        self.eid_counter = self._eid
+        self.open_batches = self._open
         self.cycles_stepped = 0  # cycles in which the scheduler ran
         self.sim.add_scheduler(self)
 
@@ -287,6 +295,15 @@ class CycleScheduler:
             heappush(self._queue, (when, prio, eid, batch))
         batch.fns.append(fn)
         batch.eids.append(eid)
+
+    def open_batch(self, when: int, prio: int, key: int, eid: int) -> _Batch:
+        """The batch of kernel time ``when`` and priority ``prio`` (``key = 4 * when + prio``),
+        made and put in the kernel's queue under ``eid`` (its first callback's id, taken just
+        before): :meth:`kernel_call`'s second branch, for the hot callers named at
+        ``open_batches``. Only called when no batch of ``key`` is open."""
+        batch = self._open[key] = _Batch(self, when, prio, key)
+        heappush(self._queue, (when, prio, eid, batch))
+        return batch
 
     # -- stepping --------------------------------------------------------------------------------
     def _tick_at(self, t: int) -> None:

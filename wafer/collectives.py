@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from pe.task import TaskContext
 
 AXES = {"x": (Dir.W, Dir.E), "y": (Dir.N, Dir.S)}  # (towards lower index, towards higher)
+_RAMP = (Dir.RAMP,)
 
 # The fabric descriptors of the library's operations by (colour, length, queue), made once
 # through the PE builder's checks and then shared (they are frozen values): a call binds no
@@ -138,11 +139,10 @@ class Dimension:
         self, t: TaskContext, colour: int, rx: list[Dir], tx: list[Dir], *, keep: bool = False
     ) -> None:
         """Set the colour's route and leave teardown; ``keep``: the route is already right."""
-        if not keep:
-            t.clear_filters(colour)
-            t.reset_switches(colour)
-            t.set_route(colour, rx, tx)
-        t.exit_teardown(colour)
+        if keep:
+            t.exit_teardown(colour)
+        else:  # (clear_filters, reset_switches, set_route and exit_teardown in one call)
+            t.reconfigure(colour, rx, tx)
 
     def _check_root(self, root: int) -> None:
         if not 0 <= root < self.size:
@@ -166,14 +166,21 @@ class Dimension:
         self.routed_for = root
         if i == root:
             tx = ([self.high] if i < n - 1 else []) + ([self.low] if i > 0 else [])
-            self._reconfigure(t, colour, [Dir.RAMP], tx, keep=keep)
+            # (``_reconfigure``, inlined here and below: once per PE and broadcast)
+            if keep:
+                t.exit_teardown(colour)
+            else:
+                t.reconfigure(colour, _RAMP, tx)
             self._pending_control = colour
             out = _fabout(pe, colour, buf.length, self.out_queue)
             t.mov32(out, buf, async_=True, activate=self.sm_task, priority=self.mt_priority)
         else:
             side, onward = (self.low, self.high) if i > root else (self.high, self.low)
             end = i == n - 1 if i > root else i == 0
-            self._reconfigure(t, colour, [side], [Dir.RAMP] + ([] if end else [onward]), keep=keep)
+            if keep:
+                t.exit_teardown(colour)
+            else:
+                t.reconfigure(colour, (side,), (Dir.RAMP,) if end else (Dir.RAMP, onward))
             fin = _fabin(pe, colour, buf.length, self.in_queues[0])
             t.mov32(buf, fin, async_=True, unblock=self.lock_task, priority=self.mt_priority)
 
