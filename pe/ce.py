@@ -343,7 +343,18 @@ class ComputeEngine:
         self.torn_down.append(colour)
         self.activated[task_id] = True  # (``_activate_now``, inlined: once per TEARDOWN seen)
         if self.running is None:
-            self._schedule_dispatch()
+            # (``_schedule_dispatch``'s body without its call, as in ``_task_end``)
+            sched = self.sched
+            now = self.env._now // sched.period
+            when = now if now > self.busy_until else self.busy_until
+            if self._dispatch_at != when:
+                self._dispatch_at = when
+                w = when * sched.period
+                key = 4 * w + LATE
+                eid = next(sched.eid_counter)
+                batch = sched.open_batches.get(key) or sched.open_batch(w, LATE, key, eid)
+                batch.fns.append(self._dispatch)
+                batch.eids.append(eid)
 
     def up_credit_count(self, colour: int) -> int:
         """Up-ramp credits the CE holds for ``colour`` (all ``ramp_credits`` until first used).
@@ -552,11 +563,20 @@ class ComputeEngine:
 
     def start_op(self, op: AsyncOp, at_cycle: int) -> None:
         """Register ``op`` now (queue conflicts are checked at once) and start it at a cycle."""
-        if op.fab_in is not None:
-            self._claim(self.ops_in, "input", op.fab_in, op)
-            op.in_queue = self.input_queue(op.fab_in)
+        # (``_claim`` and ``input_queue`` called only where they have something to do: one
+        # operation or more per task)
+        q = op.fab_in
+        if q is not None:
+            if q in self.ops_in:
+                self._claim(self.ops_in, "input", q, op)  # (raises)
+            self.ops_in[q] = op
+            queue = self.in_queues[q]
+            op.in_queue = queue if queue is not _NO_QUEUE else self.input_queue(q)
         if op.out_colour is not None:
-            self._claim(self.ops_out, "output", op.microthread, op)
+            mt = op.microthread
+            if mt in self.ops_out:
+                self._claim(self.ops_out, "output", mt, op)  # (raises)
+            self.ops_out[mt] = op
         if self.trace_level >= _OPS:
             if self.running is not None:  # started by the running task: a flow from it
                 if self._task_flow is None:
@@ -565,7 +585,11 @@ class ComputeEngine:
             if op.out_colour is not None:
                 op.flow_out = self._flow()  # carried by its wavelets to the receiving ops
         op.begin_at = at_cycle
-        self.engine.at(at_cycle, self._begin, op)
+        # (``engine.at(at_cycle, self._begin, op)`` without its call: the same due list)
+        sched = self.sched
+        if at_cycle <= self.env._now // sched.period:
+            sched.at(at_cycle, self._begin, op)  # (raises: not after the current cycle)
+        (sched.due.get(at_cycle) or sched.due_slot(at_cycle)).append((self._begin, (op,)))
 
     def _flow(self) -> int:
         """A new trace flow id, unique over the wafer."""
@@ -927,7 +951,12 @@ class ComputeEngine:
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
             w = queue.pop(0)
-            self._return_down_credit(task.colour)  # type: ignore[arg-type]
+            # (``_return_down_credit(task.colour)`` without its call: one per data task)
+            sched = self.sched
+            td = start + engine.ramp_credit_latency
+            (sched.due.get(td) or sched.due_slot(td)).append(
+                (self.router.ramp_credit, (task.colour,))
+            )
             if w.ctrl:
                 # A control wavelet in the data stream, acted on in its turn; then the scheduler
                 # chooses again (priority decides between its control task and the next data).
@@ -960,10 +989,10 @@ class ComputeEngine:
         # (sched.event_at(end, ...) without its check, ``end`` is not before now, and
         # ``kernel_call``'s body without its call: see ``CycleScheduler.open_batches``)
         sched = self.sched
-        w = end * sched.period
-        key = 4 * w + NORMAL
+        when = end * sched.period
+        key = 4 * when + NORMAL
         eid = next(sched.eid_counter)
-        batch = sched.open_batches.get(key) or sched.open_batch(w, NORMAL, key, eid)
+        batch = sched.open_batches.get(key) or sched.open_batch(when, NORMAL, key, eid)
         batch.fns.append(self._task_end)
         batch.eids.append(eid)
         lockstep = engine.lockstep

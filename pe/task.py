@@ -296,7 +296,7 @@ class TaskContext:
             if name in ("mov32", "fmovs", "mov16", "fmovh"):
                 (src,) = srcs
                 op.values = (
-                    src.read(_store(ce, src))
+                    src.read(ce.cache if src.space == "cache" else ce.sram)  # (``_store``)
                     if isinstance(src, MemDsd)
                     else np.full(length, float(src), np.float32)
                 )
@@ -312,10 +312,12 @@ class TaskContext:
             op.out_mem = dst
             op.out_view = _mem_view(ce, dst)
         if activate is not None:
-            self._known(activate)
+            if activate not in ce.tasks:
+                self._known(activate)  # (raises)
             op.on_done.append(("activate", activate))
         if unblock is not None:
-            self._known(unblock)
+            if unblock not in ce.tasks:
+                self._known(unblock)  # (raises)
             op.on_done.append(("unblock", unblock))
         self.now = now = self.now + ce.cfg.dsd_setup_cycles
         after_now = ce.env._now // ce.sched.period + 1  # (engine.now_cycle() + 1, inlined)
@@ -374,6 +376,18 @@ def _leave_teardown(route: ColourRoute) -> None:
 def _instruction(name: str) -> Any:
     def run(self: TaskContext, dst: Any, *srcs: Any, **kw: Any) -> None:
         if kw or type(dst) is not MemDsd:
+            if (
+                kw.get("async_")
+                and kw.keys() <= _ASYNC_KW
+                and (type(dst) is FabOutDsd or (len(srcs) == 1 and type(srcs[0]) is FabInDsd))
+            ):
+                # An async operation with a fabric operand (every collective's stream):
+                # ``op``'s last branch without its call and its look for the operand.
+                self._launch(
+                    name, dst, srcs, kw.get("activate"), kw.get("unblock"),
+                    kw.get("priority", "low"),
+                )  # fmt: skip
+                return
             self.op(name, dst, *srcs, **kw)
             return
         for s in srcs:
@@ -397,6 +411,9 @@ def _instruction(name: str) -> Any:
     run.__doc__ = f"``{name}``: {isa.OPS[name].doc} (see :meth:`TaskContext.op`)."
     return run
 
+
+#: The keywords of :meth:`TaskContext.op` an async operation may take.
+_ASYNC_KW = frozenset(("async_", "activate", "unblock", "priority"))
 
 # One method per tensor instruction (t.fmacs(...), t.mov32(...), ...), made once, not per call.
 for _name in isa.OPS:

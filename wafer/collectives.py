@@ -155,10 +155,10 @@ class Dimension:
     def broadcast(
         self, t: TaskContext, root: int, buf: MemDsd, callback: int, *, keep_routes: bool = False
     ) -> None:
-        self._check_root(root)
-        pe = self.owner.pe
-        colour = self.colours[0]
         i, n = self.index, self.size
+        if not 0 <= root < n:
+            self._check_root(root)  # (raises)
+        colour = self.colours[0]
         self.callback = callback
         self.expect_teardowns = 1
         t.block(self.lock_task)
@@ -172,7 +172,8 @@ class Dimension:
             else:
                 t.reconfigure(colour, _RAMP, tx)
             self._pending_control = colour
-            out = _fabout(pe, colour, buf.length, self.out_queue)
+            key = (colour, buf.length, self.out_queue)  # (``_fabout``'s look-up without its call)
+            out = _FABOUT.get(key) or _fabout(self.owner.pe, *key)
             t.mov32(out, buf, async_=True, activate=self.sm_task, priority=self.mt_priority)
         else:
             side, onward = (self.low, self.high) if i > root else (self.high, self.low)
@@ -181,7 +182,8 @@ class Dimension:
                 t.exit_teardown(colour)
             else:
                 t.reconfigure(colour, (side,), (Dir.RAMP,) if end else (Dir.RAMP, onward))
-            fin = _fabin(pe, colour, buf.length, self.in_queues[0])
+            key = (colour, buf.length, self.in_queues[0])  # (``_fabin``'s, as ``_fabout``'s)
+            fin = _FABIN.get(key) or _fabin(self.owner.pe, *key)
             t.mov32(buf, fin, async_=True, unblock=self.lock_task, priority=self.mt_priority)
 
     def reduce_fadds(self, t: TaskContext, root: int, buf: MemDsd, callback: int) -> None:
