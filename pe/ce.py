@@ -912,7 +912,8 @@ class ComputeEngine:
         # ``_runnable`` without its call (every task is chosen here, and a third of dispatches
         # find nothing): with no task activated or triggered, only a data task can run, the
         # first in dispatch order whose queue holds a wavelet and that is not blocked; on a CE
-        # with local tasks only, the first activated or triggered one that is not blocked.
+        # with local tasks only, the first activated or triggered one that is not blocked;
+        # else ``_runnable``'s loop. (``_runnable`` stays the reference, for diagnosis.)
         order = self._order
         if order is None:
             order = self._make_order()
@@ -934,9 +935,17 @@ class ComputeEngine:
                     break
             else:
                 return
-        else:
-            task = self._runnable()
-            if task is None:
+        else:  # (the rest of ``_runnable``, as it is: local and data tasks in dispatch order)
+            in_queues, blocked = self.in_queues, self.blocked
+            for tid, queue in zip(order[0], order[1]):  # noqa: B905 (equal lengths)
+                if queue == 255:
+                    if (activated[tid] or triggers[tid]) and not blocked[tid]:
+                        task = self.tasks[tid]
+                        break
+                elif in_queues[queue] and not blocked[tid]:
+                    task = self.tasks[tid]
+                    break
+            else:
                 return
         begin = start + self.cfg.task_switch_cycles
         ctx = _new_context(TaskContext)  # (``TaskContext(self, task, begin)`` without its call)

@@ -710,3 +710,66 @@ def test_known_blocked_steps_change_nothing_with_filters(monkeypatch, engine):
 
     fabric = {"ramp_credits": 1, "ramp_credit_latency_cycles": 7, "router_buffer_wavelets": 4}
     assert _with_and_without_known_blocked(monkeypatch, build, engine, fabric, {}) > 0
+
+
+def _dispatch_checked(monkeypatch, build: Any, engine: str, fabric: dict, pe: dict) -> int:
+    """Run ``build`` with every dispatch checked against ``ComputeEngine._runnable`` (the
+    reference form of the choice that ``_dispatch`` makes inline): the task it runs is the
+    one ``_runnable`` names, and it runs none when that names none (or names a data task
+    whose queue's head is a control wavelet, which is consumed instead). Returns the
+    dispatches that ran a task."""
+    from pe.ce import ComputeEngine
+
+    dispatch = ComputeEngine._dispatch
+    ran = [0]
+
+    def checked(ce: ComputeEngine, ev: Any) -> None:
+        now = ce.env._now // ce.sched.period
+        idle = ce.running is None and now >= ce.busy_until
+        if idle and ce._order is None:
+            ce._make_order()
+        want = ce._runnable() if idle else None
+        head_ctrl = want is not None and want.kind == "data" and ce.in_queues[want.queue][0].ctrl
+        before = ce.tasks_run
+        dispatch(ce, ev)
+        if ce.tasks_run != before:
+            assert ce.last_task is want, (ce.path, now, want, ce.last_task)
+            ran[0] += 1
+        else:
+            assert want is None or head_ctrl, (ce.path, now, want)
+
+    monkeypatch.setattr(ComputeEngine, "_dispatch", checked)
+    run(build, engine, fabric, pe)
+    monkeypatch.undo()
+    return ran[0]
+
+
+def test_dispatch_chooses_the_reference_task_on_random_programs(monkeypatch):
+    """The conformance families and ws-matmul (local, control and data tasks, blocked and
+    triggered): every dispatch's inline choice is ``_runnable``'s."""
+    from wafer.programs import wscommon, wsfwd
+
+    ran: list[int] = []
+
+    @settings(
+        max_examples=30, deadline=None, derandomize=True, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.function_scoped_fixture],
+    )  # fmt: skip
+    @given(program=st.one_of(PROGRAMS, chain_programs()))
+    def check(program: Program) -> None:
+        make = {"rounds": collective_rounds, "chains": chain_reductions}.get(
+            program.family, raw_streams
+        )
+        build = make(*program.args)
+        fabric, pe = dict(program.fabric), dict(program.pe)
+        ran.append(_dispatch_checked(monkeypatch, build, "reference", fabric, pe))
+
+    check()
+    assert sum(ran) > 1000, ran
+    p = wscommon.WsMatmulParams(flavour="fwd", rows=16, cols=16, tokens=8, px=4, py=4)
+
+    def build(sim: Any, cfg: Any) -> Any:
+        return wsfwd.build(sim, dataclasses.replace(p, wafer=cfg)).wafer
+
+    assert _dispatch_checked(monkeypatch, build, "express", {}, {}) > 500

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from simcore import Component, Simulation
 from simcore.errors import BuildError
-from simcore.stepping import CycleScheduler
+from simcore.stepping import LATE, NORMAL, CycleScheduler
 
 
 class Part:
@@ -157,7 +157,7 @@ def test_groups_must_be_distinct_and_named():
 # instant and priority; each must still run exactly where a SimPy event of its own would,
 # between other parts' events, ones registered meanwhile and more urgent ones.
 _OP = st.tuples(
-    st.sampled_from(["event_at", "end_of_cycle", "at", "kernel", "urgent"]),
+    st.sampled_from(["event_at", "end_of_cycle", "at", "kernel", "urgent", "late", "normal"]),
     st.integers(0, 3),  # cycles from now (at: one more)
     st.integers(0, 2),  # further operations the callback registers when it runs
 )
@@ -196,6 +196,19 @@ def _run_ops(ops: list, plain: bool, monkeypatch) -> tuple[list, int]:
             sched.end_of_cycle(now + dt, fire)
         elif kind == "at":
             sched.at(now + dt + 1, fire)
+        elif kind in ("late", "normal"):
+            # the hot callers' form (the compute engines' dispatches and task ends):
+            # ``kernel_call``'s body written out through ``open_batches``/``open_batch``
+            prio = LATE if kind == "late" else NORMAL
+            when = (now + dt) * sched.period
+            if plain:
+                sched.kernel_call(when, prio, fire)
+            else:
+                key = 4 * when + prio
+                eid = next(sched.eid_counter)
+                batch = sched.open_batches.get(key) or sched.open_batch(when, prio, key, eid)
+                batch.fns.append(fire)
+                batch.eids.append(eid)
         else:
             ev = env.event()
             ev._ok, ev._value = True, None
