@@ -773,3 +773,37 @@ def test_dispatch_chooses_the_reference_task_on_random_programs(monkeypatch):
         return wsfwd.build(sim, dataclasses.replace(p, wafer=cfg)).wafer
 
     assert _dispatch_checked(monkeypatch, build, "express", {}, {}) > 500
+
+
+def test_reconfigure_is_its_four_writes_on_random_programs(monkeypatch):
+    """``TaskContext.reconfigure`` (the collectives' set-up in one call) gives what its four
+    writes made one by one give, on the conformance families in the reference and express
+    engines: the same end, marks, memories and counters."""
+    from pe.task import TaskContext
+
+    def four_writes(t: TaskContext, colour: int, rx: Any, tx: Any) -> None:
+        t.clear_filters(colour)
+        t.reset_switches(colour)
+        t.set_route(colour, list(rx), list(tx))
+        t.exit_teardown(colour)
+
+    @settings(
+        max_examples=25, deadline=None, derandomize=True, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.function_scoped_fixture],
+    )  # fmt: skip
+    @given(program=PROGRAMS)
+    def check(program: Program) -> None:
+        if program.family != "rounds":
+            return
+        build = collective_rounds(*program.args)
+        fabric, pe = dict(program.fabric), dict(program.pe)
+        for engine in ("reference", "express"):
+            got = run(build, engine, fabric, pe)
+            with monkeypatch.context() as mp:
+                mp.setattr(TaskContext, "reconfigure", four_writes)
+                want = run(build, engine, fabric, pe)
+            assert got.answer == want.answer, engine
+            assert got.path == want.path, engine
+
+    check()
