@@ -288,7 +288,19 @@ class ComputeEngine:
         if q in self.ops_in:
             self.active[self.index] = self
         elif q in self.data_task_of_queue:
-            self._schedule_dispatch()
+            if self.running is None:
+                # (``_schedule_dispatch``'s body without its call: once per data wavelet)
+                sched = self.sched
+                now = self.env._now // sched.period
+                when = now if now > self.busy_until else self.busy_until
+                if self._dispatch_at != when:
+                    self._dispatch_at = when
+                    w_ = when * sched.period
+                    key = 4 * w_ + LATE
+                    eid = next(sched.eid_counter)
+                    batch = sched.open_batches.get(key) or sched.open_batch(w_, LATE, key, eid)
+                    batch.fns.append(self._dispatch)
+                    batch.eids.append(eid)
         else:
             # ``_drain_control(q)`` without its calls (the TEARDOWN behind every broadcast
             # comes down here on each CE of its tree): ``colour`` is the queue's colour (a
