@@ -152,7 +152,8 @@ class ComputeEngine:
         self.active = wafer.engine.endpoints.active  # the endpoints step group (see activate)
         self.router: Router = None  # type: ignore[assignment]
         self.tasks: dict[int, TaskDef] = {}
-        # (task ids in dispatch order, their input queues, only local tasks), on first use
+        # (task ids in dispatch order, their input queues, only local tasks, the data tasks'
+        # (queue, id)), on first use (``_make_order``)
         self._order: tuple[bytes, bytes, bool, tuple[tuple[int, int], ...]] | None = None
         # Per task id: activated, blocked (0/1 bytes: a wafer has many PEs), control wavelets
         # waiting to run it.
@@ -925,7 +926,8 @@ class ComputeEngine:
         # find nothing): with no task activated or triggered, only a data task can run, the
         # first in dispatch order whose queue holds a wavelet and that is not blocked; on a CE
         # with local tasks only, the first activated or triggered one that is not blocked;
-        # else ``_runnable``'s loop. (``_runnable`` stays the reference, for diagnosis.)
+        # else ``_runnable``'s loop. (``_runnable`` stays as the reference: tests check every
+        # dispatch's choice against it, tests/test_conformance.py.)
         order = self._order
         if order is None:
             order = self._make_order()
