@@ -35,6 +35,7 @@ through a write buffer).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -312,8 +313,8 @@ class TensorUnit:
     two). ``fast_instructions`` counts the instructions the fast path ran.
     """
 
-    __slots__ = ("_classes", "_costs", "_fast_costs", "_period", "cfg", "fast_instructions",
-                 "fast_path")  # fmt: skip
+    __slots__ = ("_classes", "_costs", "_f32", "_f32_of", "_fast_costs", "_period", "cfg",
+                 "fast_instructions", "fast_path")  # fmt: skip
 
     def __init__(self, cfg: PeConfig, *, fast_path: bool = True) -> None:
         self.cfg = cfg
@@ -323,6 +324,9 @@ class TensorUnit:
         self._costs: dict[tuple, int] = {}
         self._classes: dict[tuple, int] = {}
         self._fast_costs: dict[tuple, int] = {}
+        # The last SRAM bytes an operand was made in, and their FP32 view (_f32_view)
+        self._f32_of: np.ndarray | None = None
+        self._f32: np.ndarray | None = None
 
     def cost(
         self,
@@ -485,7 +489,10 @@ class TensorUnit:
                 with np.errstate(all="ignore"):  # as below
                     fast.compute(d.view, *[F32(v) if v.__class__ is float else v for v in vals])
         else:
-            with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
+            # A scalar may overflow FP32: silently, as in apply (``np.errstate(all="ignore")``
+            # without its object and Python frames per instruction: see _quiet_on).
+            quiet = _quiet_on()
+            try:
                 for i, s in enumerate(srcs):
                     if type(s) is MemDsd:
                         e = s.__dict__.get(_FAST_OPERAND)
@@ -506,6 +513,8 @@ class TensorUnit:
                     else:
                         return None
                 fast.compute(d.view, *vals)
+            finally:
+                _quiet_off(quiet)
         self.fast_instructions += 1
         k = tuple(key)
         cost = self._fast_costs.get(k)
@@ -524,6 +533,19 @@ class TensorUnit:
         descriptor is dense whatever its stride (e.g. a stride-0 accumulator of one word)."""
         if d.dtype != "f32":
             return None
+        e = d.__dict__.get(_FAST_OPERAND)
+        if e is not None and e.unit is self and e.f32 is not None:
+            # A descriptor shared by PEs of one role (the same buffer at the same address in
+            # each PE's SRAM), last used in another SRAM: its elements and timing class are
+            # the same here (they follow from the descriptor and the unit), only the view is
+            # another memory's (``f32`` is kept for SRAM operands only).
+            start, stop = e.start, e.stop
+            if stop * 4 <= len(data):  # (a packed SRAM below the operand: the full path)
+                f32 = self._f32 if self._f32_of is data else self._f32_view(data)
+                e = FastOperand(data, self, f32[start:stop], start, stop, e.timing_class)
+                e.f32 = f32
+                d.__dict__[_FAST_OPERAND] = e
+                return e
         space = d.space
         if space != "sram":
             if space != "cache" or cache is None:
@@ -550,9 +572,21 @@ class TensorUnit:
         start = lo // 4  # dense: the lowest byte is the first element's
         stop = start + n
         timing_class = self._classes.setdefault(key, len(self._classes))
-        e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
+        if space == "sram":
+            f32 = self._f32 if self._f32_of is data else self._f32_view(data)
+            e = FastOperand(data, self, f32[start:stop], start, stop, timing_class)
+            e.f32 = f32
+        else:
+            e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
         d.__dict__[_FAST_OPERAND] = e
         return e
+
+    def _f32_view(self, data: np.ndarray) -> np.ndarray:
+        """``data`` (an SRAM's bytes) as FP32 words, kept for the next operand in the same
+        SRAM (an instruction's operands, and a PE's next instructions, share it)."""
+        f32 = self._f32 = data.view(F32)
+        self._f32_of = data
+        return f32
 
 
 def _remember(memo: dict[tuple, int], key: tuple, cost: int) -> None:
@@ -677,6 +711,26 @@ def _execute_in_order(
 # through float64 (twice, for integers beyond 2^53) where the general path rounds once.
 
 
+# The fast path's FP error state, ``np.errstate(all="ignore")`` in effect: numpy 2 keeps it in a
+# context variable, set and reset here around an instruction without the errstate object and its
+# three Python frames (five instructions per PE of a gemv product); older numpy through seterr.
+try:
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar
+
+    _quiet_on: Callable[[], Any] = functools.partial(
+        _extobj_contextvar.set, _make_extobj(all="ignore")
+    )
+    _quiet_off: Callable[[Any], Any] = _extobj_contextvar.reset
+except ImportError:  # numpy < 2
+
+    def _quiet_on() -> Any:
+        return np.seterr(all="ignore")
+
+    def _quiet_off(old: Any) -> Any:
+        return np.seterr(**old)
+
+
 def _fma_into(out: np.ndarray, acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     # _fma on FP32 values: the product is already FP32, so its cast is the identity.
     np.add(acc, np.multiply(a, b), out=out)
@@ -739,7 +793,7 @@ class FastOperand:
     configurations, is therefore recomputed at each change, never trusted.
     """
 
-    __slots__ = ("data", "length", "start", "stop", "timing_class", "unit", "view")
+    __slots__ = ("data", "f32", "length", "start", "stop", "timing_class", "unit", "view")
 
     def __init__(
         self, data: np.ndarray, unit: TensorUnit, view: np.ndarray, start: int, stop: int,
@@ -752,6 +806,7 @@ class FastOperand:
         self.stop = stop
         self.length = stop - start
         self.timing_class = timing_class
+        self.f32: np.ndarray | None = None  # ``data``'s FP32 view, for an SRAM operand
 
 
 # --------------------------------------------------------------------------- one element
