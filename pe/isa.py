@@ -192,8 +192,11 @@ def apply(op: str, *operands: np.ndarray | float) -> np.ndarray:
     if spec.same_dtype:
         first = next((v.dtype for v in vals if v.ndim), vals[0].dtype)
         vals = [v.astype(first) for v in vals]
-    with np.errstate(all="ignore"):
+    quiet = _quiet_on()  # (``np.errstate(all="ignore")``: see _quiet_on)
+    try:
         out = np.asarray(spec.fn(*vals))
+    finally:
+        _quiet_off(quiet)
     if not spec.raw_move and not spec.same_dtype:
         out = out.astype(DTYPES[spec.dst_dtypes[0]], copy=False)
     return np.atleast_1d(out)
@@ -964,12 +967,24 @@ _ONE_ELEMENT: dict[str, Callable[..., np.float32 | None]] = dict(_SCALAR_FAST)
 def elementwise(op: str, *, fast_path: bool = True) -> Callable[..., np.float32]:
     """``f(*sources)``: one element of ``op`` (scalar sources in ``apply``'s order), the same
     value as ``apply(op, *one-element arrays)[0]``; FP32 arithmetic takes the exact scalar form
-    above where it holds (``fast_path=False``: always ``apply``, for the contract test)."""
+    above where it holds (``fast_path=False``: always ``apply``, for the contract test).
+    Made once per (op, fast_path) and shared: a pure function of the two (every async operation
+    with a fabric input asks for one when it launches)."""
+    key = (op, fast_path)
+    f = _ELEMENTWISE.get(key)
+    if f is not None:
+        return f
     spec_of(op)
     general = _scalar_general(op)
     fast = _SCALAR_FAST.get(op) if fast_path else None
     if fast is None:
-        return general
-    if fast is _fmacs_1:
-        return lambda acc, a, b: _fmacs_1(acc, a, b, general)
-    return lambda a, b: fast(a, b, general)
+        f = general
+    elif fast is _fmacs_1:
+        f = lambda acc, a, b: _fmacs_1(acc, a, b, general)  # noqa: E731
+    else:
+        f = lambda a, b: fast(a, b, general)  # noqa: E731
+    _ELEMENTWISE[key] = f
+    return f
+
+
+_ELEMENTWISE: dict[tuple[str, bool], Callable[..., np.float32]] = {}
