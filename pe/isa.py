@@ -833,10 +833,18 @@ _pack32, _unpack32 = _PACK32.pack, _PACK32.unpack
 
 
 def _scalar_general(op: str) -> Callable[..., np.float32]:
-    def general(*args: object) -> np.float32:
-        return apply(op, *(np.asarray([a]) for a in args))[0]  # type: ignore[arg-type]
+    """One element of ``op`` through ``apply`` (made once per op and shared)."""
+    general = _GENERAL.get(op)
+    if general is None:
 
+        def general(*args: object) -> np.float32:
+            return apply(op, *(np.asarray([a]) for a in args))[0]  # type: ignore[arg-type]
+
+        _GENERAL[op] = general
     return general
+
+
+_GENERAL: dict[str, Callable[..., np.float32]] = {}
 
 
 def _fadds_1(a: object, b: object, _g: Callable[..., np.float32]) -> np.float32:
