@@ -542,12 +542,13 @@ class TensorUnit:
             # each PE's SRAM), last used in another SRAM: its elements and timing class are
             # the same here (they follow from the descriptor and the unit), only the view is
             # another memory's (``f32`` is kept for SRAM operands only).
-            start, stop = e.start, e.stop
+            # It is moved to this memory in place (the descriptor is its only holder).
+            stop = e.stop
             if stop * 4 <= len(data):  # (a packed SRAM below the operand: the full path)
                 f32 = self._f32 if self._f32_of is data else self._f32_view(data)
-                e = FastOperand(data, self, f32[start:stop], start, stop, e.timing_class)
+                e.data = data
+                e.view = f32[e.start : stop]
                 e.f32 = f32
-                d.__dict__[_FAST_OPERAND] = e
                 return e
         space = d.space
         if space != "sram":
@@ -792,8 +793,11 @@ class FastOperand:
     time); descriptors are immutable values, so what is derived from one stays true. It is valid
     only while ``data`` is the bytes of the memory the instruction runs on and ``unit`` is the
     unit running it (hence the same configuration and class numbers); otherwise the unit builds
-    a new one in its place. A descriptor shared by two PEs' memories, or run under two
-    configurations, is therefore recomputed at each change, never trusted.
+    a new one in its place, or, for an SRAM operand of the same unit met in another SRAM (a
+    descriptor shared by the PEs of one role), moves this one to that memory (``data``,
+    ``view`` and ``f32``, the memory's FP32 view, remade; its elements and class follow from
+    the descriptor and the unit). A descriptor shared by two PEs' memories, or run under two
+    configurations, is therefore re-derived at each change, never trusted.
     """
 
     __slots__ = ("data", "f32", "length", "start", "stop", "timing_class", "unit", "view")
