@@ -527,7 +527,13 @@ class Router:
                 route.reset()
             elif cmd is Cmd.TEARDOWN:
                 route.teardown = True
-                self.engine.later(self.engine.ramp_latency, self.ce.teardown_signal, colour, w.flow)
+                # (``later(ramp_latency, ...)``, inlined as in step: the same list of due actions)
+                engine = self.engine
+                sched = engine.sched
+                td = engine.env._now // sched.period + engine.ramp_latency
+                (sched.due.get(td) or sched.due_slot(td)).append(
+                    (self.ce.teardown_signal, (colour, w.flow))
+                )
 
     def describe(self) -> str:
         held = [
