@@ -718,15 +718,16 @@ def _execute_in_order(
 # The fast path's FP error state, ``np.errstate(all="ignore")`` in effect: numpy 2 keeps it in a
 # context variable, set and reset here around an instruction without the errstate object and its
 # three Python frames (five instructions per PE of a gemv product); older numpy through seterr.
+# (numpy's private names, listed with the reason in tests/test_layers.py FOREIGN)
 try:
-    from numpy._core._multiarray_umath import _make_extobj
-    from numpy._core._ufunc_config import _extobj_contextvar
+    import numpy._core._multiarray_umath as _np_umath
+    import numpy._core._ufunc_config as _np_ufunc_config
 
     _quiet_on: Callable[[], Any] = functools.partial(
-        _extobj_contextvar.set, _make_extobj(all="ignore")
+        _np_ufunc_config._extobj_contextvar.set, _np_umath._make_extobj(all="ignore")
     )
-    _quiet_off: Callable[[Any], Any] = _extobj_contextvar.reset
-except ImportError:  # numpy < 2
+    _quiet_off: Callable[[Any], Any] = _np_ufunc_config._extobj_contextvar.reset
+except (ImportError, AttributeError):  # numpy < 2, or numpy's internals moved
 
     def _quiet_on() -> Any:
         return np.seterr(all="ignore")
