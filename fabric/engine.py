@@ -178,7 +178,12 @@ class Router:
         key = (port, colour)
         c = self.credits.get(key)
         if c is None:
-            c = self.engine.initial_credits(self, port, colour)
+            # The port's initial credits: the CE's input queue room down the ramp, a
+            # neighbour's buffer otherwise (first looked at when the port first sends the colour)
+            if port is RAMP:
+                c = self.ce.down_credits(colour)
+            else:
+                c = self.engine.cfg.router_buffer_wavelets
             self.credits[key] = c
         return c
 
@@ -209,7 +214,7 @@ class Router:
         engine = self.engine
         until = self.express_until
         if until >= 0:
-            now = engine.now_cycle()
+            now = engine.env._now // engine.sched.period  # (now_cycle, inlined)
             if until < now:
                 # The stream has passed: forget it (every reader compares ``>= now``, and now
                 # only grows), so later arrivals skip this check.
@@ -268,8 +273,9 @@ class Router:
         wanted: dict[Dir, Any] | None = None
         first_port: Dir | None = None
         first_key: Any = None
+        first_ck: Any = None  # the first candidate's (port, colour): its credit's key
         first_pend: Any = None
-        routes, pending, held = self.routes, self.pending, self.credits
+        routes, pending, held, filters = self.routes, self.pending, self.credits, self.filters
         for key, buf in self.bufs.items():
             if not buf:
                 continue
@@ -280,7 +286,7 @@ class Router:
             pend = pending.get(key)
             if pend is None:
                 tx = route.positions[route.pos].tx
-                filt = self.filters.get(colour) if self.filters else None
+                filt = filters.get(colour) if filters else None
                 if len(tx) == 1 and filt is None:
                     # One port and no filter (most hops): the route's own tuple, never changed
                     # in place; the wavelet is done once that port has sent it. Kept only if
@@ -304,12 +310,13 @@ class Router:
                             consumed = True
                             continue
             for port in pend:
-                c = held.get((port, colour))
+                ck = (port, colour)
+                c = held.get(ck)
                 if c is None:
                     c = self.credit(port, colour)
                 if c > 0:
                     if first_port is None:
-                        first_port, first_key, first_pend = port, key, pend
+                        first_port, first_key, first_pend, first_ck = port, key, pend, ck
                         continue
                     if wanted is None:
                         wanted = {first_port: first_key}
@@ -323,9 +330,9 @@ class Router:
                 else:
                     self.stall_cycles += 1
                     if waits is None:
-                        waits = [(port, colour)]
+                        waits = [ck]
                     else:
-                        waits.append((port, colour))
+                        waits.append(ck)
                     if detail and key not in self.stalled:  # (read only by detail traces)
                         self.stalled[key] = (t, port)
         if first_port is None:
@@ -341,7 +348,7 @@ class Router:
             self.rr[port] = colour
             buf = self.bufs[key]
             w = buf[0]
-            held[(port, colour)] -= 1
+            held[first_ck] -= 1
             sched = engine.sched
             due = sched.due
             if port is RAMP:
@@ -520,7 +527,13 @@ class Router:
                 route.reset()
             elif cmd is Cmd.TEARDOWN:
                 route.teardown = True
-                self.engine.later(self.engine.ramp_latency, self.ce.teardown_signal, colour, w.flow)
+                # (``later(ramp_latency, ...)``, inlined as in step: the same list of due actions)
+                engine = self.engine
+                sched = engine.sched
+                td = engine.env._now // sched.period + engine.ramp_latency
+                (sched.due.get(td) or sched.due_slot(td)).append(
+                    (self.ce.teardown_signal, (colour, w.flow))
+                )
 
     def describe(self) -> str:
         held = [
@@ -605,11 +618,6 @@ class FabricEngine(Generic[EndpointT, OpT]):
         for r in self.routers:
             for d, (dx, dy) in STEP.items():
                 r.nbr[d] = self.by_xy.get((r.xy[0] + dx, r.xy[1] + dy))
-
-    def initial_credits(self, router: Router, port: Dir, colour: int) -> int:
-        if port is Dir.RAMP:
-            return router.ce.down_credits(colour)
-        return self.cfg.router_buffer_wavelets
 
     def arbitrate(self, router: Router, port: Dir, keys: list[tuple[Dir, int]]) -> tuple[Dir, int]:
         if self.cfg.arbitration == "fixed":

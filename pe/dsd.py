@@ -170,6 +170,10 @@ class MemDsd:
         put(new, "offset", 0)
         put(new, "name", name)
         put(new, "space", space)
+        # ``length``'s value, as its cached property would keep it at its first read (a
+        # program's buffers are read for it by the collectives on every PE: the property's
+        # first read takes a lock)
+        put(new, "length", shape[0] if len(shape) == 1 else math.prod(shape))
         return new
 
     @classmethod

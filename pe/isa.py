@@ -35,6 +35,7 @@ through a write buffer).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -191,8 +192,11 @@ def apply(op: str, *operands: np.ndarray | float) -> np.ndarray:
     if spec.same_dtype:
         first = next((v.dtype for v in vals if v.ndim), vals[0].dtype)
         vals = [v.astype(first) for v in vals]
-    with np.errstate(all="ignore"):
+    quiet = _quiet_on()  # (``np.errstate(all="ignore")``: see _quiet_on)
+    try:
         out = np.asarray(spec.fn(*vals))
+    finally:
+        _quiet_off(quiet)
     if not spec.raw_move and not spec.same_dtype:
         out = out.astype(DTYPES[spec.dst_dtypes[0]], copy=False)
     return np.atleast_1d(out)
@@ -312,8 +316,8 @@ class TensorUnit:
     two). ``fast_instructions`` counts the instructions the fast path ran.
     """
 
-    __slots__ = ("_classes", "_costs", "_fast_costs", "_period", "cfg", "fast_instructions",
-                 "fast_path")  # fmt: skip
+    __slots__ = ("_classes", "_costs", "_f32", "_f32_of", "_fast_costs", "_period", "cfg",
+                 "fast_instructions", "fast_path")  # fmt: skip
 
     def __init__(self, cfg: PeConfig, *, fast_path: bool = True) -> None:
         self.cfg = cfg
@@ -323,6 +327,9 @@ class TensorUnit:
         self._costs: dict[tuple, int] = {}
         self._classes: dict[tuple, int] = {}
         self._fast_costs: dict[tuple, int] = {}
+        # The last SRAM bytes an operand was made in, and their FP32 view (_f32_view)
+        self._f32_of: np.ndarray | None = None
+        self._f32: np.ndarray | None = None
 
     def cost(
         self,
@@ -485,7 +492,10 @@ class TensorUnit:
                 with np.errstate(all="ignore"):  # as below
                     fast.compute(d.view, *[F32(v) if v.__class__ is float else v for v in vals])
         else:
-            with np.errstate(all="ignore"):  # a scalar may overflow FP32: silently, as in apply
+            # A scalar may overflow FP32: silently, as in apply (``np.errstate(all="ignore")``
+            # without its object and Python frames per instruction: see _quiet_on).
+            quiet = _quiet_on()
+            try:
                 for i, s in enumerate(srcs):
                     if type(s) is MemDsd:
                         e = s.__dict__.get(_FAST_OPERAND)
@@ -506,6 +516,8 @@ class TensorUnit:
                     else:
                         return None
                 fast.compute(d.view, *vals)
+            finally:
+                _quiet_off(quiet)
         self.fast_instructions += 1
         k = tuple(key)
         cost = self._fast_costs.get(k)
@@ -524,6 +536,20 @@ class TensorUnit:
         descriptor is dense whatever its stride (e.g. a stride-0 accumulator of one word)."""
         if d.dtype != "f32":
             return None
+        e = d.__dict__.get(_FAST_OPERAND)
+        if e is not None and e.unit is self and e.f32 is not None:
+            # A descriptor shared by PEs of one role (the same buffer at the same address in
+            # each PE's SRAM), last used in another SRAM: its elements and timing class are
+            # the same here (they follow from the descriptor and the unit), only the view is
+            # another memory's (``f32`` is kept for SRAM operands only).
+            # It is moved to this memory in place (the descriptor is its only holder).
+            stop = e.stop
+            if stop * 4 <= len(data):  # (a packed SRAM below the operand: the full path)
+                f32 = self._f32 if self._f32_of is data else self._f32_view(data)
+                e.data = data
+                e.view = f32[e.start : stop]
+                e.f32 = f32
+                return e
         space = d.space
         if space != "sram":
             if space != "cache" or cache is None:
@@ -550,9 +576,21 @@ class TensorUnit:
         start = lo // 4  # dense: the lowest byte is the first element's
         stop = start + n
         timing_class = self._classes.setdefault(key, len(self._classes))
-        e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
+        if space == "sram":
+            f32 = self._f32 if self._f32_of is data else self._f32_view(data)
+            e = FastOperand(data, self, f32[start:stop], start, stop, timing_class)
+            e.f32 = f32
+        else:
+            e = FastOperand(data, self, data.view(F32)[start:stop], start, stop, timing_class)
         d.__dict__[_FAST_OPERAND] = e
         return e
+
+    def _f32_view(self, data: np.ndarray) -> np.ndarray:
+        """``data`` (an SRAM's bytes) as FP32 words, kept for the next operand in the same
+        SRAM (an instruction's operands, and a PE's next instructions, share it)."""
+        f32 = self._f32 = data.view(F32)
+        self._f32_of = data
+        return f32
 
 
 def _remember(memo: dict[tuple, int], key: tuple, cost: int) -> None:
@@ -677,6 +715,27 @@ def _execute_in_order(
 # through float64 (twice, for integers beyond 2^53) where the general path rounds once.
 
 
+# The fast path's FP error state, ``np.errstate(all="ignore")`` in effect: numpy 2 keeps it in a
+# context variable, set and reset here around an instruction without the errstate object and its
+# three Python frames (five instructions per PE of a gemv product); older numpy through seterr.
+# (numpy's private names, listed with the reason in tests/test_layers.py FOREIGN)
+try:
+    import numpy._core._multiarray_umath as _np_umath
+    import numpy._core._ufunc_config as _np_ufunc_config
+
+    _quiet_on: Callable[[], Any] = functools.partial(
+        _np_ufunc_config._extobj_contextvar.set, _np_umath._make_extobj(all="ignore")
+    )
+    _quiet_off: Callable[[Any], Any] = _np_ufunc_config._extobj_contextvar.reset
+except (ImportError, AttributeError):  # numpy < 2, or numpy's internals moved
+
+    def _quiet_on() -> Any:
+        return np.seterr(all="ignore")
+
+    def _quiet_off(old: Any) -> Any:
+        return np.seterr(**old)
+
+
 def _fma_into(out: np.ndarray, acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     # _fma on FP32 values: the product is already FP32, so its cast is the identity.
     np.add(acc, np.multiply(a, b), out=out)
@@ -735,11 +794,14 @@ class FastOperand:
     time); descriptors are immutable values, so what is derived from one stays true. It is valid
     only while ``data`` is the bytes of the memory the instruction runs on and ``unit`` is the
     unit running it (hence the same configuration and class numbers); otherwise the unit builds
-    a new one in its place. A descriptor shared by two PEs' memories, or run under two
-    configurations, is therefore recomputed at each change, never trusted.
+    a new one in its place, or, for an SRAM operand of the same unit met in another SRAM (a
+    descriptor shared by the PEs of one role), moves this one to that memory (``data``,
+    ``view`` and ``f32``, the memory's FP32 view, remade; its elements and class follow from
+    the descriptor and the unit). A descriptor shared by two PEs' memories, or run under two
+    configurations, is therefore re-derived at each change, never trusted.
     """
 
-    __slots__ = ("data", "length", "start", "stop", "timing_class", "unit", "view")
+    __slots__ = ("data", "f32", "length", "start", "stop", "timing_class", "unit", "view")
 
     def __init__(
         self, data: np.ndarray, unit: TensorUnit, view: np.ndarray, start: int, stop: int,
@@ -752,6 +814,7 @@ class FastOperand:
         self.stop = stop
         self.length = stop - start
         self.timing_class = timing_class
+        self.f32: np.ndarray | None = None  # ``data``'s FP32 view, for an SRAM operand
 
 
 # --------------------------------------------------------------------------- one element
@@ -775,10 +838,18 @@ _pack32, _unpack32 = _PACK32.pack, _PACK32.unpack
 
 
 def _scalar_general(op: str) -> Callable[..., np.float32]:
-    def general(*args: object) -> np.float32:
-        return apply(op, *(np.asarray([a]) for a in args))[0]  # type: ignore[arg-type]
+    """One element of ``op`` through ``apply`` (made once per op and shared)."""
+    general = _GENERAL.get(op)
+    if general is None:
 
+        def general(*args: object) -> np.float32:
+            return apply(op, *(np.asarray([a]) for a in args))[0]  # type: ignore[arg-type]
+
+        _GENERAL[op] = general
     return general
+
+
+_GENERAL: dict[str, Callable[..., np.float32]] = {}
 
 
 def _fadds_1(a: object, b: object, _g: Callable[..., np.float32]) -> np.float32:
@@ -909,12 +980,24 @@ _ONE_ELEMENT: dict[str, Callable[..., np.float32 | None]] = dict(_SCALAR_FAST)
 def elementwise(op: str, *, fast_path: bool = True) -> Callable[..., np.float32]:
     """``f(*sources)``: one element of ``op`` (scalar sources in ``apply``'s order), the same
     value as ``apply(op, *one-element arrays)[0]``; FP32 arithmetic takes the exact scalar form
-    above where it holds (``fast_path=False``: always ``apply``, for the contract test)."""
+    above where it holds (``fast_path=False``: always ``apply``, for the contract test).
+    Made once per (op, fast_path) and shared: a pure function of the two (every async operation
+    with a fabric input asks for one when it launches)."""
+    key = (op, fast_path)
+    f = _ELEMENTWISE.get(key)
+    if f is not None:
+        return f
     spec_of(op)
     general = _scalar_general(op)
     fast = _SCALAR_FAST.get(op) if fast_path else None
     if fast is None:
-        return general
-    if fast is _fmacs_1:
-        return lambda acc, a, b: _fmacs_1(acc, a, b, general)
-    return lambda a, b: fast(a, b, general)
+        f = general
+    elif fast is _fmacs_1:
+        f = lambda acc, a, b: _fmacs_1(acc, a, b, general)  # noqa: E731
+    else:
+        f = lambda a, b: fast(a, b, general)  # noqa: E731
+    _ELEMENTWISE[key] = f
+    return f
+
+
+_ELEMENTWISE: dict[tuple[str, bool], Callable[..., np.float32]] = {}

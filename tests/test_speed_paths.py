@@ -77,6 +77,41 @@ def test_fast_path_descriptor_shared_by_two_memories():
     assert srams[2].data.tobytes() != srams[0].data.tobytes()  # untouched memories differ
 
 
+def test_fast_path_overflow_is_silent_and_the_error_state_restored():
+    """The fast path sets numpy's FP error state to "ignore" around an instruction itself (not
+    through ``np.errstate``): an overflow gives the general path's bits without a warning, and
+    the caller's error state is back afterwards, also when the instruction declines midway."""
+    import warnings
+
+    cfg = PeConfig()
+    sram, twin = Sram(cfg, owner="pe"), Sram(cfg, owner="twin")
+    c, a = sram.alloc_array("c", "f32", 8), sram.alloc_array("a", "f32", 8)
+    twin.alloc_array("c", "f32", 8)
+    twin.alloc_array("a", "f32", 8)
+    big = np.full(8, 3e38, np.float32)
+    for s in (sram, twin):
+        c.write(s, big)
+        a.write(s, big)
+    unit, general = isa.TensorUnit(cfg), isa.TensorUnit(cfg, fast_path=False)
+    before = np.geterr()
+    with np.errstate(over="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        raising = np.geterr()
+        assert unit.execute("fmacs", sram, c, (c, a, 1e30)) == general.execute(
+            "fmacs", twin, c, (c, a, 1e30)
+        )
+        assert np.geterr() == raising
+        # a source of another length: the fast path declines after setting the state
+        short = a.with_length(4)
+        with pytest.raises(isa.OperandError):
+            unit.execute("fmacs", sram, c, (c, short, 1.0))
+        assert np.geterr() == raising
+    assert np.geterr() == before
+    assert unit.fast_instructions == 1
+    assert sram.data.tobytes() == twin.data.tobytes()
+    assert np.isinf(c.read(sram)).all()
+
+
 def test_fast_path_cost_follows_the_unit():
     base = PeConfig()
     slow = dataclasses.replace(base, fp32_fmac_cycles_per_element=3, dsd_setup_cycles=7)

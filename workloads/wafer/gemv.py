@@ -127,9 +127,9 @@ class _GemvPe:
         rb, ypart = self.rb, self.ypart
         t.fmovs(ypart, 0.0)
         xs = self.pe.read(self.xbuf).tolist()  # the scalars x_j, loaded from SRAM
-        column = self.abuf.with_length(rb)
-        for j in range(self.cb):  # y += A[:, j]·x_j
-            t.fmacs(ypart, ypart, column.with_offset(j * rb), xs[j])
+        columns = _columns(self.abuf, rb, self.cb)
+        for column, x_j in zip(columns, xs, strict=True):  # y += A[:, j]·x_j
+            t.fmacs(ypart, ypart, column, x_j)
         if self.p.px > 1:
             self.coll.x.reduce_fadds(t, 0, ypart, RED_DONE)
         else:
@@ -137,6 +137,26 @@ class _GemvPe:
 
     def reduced(self, t: Any) -> None:
         t.mark("end")
+
+
+#: A block's column descriptors, per (block descriptor, rows, columns): every PE's block sits at
+#: the same address (one program, the same buffers in the same order), so the PEs share one
+#: tuple of descriptors instead of making ``cb`` new ones each (descriptors are values: the
+#: tensor unit keeps what it derives from one per SRAM, pe/isa.py ``FastOperand``).
+_COLUMN_CACHE: dict[tuple, tuple[MemDsd, ...]] = {}
+
+
+def _columns(abuf: MemDsd, rb: int, cb: int) -> tuple[MemDsd, ...]:
+    """The ``cb`` columns of ``rb`` elements of the column-major block ``abuf``."""
+    key = (abuf.base, abuf.dtype, abuf.shape, abuf.strides, abuf.offset, abuf.name, abuf.space,
+           rb, cb)  # fmt: skip
+    cols = _COLUMN_CACHE.get(key)
+    if cols is None:
+        if len(_COLUMN_CACHE) >= 64:  # (a bound: one entry per layout of a block)
+            _COLUMN_CACHE.clear()
+        column = abuf.with_length(rb)
+        cols = _COLUMN_CACHE[key] = tuple(column.with_offset(j * rb) for j in range(cb))
+    return cols
 
 
 def build(sim: Simulation, p: GemvParams) -> GemvRun:
