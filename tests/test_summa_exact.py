@@ -173,41 +173,6 @@ def test_quiet_cycles_skipped_change_nothing(monkeypatch):
     assert seen[-1].quiet_cycles == 0
 
 
-def test_batched_finishes_are_finish_op_one_by_one(monkeypatch):
-    """The array form completes a cycle's operations with one ``ComputeEngine.finish_ops``
-    call, which writes ``finish_op``'s body out for the fast engines' case: the same digest
-    with it replaced by ``finish_op`` and ``act_on_control`` called one by one, and the
-    written-out case was the one taken. (No SUMMA point, nor the conformance suite, queues a
-    TEARDOWN behind a receive's last element at its completion, the batch's third member: a
-    stream's TEARDOWN reaches the CE after its receive has completed.)"""
-    from pe.ce import ComputeEngine
-    from simcore.tracing import TraceLevel
-
-    point = (4, 8, False, "fast")
-    real = ComputeEngine.finish_ops
-    seen = {"ops": 0, "written_out": 0}
-
-    def counted(done, t):
-        seen["ops"] += len(done)
-        seen["written_out"] += sum(
-            op.express and ce.trace_level < TraceLevel.OPS for ce, op, _ in done
-        )
-        real(done, t)
-
-    monkeypatch.setattr(ComputeEngine, "finish_ops", staticmethod(counted))
-    batched = digest(point)
-    assert seen["ops"] == seen["written_out"] > 0
-
-    def one_by_one(done, t):
-        for ce, op, w in done:
-            ce.finish_op(op, t)
-            if w is not None:
-                ce.act_on_control(w)
-
-    monkeypatch.setattr(ComputeEngine, "finish_ops", staticmethod(one_by_one))
-    assert digest(point) == batched == _recorded()[_key(point)]
-
-
 if __name__ == "__main__":
     DATA.write_text(json.dumps({_key(pt): digest(pt) for pt in SWEEP}, indent=1) + "\n")
     print(f"wrote {DATA} ({len(SWEEP)} points)")

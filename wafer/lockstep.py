@@ -63,9 +63,10 @@ from fabric.config import FabricConfig
 from fabric.engine import Router
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
-from pe.ce import MAIN_THREAD_RANK, ComputeEngine
+from pe.ce import MAIN_THREAD_RANK
 
 if TYPE_CHECKING:
+    from pe.ce import ComputeEngine
     from pe.ops import AsyncOp
     from wafer.system import Wafer
 
@@ -1339,11 +1340,10 @@ class VectorPhase(LockstepPhase):
 
     def _complete(self, t: int, done: Any) -> None:
         """Complete the operations at flat (CE, column) indices ``done`` (ascending: CE index
-        order, then kind and slot), each with the CE's own ``finish_op`` in that order (one
-        ``ComputeEngine.finish_ops`` call for the batch); a TEARDOWN queued behind a receive's
-        data is acted on right after its finish, their ramp credits sent as one batch. The
-        tables are read and cleared for all at once: what the completions call (the CE's
-        finish, its teardown signal, the hooks) writes none of them."""
+        order, then kind and slot), each with the CE's own ``finish_op`` in that order; a
+        TEARDOWN queued behind a receive's data is acted on, their ramp credits sent as one
+        batch. The tables are read and cleared for all at once: what the completions call
+        (the CE's finish, its teardown signal, the hooks) writes none of them."""
         self.oact_f[done] = False
         self.ordy_f[done] = False
         e = (done >> 3) * 2 + (done & 1)  # (each one's (CE, slot) entry)
@@ -1351,29 +1351,27 @@ class VectorPhase(LockstepPhase):
                    self.q_f[e].tolist(), strict=True)  # fmt: skip
         oref, qtok, streams, nops, ce_at = self.oref, self.qtok, self.streams, self.nops, self.ce_at
         acted: list[int] = []
-        batch: list[tuple[ComputeEngine, AsyncOp, Any]] = []  # (CE, op, TEARDOWN acted on)
         for f, issues, qsid, queued in rows:
             i, j = f >> 3, f & 7
             o, k = j >> 1, j & 1
             op = oref.pop((o, i, k))
             if op.length <= 0:
                 self.empty_ops -= 1
+            self.left -= 1
             nops[i] -= 1
             op.issues = issues
             op.done = op.length
-            w = None
+            ce = ce_at[i]
             if o == 0:
                 op.out_view[:] = streams[qsid].values
-                # (a TEARDOWN queued right behind the data is acted on after the finish; the
-                # tables say which before any finish runs, and no finish writes them)
-                if queued == 0:
-                    w = qtok.pop((i, k), None)
-                    if w is not None:
-                        acted.append(2 * i + k)
-            batch.append((ce_at[i], op, w))
-        self.left -= len(batch)
-        # each operation's ``finish_op`` and then its TEARDOWN's ``act_on_control``, in order
-        ComputeEngine.finish_ops(batch, t)
+            ce.finish_op(op, t)
+            if o == 0:
+                w = qtok.pop((i, k), None)
+                if w is not None and queued == 0:
+                    acted.append(2 * i + k)
+                    ce.act_on_control(w)
+                elif w is not None:
+                    qtok[(i, k)] = w
         if acted:
             self._credit_ramps(t, acted)
 
