@@ -532,43 +532,6 @@ class ComputeEngine:
         if op.on_done:
             self._schedule_dispatch()
 
-    @staticmethod
-    def finish_ops(done: list[tuple[ComputeEngine, AsyncOp, Wavelet | None]], t: int) -> None:
-        """A fast engine's batch of operations completing in cycle ``t``: for each (CE,
-        operation, control wavelet or None), in the order given, ``ce.finish_op(op, t)`` and
-        then, if a wavelet is given, ``ce.act_on_control(w)``. The same effects in the same
-        order as those calls one by one (one call for the batch; an express operation on a CE
-        below the ops trace level, the fast engines' case, has ``finish_op``'s body written
-        out here, so a change to it must be made in both: ``tests/test_summa_exact.py``
-        compares the two). Part of the interface a fast engine uses."""
-        for ce, op, w in done:
-            if op.express and ce.trace_level < _OPS:
-                # (``finish_op`` for this case: no ``ops`` entry, no trace slice)
-                ce.ops_finished += 1
-                fab_in = op.fab_in
-                if fab_in is not None:
-                    del ce.ops_in[fab_in]
-                    queue = ce.in_queues[fab_in]
-                    if queue and queue[0].ctrl:
-                        ce._drain_control(fab_in)  # control wavelets that followed the data
-                if op.out_colour is not None:
-                    del ce.ops_out[op.microthread]
-                view = op.out_view
-                if op.out_mem is not None and view is not None and view.base is None:
-                    op.out_mem.write(ce.sram, view)
-                on_done = op.on_done
-                if on_done:
-                    for action, task_id in on_done:
-                        if action == "activate":
-                            ce.activated[task_id] = True
-                        else:
-                            ce.blocked[task_id] = False
-                    ce._schedule_dispatch()
-            else:
-                ce.finish_op(op, t)
-            if w is not None:
-                ce.act_on_control(w)
-
     def start_op(self, op: AsyncOp, at_cycle: int) -> None:
         """Register ``op`` now (queue conflicts are checked at once) and start it at a cycle."""
         if op.fab_in is not None:
