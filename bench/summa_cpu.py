@@ -12,11 +12,15 @@ With ``--digest`` it prints, instead, the digest ``tests/test_summa_exact.py`` p
 SHA-256 of every PE's marks and C bytes, the engine's counters) and the CPU seconds: to hold a
 speed change to the previous version at points too large for the tests.
 
-With ``--steady-clock`` the run loop's wall clock reads 0 (``simcore.sim`` looks at it every
-chunk of events to size the next chunk for its progress lines, so under ``valgrind --tool=
-cachegrind`` a loaded host makes it take smaller chunks and run more instructions: the same
-code at P=16 Mt=8 counted 9,446 M, 10,635 M and 10,320 M instructions in three runs). Nothing
-simulated reads that clock; use it whenever instructions are counted:
+With ``--steady-clock`` the run loop's wall clock reads 0 and numpy's BLAS runs one thread, so
+that instruction counts repeat. ``simcore.sim`` looks at the clock every chunk of events to
+size the next chunk for its progress lines, so under ``valgrind --tool=cachegrind`` a loaded
+host makes it take smaller chunks and run more instructions (the same code at P=16 Mt=8
+counted 9,446 M, 10,635 M and 10,320 M in three runs); and the metrics' float64 products (the
+reference C and its error bound) run on BLAS threads whose spin-waits valgrind counts (with the
+clock fixed, P=32 Mt=8 counted 45,618 M and 47,521 M; with one thread too, two runs at P=16
+differed by 2,407 instructions). Nothing simulated reads either; use it whenever instructions
+are counted:
 ``PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null
 python bench/summa_cpu.py --steady-clock 16,8``.
 
@@ -27,6 +31,13 @@ To compare two versions, run it alternately on snapshots of both (``git archive 
 """
 
 from __future__ import annotations
+
+import os
+import sys
+
+if "--steady-clock" in sys.argv:  # (before numpy loads its BLAS: see the docstring)
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
 
 import argparse
 import cProfile
