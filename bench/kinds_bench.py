@@ -11,8 +11,9 @@ them alone (the conformance suite and the digests hold that bit for bit).
 Run: ``python bench/kinds_bench.py [--sizes 16 64] [--only spmv-poisson ...] [--list] [--ir]``.
 The machine is shared: compare CPU seconds, within one session. ``--ir`` runs each child under
 ``valgrind --tool=cachegrind --cache-sim=no`` and prints the instructions it executed (``Ir``,
-the whole child: the interpreter's start and the imports, about 1.6 G, included): the same
-figure at any load, so small changes show where CPU seconds on a busy host cannot (about 40
+the whole child: the interpreter's start and the imports, about 1.6 G, included), the child
+with a steady run-loop clock and one BLAS thread (``bench/steady.py``): the same figure at any
+load, so small changes show where CPU seconds on a busy host cannot (about 40
 times slower, so its CPU seconds and rates mean nothing; valgrind must be installed).
 """
 
@@ -24,6 +25,8 @@ import os
 import subprocess
 import sys
 import time
+
+import steady  # (bench/, beside this file)
 
 #: name -> (scenario, overrides at side N); N is the mesh side (16 or 64).
 POINTS: dict[str, tuple[str, object]] = {
@@ -74,6 +77,7 @@ def run_point(scenario: str, sets: dict, *, ir: bool = False) -> tuple[dict, flo
     """Metrics, CPU seconds of ``run_kind`` and, with ``ir``, the child's instructions."""
     cmd = [sys.executable, __file__, "--child", scenario, json.dumps(sets)]
     if ir:
+        cmd += ["--steady"]
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
                "--cachegrind-out-file=/dev/null", *cmd]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -87,9 +91,15 @@ def run_point(scenario: str, sets: dict, *, ir: bool = False) -> tuple[dict, flo
     return got["metrics"], got["cpu_s"], refs
 
 
-def child(scenario_name: str, sets_json: str) -> None:
-    """In the child: resolve the scenario with the overrides, time ``run_kind``."""
+def child(scenario_name: str, sets_json: str, *, steady_run: bool = False) -> None:
+    """In the child: resolve the scenario with the overrides, time ``run_kind`` (with
+    ``steady_run``, for counted instructions: ``bench/steady.py``)."""
+    if steady_run:
+        steady.one_blas_thread()
     from runner import scenario
+
+    if steady_run:
+        steady.steady_clock()
 
     sets = json.loads(sets_json)
     sc = scenario.find(scenario_name)
@@ -117,9 +127,10 @@ def main() -> None:
     ap.add_argument("--list", action="store_true", help="print the points' commands and stop")
     ap.add_argument("--ir", action="store_true", help="count instructions under valgrind")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--steady", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(*args.child)
+        child(*args.child, steady_run=args.steady)
         return
     names = args.only or list(POINTS)
     print(f"{'point':<16} {'N':>3} {'PEs':>6} {'cycles':>10} {'CPU s':>8} "

@@ -13,14 +13,8 @@ SHA-256 of every PE's marks and C bytes, the engine's counters) and the CPU seco
 speed change to the previous version at points too large for the tests.
 
 With ``--steady-clock`` the run loop's wall clock reads 0 and numpy's BLAS runs one thread, so
-that instruction counts repeat. ``simcore.sim`` looks at the clock every chunk of events to
-size the next chunk for its progress lines, so under ``valgrind --tool=cachegrind`` a loaded
-host makes it take smaller chunks and run more instructions (the same code at P=16 Mt=8
-counted 9,446 M, 10,635 M and 10,320 M in three runs); and the metrics' float64 products (the
-reference C and its error bound) run on BLAS threads whose spin-waits valgrind counts (with the
-clock fixed, P=32 Mt=8 counted 45,618 M and 47,521 M; with one thread too, two runs at P=16
-differed by 2,407 instructions). Nothing simulated reads either; use it whenever instructions
-are counted:
+that instruction counts repeat (why: ``bench/steady.py``); use it whenever instructions are
+counted:
 ``PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null
 python bench/summa_cpu.py --steady-clock 16,8``.
 
@@ -32,12 +26,12 @@ To compare two versions, run it alternately on snapshots of both (``git archive 
 
 from __future__ import annotations
 
-import os
 import sys
 
-if "--steady-clock" in sys.argv:  # (before numpy loads its BLAS: see the docstring)
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[_var] = "1"
+import steady  # (bench/, beside this file)
+
+if "--steady-clock" in sys.argv:  # (before numpy loads its BLAS)
+    steady.one_blas_thread()
 
 import argparse
 import cProfile
@@ -61,14 +55,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.steady_clock:
-        import types
-
-        import simcore.sim
-
-        # (only the run loop's chunk sizing and progress read it: same cycles, same results)
-        simcore.sim.time = types.SimpleNamespace(
-            perf_counter=lambda: 0.0, process_time=time.process_time, time=time.time
-        )
+        steady.steady_clock()
     for point in args.points:
         p, mt = (int(v) for v in point.split(","))
         if args.digest:
