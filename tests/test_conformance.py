@@ -208,11 +208,16 @@ class Program:
     fabric: tuple[tuple[str, Any], ...] = ()
     pe: tuple[tuple[str, Any], ...] = ()
 
-    def run_all(self) -> dict[str, Outcome]:
+    def build(self) -> Any:
+        """The program's build function (its family's maker on its arguments)."""
         make = {"rounds": collective_rounds, "chains": chain_reductions}.get(
             self.family, raw_streams
         )
-        return {e: run(make(*self.args), e, dict(self.fabric), dict(self.pe)) for e in ENGINES}
+        return make(*self.args)
+
+    def run_all(self) -> dict[str, Outcome]:
+        build = self.build()
+        return {e: run(build, e, dict(self.fabric), dict(self.pe)) for e in ENGINES}
 
 
 PRIORITY = st.sampled_from(["low", "low", "medium", "high"])
@@ -629,14 +634,11 @@ def test_known_blocked_steps_change_nothing_on_random_programs(monkeypatch):
     )  # fmt: skip
     @given(program=st.one_of(PROGRAMS, chain_programs()))
     def check(program: Program) -> None:
-        make = {"rounds": collective_rounds, "chains": chain_reductions}.get(
-            program.family, raw_streams
-        )
         for engine in ("reference", "express"):
             took.append(
                 _with_and_without_known_blocked(
                     monkeypatch,
-                    make(*program.args),
+                    program.build(),
                     engine,
                     dict(program.fabric),
                     dict(program.pe),
@@ -758,10 +760,7 @@ def test_dispatch_chooses_the_reference_task_on_random_programs(monkeypatch):
     )  # fmt: skip
     @given(program=st.one_of(PROGRAMS, chain_programs()))
     def check(program: Program) -> None:
-        make = {"rounds": collective_rounds, "chains": chain_reductions}.get(
-            program.family, raw_streams
-        )
-        build = make(*program.args)
+        build = program.build()
         fabric, pe = dict(program.fabric), dict(program.pe)
         ran.append(_dispatch_checked(monkeypatch, build, "reference", fabric, pe))
 
