@@ -56,3 +56,19 @@ def test_ranges_allow_the_full_array():
 def test_too_large_for_sram():
     with pytest.raises(ConfigError, match=r"config key 'm'.*beside the code"):
         gemv.GemvParams(m=4096, n=4096, px=2, py=2).check()
+
+
+def test_a_finished_product_keeps_none_of_its_srams():
+    """The PEs share their column descriptors, and a descriptor keeps what the tensor unit
+    derived from it in the last SRAM it ran in (pe/isa.py ``FastOperand``): the shared tuple is
+    the build's, so once the run is dropped no SRAM of it stays alive (a module-level cache
+    would keep one wafer's SRAMs per block layout for the process's life, e.g. a sweep's)."""
+    import gc
+    import weakref
+
+    _, m, h = sim_y(m=16, n=16, px=2, py=2)
+    assert m["correct"] is True
+    srams = [weakref.ref(h.wafer.ce(x, y).sram.data) for x in range(2) for y in range(2)]
+    del h
+    gc.collect()
+    assert [ref() for ref in srams] == [None] * 4

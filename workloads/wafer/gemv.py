@@ -99,18 +99,20 @@ class _GemvPe:
     """One PE's program: its buffers, and its tasks as methods (one slotted object per PE
     rather than closures and their cells: a full array has 745,500)."""
 
-    __slots__ = ("abuf", "cb", "coll", "p", "pe", "rb", "xbuf", "ypart")
+    __slots__ = ("abuf", "cb", "coll", "columns", "p", "pe", "rb", "xbuf", "ypart")
 
     def __init__(
-        self, pe: PeBuilder, p: GemvParams, rb: int, cb: int, blk: np.ndarray, x_block: np.ndarray
-    ) -> None:
+        self, pe: PeBuilder, p: GemvParams, rb: int, cb: int, blk: np.ndarray,
+        x_block: np.ndarray, columns: dict[tuple, tuple[MemDsd, ...]],
+    ) -> None:  # fmt: skip
         """``blk``: the PE's block of A, column-major (``rb * cb`` values, a column is
-        contiguous)."""
+        contiguous); ``columns``: the build's column descriptors by block layout (_columns)."""
         self.pe, self.p, self.rb, self.cb = pe, p, rb, cb
         self.coll = Collectives(pe)
         self.abuf = pe.array("a", blk)  # column-major (blk: its columns one after another)
         self.xbuf = pe.array("x", x_block) if pe.y == 0 else pe.zeros("x", cb)
         self.ypart = pe.zeros("y", rb)
+        self.columns = _columns(columns, self.abuf, rb, cb)
         pe.bind_local(MAIN, self.main)
         pe.bind_local(X_DONE, self.local_product)
         pe.bind_local(RED_DONE, self.reduced)
@@ -124,11 +126,10 @@ class _GemvPe:
             t.activate(X_DONE)
 
     def local_product(self, t: Any) -> None:
-        rb, ypart = self.rb, self.ypart
+        ypart = self.ypart
         t.fmovs(ypart, 0.0)
         xs = self.pe.read(self.xbuf).tolist()  # the scalars x_j, loaded from SRAM
-        columns = _columns(self.abuf, rb, self.cb)
-        for column, x_j in zip(columns, xs, strict=True):  # y += A[:, j]·x_j
+        for column, x_j in zip(self.columns, xs, strict=True):  # y += A[:, j]·x_j
             t.fmacs(ypart, ypart, column, x_j)
         if self.p.px > 1:
             self.coll.x.reduce_fadds(t, 0, ypart, RED_DONE)
@@ -139,23 +140,21 @@ class _GemvPe:
         t.mark("end")
 
 
-#: A block's column descriptors, per (block descriptor, rows, columns): every PE's block sits at
-#: the same address (one program, the same buffers in the same order), so the PEs share one
-#: tuple of descriptors instead of making ``cb`` new ones each (descriptors are values: the
-#: tensor unit keeps what it derives from one per SRAM, pe/isa.py ``FastOperand``).
-_COLUMN_CACHE: dict[tuple, tuple[MemDsd, ...]] = {}
-
-
-def _columns(abuf: MemDsd, rb: int, cb: int) -> tuple[MemDsd, ...]:
-    """The ``cb`` columns of ``rb`` elements of the column-major block ``abuf``."""
+def _columns(
+    cache: dict[tuple, tuple[MemDsd, ...]], abuf: MemDsd, rb: int, cb: int
+) -> tuple[MemDsd, ...]:
+    """The ``cb`` columns of ``rb`` elements of the column-major block ``abuf``, from the
+    build's ``cache``: every PE's block sits at the same address (one program, the same buffers
+    in the same order), so the PEs share one tuple of descriptors instead of making ``cb`` new
+    ones each (descriptors are values: the tensor unit keeps what it derives from one per SRAM,
+    pe/isa.py ``FastOperand``). The cache is the build's, not the module's, so what a descriptor
+    keeps of the last SRAM it ran in goes with the wafer."""
     key = (abuf.base, abuf.dtype, abuf.shape, abuf.strides, abuf.offset, abuf.name, abuf.space,
            rb, cb)  # fmt: skip
-    cols = _COLUMN_CACHE.get(key)
+    cols = cache.get(key)
     if cols is None:
-        if len(_COLUMN_CACHE) >= 64:  # (a bound: one entry per layout of a block)
-            _COLUMN_CACHE.clear()
         column = abuf.with_length(rb)
-        cols = _COLUMN_CACHE[key] = tuple(column.with_offset(j * rb) for j in range(cb))
+        cols = cache[key] = tuple(column.with_offset(j * rb) for j in range(cb))
     return cols
 
 
@@ -172,10 +171,11 @@ def build(sim: Simulation, p: GemvParams) -> GemvRun:
     x_pad = np.zeros(cb * p.px, np.float32)
     x_pad[: p.n] = x
     run = GemvRun(None, a, x, {})  # type: ignore[arg-type]
+    columns: dict[tuple, tuple[MemDsd, ...]] = {}
 
     def code(pe: PeBuilder) -> None:
         c, r = pe.x, pe.y
-        prog = _GemvPe(pe, p, rb, cb, blocks[r, c], x_pad[c * cb : (c + 1) * cb])
+        prog = _GemvPe(pe, p, rb, cb, blocks[r, c], x_pad[c * cb : (c + 1) * cb], columns)
         if c == 0:
             run.y[r] = prog.ypart
 
