@@ -290,32 +290,9 @@ class ComputeEngine:
             self.active[self.index] = self
         elif q in self.data_task_of_queue:
             if self.running is None:
-                # (``_schedule_dispatch``'s body without its call: once per data wavelet)
-                sched = self.sched
-                now = self.env._now // sched.period
-                when = now if now > self.busy_until else self.busy_until
-                if self._dispatch_at != when:
-                    self._dispatch_at = when
-                    w_ = when * sched.period
-                    key = 4 * w_ + LATE
-                    eid = next(sched.eid_counter)
-                    batch = sched.open_batches.get(key) or sched.open_batch(w_, LATE, key, eid)
-                    batch.fns.append(self._dispatch)
-                    batch.eids.append(eid)
+                self._schedule_dispatch()
         else:
-            # ``_drain_control(q)`` without its calls (the TEARDOWN behind every broadcast
-            # comes down here on each CE of its tree): ``colour`` is the queue's colour (a
-            # queue has one), its down-ramp credit goes home as ``_return_down_credit``'s, and
-            # a control wavelet naming no task is only consumed (``act_on_control``)
-            while queue and queue[0].ctrl:
-                w = queue.pop(0)
-                sched = self.sched
-                td = self.env._now // sched.period + engine.ramp_credit_latency
-                (sched.due.get(td) or sched.due_slot(td)).append(
-                    (self.router.ramp_credit, (colour,))
-                )
-                if w.task_id is not None:
-                    self.act_on_control(w)
+            self._drain_control(q, colour)  # (the colour's queue: a queue has one colour)
 
     def act_on_control(self, w: Wavelet) -> None:
         """Act on a control wavelet that reached the head of its queue (one naming a control
@@ -326,13 +303,18 @@ class ComputeEngine:
                 self._task_flow_in[w.task_id] = w.flow
             self._schedule_dispatch()
 
-    def _drain_control(self, q: int) -> None:
-        """Consume the control wavelets at the head of input queue ``q``."""
+    def _drain_control(self, q: int, colour: int | None = None) -> None:
+        """Consume the control wavelets at the head of input queue ``q`` (of ``colour``, looked
+        up if not given): the TEARDOWN behind every broadcast comes here on each CE of its
+        tree. One naming no task is only consumed (``act_on_control``)."""
         queue = self.in_queues[q]
         while queue and queue[0].ctrl:
             w = queue.pop(0)
-            self._return_down_credit(self._colour_of_queue(q))
-            self.act_on_control(w)
+            if colour is None:
+                colour = self._colour_of_queue(q)
+            self._return_down_credit(colour)
+            if w.task_id is not None:
+                self.act_on_control(w)
 
     def _return_down_credit(self, colour: int) -> None:
         # (``engine.later(ramp_credit_latency, router.ramp_credit, colour)`` without its call:
@@ -356,18 +338,7 @@ class ComputeEngine:
         self.torn_down.append(colour)
         self.activated[task_id] = True  # (``_activate_now``, inlined: once per TEARDOWN seen)
         if self.running is None:
-            # (``_schedule_dispatch``'s body without its call, as in ``_task_end``)
-            sched = self.sched
-            now = self.env._now // sched.period
-            when = now if now > self.busy_until else self.busy_until
-            if self._dispatch_at != when:
-                self._dispatch_at = when
-                w = when * sched.period
-                key = 4 * w + LATE
-                eid = next(sched.eid_counter)
-                batch = sched.open_batches.get(key) or sched.open_batch(w, LATE, key, eid)
-                batch.fns.append(self._dispatch)
-                batch.eids.append(eid)
+            self._schedule_dispatch()
 
     def up_credit_count(self, colour: int) -> int:
         """Up-ramp credits the CE holds for ``colour`` (all ``ramp_credits`` until first used).
@@ -974,12 +945,7 @@ class ComputeEngine:
         if task.kind == "data":
             queue = self.in_queues[task.queue]  # type: ignore[index]
             w = queue.pop(0)
-            # (``_return_down_credit(task.colour)`` without its call: one per data task)
-            sched = self.sched
-            td = start + engine.ramp_credit_latency
-            (sched.due.get(td) or sched.due_slot(td)).append(
-                (self.router.ramp_credit, (task.colour,))
-            )
+            self._return_down_credit(task.colour)  # type: ignore[arg-type]
             if w.ctrl:
                 # A control wavelet in the data stream, acted on in its turn; then the scheduler
                 # chooses again (priority decides between its control task and the next data).
@@ -1063,18 +1029,7 @@ class ComputeEngine:
         lockstep = self.engine.lockstep
         if lockstep is not None and lockstep.on:
             lockstep.hold(self)
-        # (``_schedule_dispatch``, inlined: no task runs, and the one that ran ends now)
-        # (and ``kernel_call``'s body without its call, as there)
-        when = now if now > self.busy_until else self.busy_until
-        if self._dispatch_at != when:
-            self._dispatch_at = when
-            sched = self.sched
-            w = when * sched.period
-            key = 4 * w + LATE
-            eid = next(sched.eid_counter)
-            batch = sched.open_batches.get(key) or sched.open_batch(w, LATE, key, eid)
-            batch.fns.append(self._dispatch)
-            batch.eids.append(eid)
+        self._schedule_dispatch()  # (no task runs now)
 
     def emit_slice(
         self, path: str, category: str, name: str, start: int, dur: int, args: dict[str, Any],
