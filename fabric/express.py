@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import numpy as np
 
 from fabric.endpoints import RampEndpoint
-from fabric.engine import Router
+from fabric.engine import OPPOSITE, Router
 from fabric.routes import Dir
 from fabric.wavelet import Wavelet
 
@@ -207,42 +207,17 @@ def _tree(root: Router, colour: int, first_arrival: int, hop: int, now: int) -> 
             nbr = nbrs.get(port)
             if not isinstance(nbr, Router) or nbr.index in seen:
                 return None  # off the mesh (an edge port) or a loop: not for an express stream
-            future = nbr.future
-            if future:
-                nready, nroute = nbr.route_at(colour)
+            pending = nbr.future.get(colour) if nbr.future else None  # (route_at, inlined)
+            if pending is not None:
+                nready, nroute = pending
             else:
-                nready, nroute = -1, nbr.routes.get(colour)  # (route_at, inlined)
-            if nroute is None or port.opposite not in nroute.positions[nroute.pos].rx:
+                nready, nroute = -1, nbr.routes.get(colour)
+            back = OPPOSITE[port]
+            if nroute is None or back not in nroute.positions[nroute.pos].rx:
                 return None
             seen.add(nbr.index)
-            todo.append((nbr, depth + 1, nready, nroute, port.opposite))
+            todo.append((nbr, depth + 1, nready, nroute, back))
     return _Tree(routers, depths, txs, ins)
-
-
-def _shares_a_port(r: Router, colour: int, tx: tuple[Dir, ...]) -> bool:
-    """Whether another colour configured on ``r`` (in any of its switch positions, now or once
-    its pending configuration writes land) may send out of one of the ports ``tx`` the stream
-    uses: its wavelets could then need such a port in a cycle the stream holds it, which the
-    schedule does not see, so the stream is not committed (it runs wavelet by wavelet)."""
-    routes = r.routes
-    future = r.future
-    if len(routes) == 1 and not future:
-        return False
-    # (plain loops: a generator per route cost more than the test, at every router of a tree)
-    for c, route in routes.items():
-        if c != colour:
-            for p in route.positions:
-                for d in p.tx:
-                    if d in tx:
-                        return True
-    if future:
-        for c, (_, route) in future.items():
-            if c != colour:
-                for p in route.positions:
-                    for d in p.tx:
-                        if d in tx:
-                            return True
-    return False
 
 
 def _router_idle(r: Router, now: int) -> bool:
@@ -279,9 +254,27 @@ def try_express(engine: FabricEngine, root: Router, send: ExpressSend, now: int)
         return False
     receivers: list[tuple[Router, int, ExpressReceive]] = []
     for r, depth, tx in zip(tree.routers, tree.depths, tree.txs, strict=True):
-        # (_shares_a_port's own first answer, inlined: one colour and no write on its way)
-        if (len(r.routes) != 1 or r.future) and _shares_a_port(r, colour, tx):
-            return False
+        # Whether another colour configured on ``r`` (in any of its switch positions, now or
+        # once its pending configuration writes land) may send out of a port ``tx`` the stream
+        # uses: its wavelets could then need that port in a cycle the stream holds it, which
+        # the schedule does not see, so the stream is not committed (it runs wavelet by
+        # wavelet). (Plain loops, written here: a call, or a generator per route, cost more
+        # than the test, at every router of every tree.)
+        routes, future = r.routes, r.future
+        if len(routes) != 1 or future:
+            for c, other in routes.items():
+                if c != colour:
+                    for p in other.positions:
+                        for d in p.tx:
+                            if d in tx:
+                                return False
+            if future:
+                for c, (_, other) in future.items():
+                    if c != colour:
+                        for p in other.positions:
+                            for d in p.tx:
+                                if d in tx:
+                                    return False
         held_by = r.credits
         for port in tx:
             if port is RAMP:

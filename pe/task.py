@@ -169,22 +169,22 @@ class TaskContext:
 
             lands = now + latency
             write(lands if lands > after_now else after_now, colour, change)
-        # reset_switches
-        now += rw
-        lands = now + latency
-        write(lands if lands > after_now else after_now, colour, ColourRoute.reset)
-        # set_route (one position: its setter made once for the wafer, as set_route's)
+        # reset_switches, set_route (one position: its setter made once for the wafer, as
+        # set_route's) and exit_teardown, posted as one (Router.write_route: the same writes)
         key = (tuple(rx), tuple(tx))
         setter = _SETTERS.get(key)
         if setter is None:
             setter = _SETTERS[key] = _SetPositions((Position.make(*key),))
-        now += rw * 2  # rx and tx registers
-        lands = now + latency
-        write(lands if lands > after_now else after_now, colour, setter)
-        # exit_teardown
-        now += rw
-        lands = now + latency
-        write(lands if lands > after_now else after_now, colour, _leave_teardown)
+        t1 = now + rw + latency
+        t2 = t1 + rw * 2  # rx and tx registers
+        t3 = t2 + rw
+        now += rw * 4
+        if filt is None and t1 > after_now:
+            router.write_route(colour, t1, t2, t3, setter.positions)
+        else:
+            write(t1 if t1 > after_now else after_now, colour, ColourRoute.reset)
+            write(t2 if t2 > after_now else after_now, colour, setter)
+            write(t3 if t3 > after_now else after_now, colour, _leave_teardown)
         self.now = now
 
     def teardown_colours(self) -> list[int]:

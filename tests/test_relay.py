@@ -65,6 +65,7 @@ def record_chains(name: str) -> tuple[dict, dict]:
     last_write: dict[tuple[tuple[int, int], int], int] = {}
     mp = pytest.MonkeyPatch()
     write_config = fabric_engine.Router.write_config
+    write_route = fabric_engine.Router.write_route
     start_op = ce_module.ComputeEngine.start_op
     begin = ce_module.ComputeEngine._begin
     advance = ce_module.ComputeEngine._advance
@@ -72,6 +73,10 @@ def record_chains(name: str) -> tuple[dict, dict]:
     def write(self: Any, t: int, colour: int, change: Any) -> None:
         last_write[(self.xy, colour)] = t
         write_config(self, t, colour, change)
+
+    def write_set_up(self: Any, colour: int, t1: int, t2: int, t3: int, positions: Any) -> None:
+        last_write[(self.xy, colour)] = t3  # (the last of its three writes)
+        write_route(self, colour, t1, t2, t3, positions)
 
     def start(self: Any, op: Any, at: int) -> None:
         start_op(self, op, at)
@@ -99,6 +104,7 @@ def record_chains(name: str) -> tuple[dict, dict]:
         advance(self, op, t)
 
     mp.setattr(fabric_engine.Router, "write_config", write)
+    mp.setattr(fabric_engine.Router, "write_route", write_set_up)
     mp.setattr(ce_module.ComputeEngine, "start_op", start)
     mp.setattr(ce_module.ComputeEngine, "_begin", began)
     mp.setattr(ce_module.ComputeEngine, "_advance", step)
