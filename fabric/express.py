@@ -332,8 +332,8 @@ class ExpressStream:
     """
 
     __slots__ = (
-        "bases", "behind", "colour", "depths", "engine", "fa", "flow", "ins", "live", "rops",
-        "routers", "rr", "s", "send", "tails", "txs", "written",
+        "bases", "behind", "colour", "credit_due", "depths", "engine", "fa", "flow", "ins",
+        "live", "rops", "routers", "rr", "s", "send", "tails", "txs", "written",
     )  # fmt: skip
 
     def __init__(
@@ -362,6 +362,9 @@ class ExpressStream:
         # garbage collector does not follow
         self.tails: dict[int, int] = {}
         self.bases: dict[int, list[int]] = {}
+        # cycle -> the routers' tail credits coming home then, (router, (port, colour)) in the
+        # reference's order (:meth:`credits_home`; a cycle is dropped once it has run)
+        self.credit_due: dict[int, list[tuple[Router, tuple[Dir, int]]]] = {}
         # Per router of the tree: the round-robin pointers of its tx ports before the commit.
         self.rr: list[int] = []  # (five per router of the tree, in its order)
         # Control wavelets of the stream's colour that reached a router inside its window and
@@ -386,6 +389,17 @@ class ExpressStream:
             self.behind.remove(item)
             r, port, w = item
             r.receive(port, self.colour, w)
+
+    def credits_home(self, u: int) -> None:
+        """Cycle ``u``'s tail credits come home, in order: each one
+        :meth:`fabric.engine.Router.return_credit`'s (or ``ramp_credit``'s) body, without a
+        call and a due action each."""
+        for r, key in self.credit_due.pop(u):
+            r.credits[key] += 1
+            if r.buffered:
+                if r.blocked >= 0 and key in r.waits:
+                    r.blocked = -1
+                r.active[r.index] = r
 
     def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
         """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
@@ -425,22 +439,18 @@ class ExpressStream:
         cfg = engine.cfg
         now = engine.now_cycle()  # (t - 1, or t in Completions' step: its events have all run)
         due = engine.sched.due
-        routers = engine.routers
         colour = self.colour
         bases = self.bases
-        for key, packed in self.tails.items():
-            index, port = key // 64 - 1, Dir(key % 64)
-            shift, base = packed // 128, packed % 128
-            times = [u + shift for u in bases[base]]
-            if index < 0:
-                action: tuple[Any, tuple[Any, ...]] = (self.routers[0].ce.up_credit, (colour,))
-            elif port is RAMP:
-                action = (routers[index].ramp_credit, (colour,))
-            else:
-                action = (routers[index].return_credit, (port, colour))
-            for u in times:
-                if u > now:
-                    due[u].remove(action)
+        packed = self.tails.get(_key(-1, RAMP))  # the sender's up-ramp credits
+        if packed is not None:
+            action = (self.routers[0].ce.up_credit, (colour,))
+            for u in bases[packed % 128]:
+                if u + packed // 128 > now:
+                    due[u + packed // 128].remove(action)
+        credit_due = self.credit_due  # the routers' (one due action per cycle)
+        for u in [u for u in credit_due if u > now]:
+            due[u].remove((self.credits_home, (u,)))
+            del credit_due[u]
         ends = engine.express_done.due
         hop, lr = cfg.hop_latency_cycles, cfg.ramp_latency_cycles
         rops = self.rops
@@ -603,6 +613,12 @@ def _commit(
     # does not depend on its depth (both sides shift by depth * hop): computed once.
     hop_away = _outstanding(tail, hop + lch, last_f, buf)
     stream.bases[1] = hop_away
+    # The routers' tail credits (hop credits here, down-ramp credits below) come home through
+    # one due action per cycle (ExpressStream.credits_home), in the place of the cycle's first
+    # one: the reference appends them one action each, all during this call, so they sit
+    # together in the cycle's list in this order (only the receivers' completion wakes, which
+    # only wake the Completions step, fall between them there).
+    credit_due, credits_home = stream.credit_due, stream.credits_home
     detail = engine.detail
     saved_rr = stream.rr
     written = stream.written
@@ -636,12 +652,16 @@ def _commit(
                     continue
                 r.credits[(port, colour)] -= n_hop
                 tails[(r.index + 1) * 64 + port] = shift * 128 + 1  # (_key, inlined)
-                # (at_each, inlined: the same action appended to the same cycles' lists, in
-                # the same order; every time is after the router's last forward, so not past)
-                action = (r.return_credit, (port, colour))
+                # (every time is after the router's last forward, so not past)
+                item = (r, (port, colour))
                 for u in hop_away:
                     u += shift
-                    (due.get(u) or due_slot(u)).append(action)
+                    items = credit_due.get(u)
+                    if items is None:
+                        credit_due[u] = [item]
+                        (due.get(u) or due_slot(u)).append((credits_home, (u,)))
+                    else:
+                        items.append(item)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
@@ -658,10 +678,15 @@ def _commit(
             router.credits[(RAMP, colour)] -= len(away)
             dh = depth * hop
             tails[(router.index + 1) * 64 + RAMP] = dh * 128 + 2 + cd  # (_key, inlined)
-            action = (router.ramp_credit, (colour,))  # (at_each, inlined as above)
+            item = (router, (RAMP, colour))  # (as the hop credits above)
             for u in away:
                 u += dh
-                (due.get(u) or due_slot(u)).append(action)
+                items = credit_due.get(u)
+                if items is None:
+                    credit_due[u] = [item]
+                    (due.get(u) or due_slot(u)).append((credits_home, (u,)))
+                else:
+                    items.append(item)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
         rce.commit_express_receive(recv, fa, shift, stream)
         u = last_f + shift
