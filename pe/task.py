@@ -158,17 +158,16 @@ class TaskContext:
         if colour not in router.routes:  # (``_write``'s first line: the first write makes it)
             router.routes[colour] = ColourRoute([Position.make([], [])], teardown=True)
         after_now = ce.env._now // ce.sched.period + 1  # (engine.now_cycle() + 1, inlined)
-        write = router.write_config
         # clear_filters
         now = self.now + rw * ce.wafer.cfg.fabric.filters_per_pe
-        filt = router.filters.get(colour)
+        filt = router.filters.get(colour) if router.filters else None
         if filt is not None:
 
             def change(route: ColourRoute) -> None:
                 filt.count = 0
 
             lands = now + latency
-            write(lands if lands > after_now else after_now, colour, change)
+            router.write_config(lands if lands > after_now else after_now, colour, change)
         # reset_switches, set_route (one position: its setter made once for the wafer, as
         # set_route's) and exit_teardown, posted as one (Router.write_route: the same writes)
         key = (tuple(rx), tuple(tx))
@@ -182,6 +181,7 @@ class TaskContext:
         if filt is None and t1 > after_now:
             router.write_route(colour, t1, t2, t3, setter.positions)
         else:
+            write = router.write_config
             write(t1 if t1 > after_now else after_now, colour, ColourRoute.reset)
             write(t2 if t2 > after_now else after_now, colour, setter)
             write(t3 if t3 > after_now else after_now, colour, _leave_teardown)
