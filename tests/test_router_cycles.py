@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from fabric_harness import Bench
 
-from fabric.routes import Dir
+from fabric.routes import ColourRoute, Dir
 from fabric.wavelet import Cmd, Wavelet
 
 ONE = dict(
@@ -180,6 +180,64 @@ def test_teardown_holds_the_colour_until_the_program_exits_it():
         (16, "2,0", "deliver", 0, 3.0),
     ]
     assert [b.ends[(x, 0)].torn_down for x in range(3)] == [[(4, 0)], [(5, 0)], [(6, 0)]]
+
+
+@pytest.mark.parametrize("posted_as_one", [False, True])
+def test_a_set_up_posted_as_one_is_its_three_writes(posted_as_one):
+    # A collective's set-up (TaskContext.reconfigure): reset the switch at 12, set the route's
+    # positions at 13 and leave teardown at 14, posted at cycle 10 as three write_config calls
+    # or as one Router.write_route. The same state is predicted while they are on their way,
+    # and the same table follows: wavelets 2 and 3, held at 0,0 by the TEARDOWN, go at 14.
+    b = Bench(3, 1, **ONE)
+    line(b, 0, 3)
+    b.inject(0, 0, 0, [1, Wavelet(ctrl=True, commands=(Cmd.TEARDOWN,)), 2, 3])
+    futures = {}
+
+    def post(x: int) -> None:
+        r = b.router(x, 0)
+        positions = tuple(r.routes[0].positions)
+        if posted_as_one:
+            r.write_route(0, 12, 13, 14, positions)
+        else:
+
+            def set_positions(route):
+                route.positions = positions
+                route.pos = 0
+
+            def leave_teardown(route):
+                route.teardown = False
+
+            r.write_config(12, 0, ColourRoute.reset)
+            r.write_config(13, 0, set_positions)
+            r.write_config(14, 0, leave_teardown)
+        ready, route = r.future[0]
+        futures[x] = (ready, tuple(route.positions), route.pos, route.teardown, route.ring)
+
+    for x in range(3):
+        b.at(10, post, x)
+    rows = b.run()
+    assert rows == [
+        (2, "0,0", "E", 0, "data"),
+        (3, "0,0", "E", 0, "ctrl"),
+        (3, "1,0", "E", 0, "data"),
+        (4, "1,0", "E", 0, "ctrl"),
+        (4, "2,0", "RAMP", 0, "data"),
+        (5, "2,0", "RAMP", 0, "ctrl"),
+        (5, "2,0", "deliver", 0, 1.0),
+        (6, "2,0", "deliver", 0, "ctrl"),
+        (14, "0,0", "E", 0, "data"),
+        (15, "0,0", "E", 0, "data"),
+        (15, "1,0", "E", 0, "data"),
+        (16, "1,0", "E", 0, "data"),
+        (16, "2,0", "RAMP", 0, "data"),
+        (17, "2,0", "RAMP", 0, "data"),
+        (17, "2,0", "deliver", 0, 2.0),
+        (18, "2,0", "deliver", 0, 3.0),
+    ]
+    for x in range(3):
+        r = b.router(x, 0)
+        assert futures[x] == (14, tuple(r.routes[0].positions), 0, False, True)
+        assert not r.future and not r.routes[0].teardown
 
 
 @pytest.mark.parametrize("latency", [1, 3])
