@@ -322,13 +322,15 @@ class ExpressStream:
     """A committed express stream: its schedule, and what it needs to hand its remaining work
     back to the wavelet path (:meth:`hand_back`).
 
-    The events the commit schedules are the engine's own (the credits still away after a part's
-    last wavelet) or the :class:`Completions`' (the completions); the stream keeps when they
-    are (``tails``; a completion is at its part's last cycle) so that a hand-back can take back
-    those still to come, and then schedules exactly what is on its way at that cycle. (Few
-    objects per stream, none per router that the garbage collector must follow: a stream is
-    made per broadcast, and collections over many small containers cost more than the rest of
-    the commit.)
+    The events the commit schedules are the engine's own due actions (the credits still away
+    after a part's last wavelet: the sender's one action each, the routers' one action per
+    cycle, :meth:`credits_home`) or the :class:`Completions`' (the completions); the stream
+    keeps when they are (``tails``, ``credit_due``; a completion is at its part's last cycle)
+    so that a hand-back can take back those still to come, and then schedules exactly what is
+    on its way at that cycle. (Few objects per stream: a stream is made per broadcast, and
+    collections over many small containers cost more than the rest of the commit; the tail
+    credits hold one tuple per router port, shared by its cycles, where their due actions held
+    two per credit.)
     """
 
     __slots__ = (
