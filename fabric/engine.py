@@ -178,26 +178,17 @@ class Router:
             route.teardown = False
         else:
             route.pos = 0
-        # (``_land``'s body from here: three of these per collective on every PE)
-        self.blocked = -1
-        pending = self.future.get(colour)
-        if pending is not None and pending[0] <= t:
-            del self.future[colour]
-        if self.express_until >= t and not self.express_stream.written_is_planned(self, colour, t):
-            self.express_stream.hand_back(t)
-        if self.buffered:
-            if not route.teardown:
-                self._check_held(colour, route)
-            self.pending = {k: v for k, v in self.pending.items() if k[1] != colour}
-        if self.engine.lockstep is not None:
-            self.engine.lockstep.route_written(self, colour)
-        if self.buffered:
-            self.engine.activate_router(self)
+        self._landed(colour, route, t)
 
     def _land(self, colour: int, change: Callable[[ColourRoute], None], t: int) -> None:
         """A configuration write of cycle ``t`` lands (see :meth:`write_config`)."""
         route = self.routes[colour]
         change(route)
+        self._landed(colour, route, t)
+
+    def _landed(self, colour: int, route: ColourRoute, t: int) -> None:
+        """What every landing write does once ``route`` has its change (:meth:`_land`,
+        :meth:`_land_route`)."""
         self.blocked = -1
         pending = self.future.get(colour)
         if pending is not None and pending[0] <= t:
