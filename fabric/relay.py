@@ -35,7 +35,9 @@ collectives' chains.
 
 The fast fidelities move a chain by this schedule as a :class:`RelayStream`, found by
 :func:`try_relay` as its operations begin and handed back to the wavelet path as
-:mod:`fabric.express`'s streams are; see docs/wafer/design.md, "Relay chains".
+:mod:`fabric.express`'s streams are, but for a task dispatched on one of its CEs, which the
+chain takes into its schedule as a hold (:meth:`RelayStream.task_holds`); see
+docs/wafer/design.md, "Relay chains".
 """
 
 from __future__ import annotations
