@@ -107,6 +107,7 @@ def chain_schedule(
     floor: int = PAST,
     tail_only: bool = False,
     holds: dict[int, list[tuple[int, int]]] | None = None,
+    general: bool = False,
 ) -> ChainSchedule:
     """The schedule of ``n`` elements along a chain of ``len(gates)`` compute engines (see the
     module docstring). ``gates[j]``: the first cycle position ``j``'s CE may issue (its
@@ -126,7 +127,10 @@ def chain_schedule(
     ``holds[j]``: the cycles ``[begin, end)`` in which a task holds position ``j``'s issue slot
     (dispatched while the chain moves, above its operation's microthread: the CE issues none
     of the chain's elements there), in time order; an issue that would fall inside one waits
-    for its end, as the wavelet path's CE waits for the task to give the slot back."""
+    for its end, as the wavelet path's CE waits for the task to give the slot back.
+
+    ``general``: every element by the general loop (the reference the steady loop is
+    tested against: tests/test_relay.py)."""
     m = len(gates)
     if m < 2 or len(widths) != m or len(down_credits) != m:
         raise ValueError("a chain has at least two positions, and one gate, width and credit each")
@@ -158,7 +162,14 @@ def chain_schedule(
          issued[j], sent[j], holds.get(j))
         for j in range(m)
     ]  # fmt: skip
-    for k in range(n):
+    # From element ``steady`` on every rule applies in full (each position has moved its
+    # elements before the commit, and the credit loops look back at real elements): the
+    # loop after this one, which is this one without those tests and with the far end and
+    # the root taken out of the positions' loop (the same integers, computed the same way).
+    steady = min(n, max(max(b, up, max(down_credits), 1), max(taken), max(issued) + 1, max(sent)))
+    if general:
+        steady = n
+    for k in range(steady):
         kk = k & mask
         k1 = (k - 1) & mask
         kb = (k - b) & mask
@@ -225,6 +236,8 @@ def chain_schedule(
                 else:
                     oj[kk] = PAST
                 prev_out = oj[kk]
+    if steady < n:
+        _steady_loop(steady, n, mask, rows, in_issue, counts, cfg, floor)
     if not tail_only:
         return ChainSchedule(
             [x[:n] for x in issue], [x[:n] for x in out], [x[:n] for x in down], counts
@@ -238,6 +251,142 @@ def chain_schedule(
     return ChainSchedule(
         [tail(x) for x in issue], [tail(x) for x in out], [tail(x) for x in down], counts
     )
+
+
+def _steady_loop(
+    k0: int, n: int, mask: int, rows: list, fill: list[int], counts: list[int],
+    cfg: FabricConfig, floor: int,
+) -> None:  # fmt: skip
+    """:func:`chain_schedule`'s loop for elements ``k0`` to ``n - 1``, where every rule applies
+    in full (``k0`` is past each position's elements moved before, and past a credit loop):
+    the tests of the general loop that are always true there are left out, and the far end and
+    the root are taken out of the loop over the positions in between."""
+    lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
+    hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
+    b, up = cfg.router_buffer_wavelets, cfg.ramp_credits
+    _, i0, _, o0, dn0, _, gate0, width0, _, o_ready0, _, _, _, held0 = rows[0]
+    mids = rows[1:-1]
+    last = len(rows) - 1
+    _, ir, dr, _, _, dcr, gater, widthr, d_readyr, _, _, _, _, heldr = rows[last]
+    for k in range(k0, n):
+        kk = k & mask
+        k1 = (k - 1) & mask
+        kb = (k - b) & mask
+        ku = (k - up) & mask
+        # The far end: its gate, its up-ramp credit, then its router.
+        ready = gate0
+        if ready < floor:
+            ready = floor
+        x = o0[ku] + lc
+        if x > ready:
+            ready = x
+        p = i0[k1]
+        if ready <= p and fill[0] < width0:
+            ready = p
+            fill[0] += 1
+        else:
+            if ready <= p:
+                ready = p + 1
+            if held0 is not None:
+                for hb, he in held0:
+                    if hb <= ready < he:
+                        ready = he
+            fill[0] = 1
+            counts[0] += 1
+        i0[kk] = ready
+        o = ready + lr
+        if floor > o:
+            o = floor
+        x = o0[k1] + 1
+        if x > o:
+            o = x
+        x = dn0[kb] + lch
+        if x > o:
+            o = x
+        if o_ready0 > o:
+            o = o_ready0
+        o0[kk] = o
+        prev_out = o
+        for j, ij, dj, oj, dn, dc, gate, width, d_ready, o_ready, _, _, _, held in mids:
+            d = prev_out + hop
+            if floor > d:
+                d = floor
+            x = dj[k1] + 1
+            if x > d:
+                d = x
+            x = ij[(k - dc) & mask] + lc
+            if x > d:
+                d = x
+            if d_ready > d:
+                d = d_ready
+            dj[kk] = d
+            ready = d + lr
+            if ready < gate:
+                ready = gate
+            if ready < floor:
+                ready = floor
+            x = oj[ku] + lc
+            if x > ready:
+                ready = x
+            p = ij[k1]
+            if ready <= p and fill[j] < width:
+                ready = p
+                fill[j] += 1
+            else:
+                if ready <= p:
+                    ready = p + 1
+                if held is not None:
+                    for hb, he in held:
+                        if hb <= ready < he:
+                            ready = he
+                fill[j] = 1
+                counts[j] += 1
+            ij[kk] = ready
+            o = ready + lr
+            if floor > o:
+                o = floor
+            x = oj[k1] + 1
+            if x > o:
+                o = x
+            x = dn[kb] + lch
+            if x > o:
+                o = x
+            if o_ready > o:
+                o = o_ready
+            oj[kk] = o
+            prev_out = o
+        # The root: down its ramp, then its issue (into memory).
+        d = prev_out + hop
+        if floor > d:
+            d = floor
+        x = dr[k1] + 1
+        if x > d:
+            d = x
+        x = ir[(k - dcr) & mask] + lc
+        if x > d:
+            d = x
+        if d_readyr > d:
+            d = d_readyr
+        dr[kk] = d
+        ready = d + lr
+        if ready < gater:
+            ready = gater
+        if ready < floor:
+            ready = floor
+        p = ir[k1]
+        if ready <= p and fill[last] < widthr:
+            ready = p
+            fill[last] += 1
+        else:
+            if ready <= p:
+                ready = p + 1
+            if heldr is not None:
+                for hb, he in heldr:
+                    if hb <= ready < he:
+                        ready = he
+            fill[last] = 1
+            counts[last] += 1
+        ir[kk] = ready
 
 
 # -- relay streams (the fast fidelity) ------------------------------------------------------------
