@@ -628,7 +628,7 @@ class FabricEngine(Generic[EndpointT, OpT]):
         # credits and pending ports, so a router's known-blocked step (Router.step) holds
         # only within one epoch.
         self.epoch = 0
-        self._moves = [0, 0, 0, 0]
+        self._moves = [0, 0, 0, 0, 0]
         self.express_wavelets = 0
         self.relay_elements = 0  # elements (one per position and element) relay chains moved
         self.fast_conflicts = 0
@@ -640,7 +640,8 @@ class FabricEngine(Generic[EndpointT, OpT]):
         self.lockstep: FastPhase[EndpointT, OpT] | None = None
 
     # Express streams taken, express streams handed back to the wavelet path, relay chains moved
-    # at once (fabric.relay), relay chains handed back: each a count that bumps ``epoch``.
+    # at once (fabric.relay), relay chains handed back, tasks' holds a relay chain took into its
+    # schedule (fabric.relay.RelayStream.task_holds): each a count that bumps ``epoch``.
     def _count(i: int) -> property:  # type: ignore[misc]
         def get(self: FabricEngine) -> int:
             return self._moves[i]
@@ -655,6 +656,7 @@ class FabricEngine(Generic[EndpointT, OpT]):
     express_handbacks = _count(1)
     relay_streams = _count(2)
     relay_handbacks = _count(3)
+    relay_holds = _count(4)
     del _count
 
     def add_router(self, xy: tuple[int, int]) -> Router:

@@ -35,7 +35,9 @@ collectives' chains.
 
 The fast fidelities move a chain by this schedule as a :class:`RelayStream`, found by
 :func:`try_relay` as its operations begin and handed back to the wavelet path as
-:mod:`fabric.express`'s streams are; see docs/wafer/design.md, "Relay chains".
+:mod:`fabric.express`'s streams are, but for a task dispatched on one of its CEs, which the
+chain takes into its schedule as a hold (:meth:`RelayStream.task_holds`); see
+docs/wafer/design.md, "Relay chains".
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def chain_schedule(
     taken: list[int] | None = None,
     floor: int = PAST,
     tail_only: bool = False,
+    holds: dict[int, list[tuple[int, int]]] | None = None,
+    general: bool = False,
 ) -> ChainSchedule:
     """The schedule of ``n`` elements along a chain of ``len(gates)`` compute engines (see the
     module docstring). ``gates[j]``: the first cycle position ``j``'s CE may issue (its
@@ -118,7 +122,15 @@ def chain_schedule(
     cycles are :data:`PAST`, and nothing else happens before ``floor``.
 
     ``tail_only``: keep only each list's last few cycles (as many as a credit loop looks
-    back; what a commit schedules from), in a ring of that size instead of ``n``."""
+    back; what a commit schedules from), in a ring of that size instead of ``n``.
+
+    ``holds[j]``: the cycles ``[begin, end)`` in which a task holds position ``j``'s issue slot
+    (dispatched while the chain moves, above its operation's microthread: the CE issues none
+    of the chain's elements there), in time order; an issue that would fall inside one waits
+    for its end, as the wavelet path's CE waits for the task to give the slot back.
+
+    ``general``: every element by the general loop (the reference the steady loop is
+    tested against: tests/test_relay.py)."""
     m = len(gates)
     if m < 2 or len(widths) != m or len(down_credits) != m:
         raise ValueError("a chain has at least two positions, and one gate, width and credit each")
@@ -143,19 +155,27 @@ def chain_schedule(
     last = m - 1
     # Per position, what the loop reads (one tuple unpacked, not a dozen list lookups): its
     # cycles' lists, the next position's down list, its constants.
+    holds = holds or {}
     rows = [
         (j, issue[j], down[j], out[j] if j < last else None, down[j + 1] if j < last else None,
          down_credits[j], gates[j], widths[j], down_ready[j], out_ready[j], taken[j],
-         issued[j], sent[j])
+         issued[j], sent[j], holds.get(j))
         for j in range(m)
     ]  # fmt: skip
-    for k in range(n):
+    # From element ``steady`` on every rule applies in full (each position has moved its
+    # elements before the commit, and the credit loops look back at real elements): the
+    # loop after this one, which is this one without those tests and with the far end and
+    # the root taken out of the positions' loop (the same integers, computed the same way).
+    steady = min(n, max(max(b, up, max(down_credits), 1), max(taken), max(issued) + 1, max(sent)))
+    if general:
+        steady = n
+    for k in range(steady):
         kk = k & mask
         k1 = (k - 1) & mask
         kb = (k - b) & mask
         ku = (k - up) & mask
         prev_out = PAST  # out[j - 1][k]
-        for j, ij, dj, oj, dn, dc, gate, width, d_ready, o_ready, tk, iss, snt in rows:
+        for j, ij, dj, oj, dn, dc, gate, width, d_ready, o_ready, tk, iss, snt, held in rows:
             # Down the ramp (from upstream): arrival, one per cycle, a queue slot, teardown.
             if j:
                 if k >= tk:
@@ -191,6 +211,10 @@ def chain_schedule(
                 else:
                     if ready < p + 1:
                         ready = p + 1
+                    if held is not None:  # (a task holds the slot: wait for its end)
+                        for hb, he in held:
+                            if hb <= ready < he:
+                                ready = he
                     in_issue[j] = 1
                     counts[j] += 1
                 ij[kk] = ready
@@ -212,6 +236,8 @@ def chain_schedule(
                 else:
                     oj[kk] = PAST
                 prev_out = oj[kk]
+    if steady < n:
+        _steady_loop(steady, n, mask, rows, in_issue, counts, cfg, floor)
     if not tail_only:
         return ChainSchedule(
             [x[:n] for x in issue], [x[:n] for x in out], [x[:n] for x in down], counts
@@ -225,6 +251,142 @@ def chain_schedule(
     return ChainSchedule(
         [tail(x) for x in issue], [tail(x) for x in out], [tail(x) for x in down], counts
     )
+
+
+def _steady_loop(
+    k0: int, n: int, mask: int, rows: list, fill: list[int], counts: list[int],
+    cfg: FabricConfig, floor: int,
+) -> None:  # fmt: skip
+    """:func:`chain_schedule`'s loop for elements ``k0`` to ``n - 1``, where every rule applies
+    in full (``k0`` is past each position's elements moved before, and past a credit loop):
+    the tests of the general loop that are always true there are left out, and the far end and
+    the root are taken out of the loop over the positions in between."""
+    lr, lc = cfg.ramp_latency_cycles, cfg.ramp_credit_latency_cycles
+    hop, lch = cfg.hop_latency_cycles, cfg.hop_credit_latency_cycles
+    b, up = cfg.router_buffer_wavelets, cfg.ramp_credits
+    _, i0, _, o0, dn0, _, gate0, width0, _, o_ready0, _, _, _, held0 = rows[0]
+    mids = rows[1:-1]
+    last = len(rows) - 1
+    _, ir, dr, _, _, dcr, gater, widthr, d_readyr, _, _, _, _, heldr = rows[last]
+    for k in range(k0, n):
+        kk = k & mask
+        k1 = (k - 1) & mask
+        kb = (k - b) & mask
+        ku = (k - up) & mask
+        # The far end: its gate, its up-ramp credit, then its router.
+        ready = gate0
+        if ready < floor:
+            ready = floor
+        x = o0[ku] + lc
+        if x > ready:
+            ready = x
+        p = i0[k1]
+        if ready <= p and fill[0] < width0:
+            ready = p
+            fill[0] += 1
+        else:
+            if ready <= p:
+                ready = p + 1
+            if held0 is not None:
+                for hb, he in held0:
+                    if hb <= ready < he:
+                        ready = he
+            fill[0] = 1
+            counts[0] += 1
+        i0[kk] = ready
+        o = ready + lr
+        if floor > o:
+            o = floor
+        x = o0[k1] + 1
+        if x > o:
+            o = x
+        x = dn0[kb] + lch
+        if x > o:
+            o = x
+        if o_ready0 > o:
+            o = o_ready0
+        o0[kk] = o
+        prev_out = o
+        for j, ij, dj, oj, dn, dc, gate, width, d_ready, o_ready, _, _, _, held in mids:
+            d = prev_out + hop
+            if floor > d:
+                d = floor
+            x = dj[k1] + 1
+            if x > d:
+                d = x
+            x = ij[(k - dc) & mask] + lc
+            if x > d:
+                d = x
+            if d_ready > d:
+                d = d_ready
+            dj[kk] = d
+            ready = d + lr
+            if ready < gate:
+                ready = gate
+            if ready < floor:
+                ready = floor
+            x = oj[ku] + lc
+            if x > ready:
+                ready = x
+            p = ij[k1]
+            if ready <= p and fill[j] < width:
+                ready = p
+                fill[j] += 1
+            else:
+                if ready <= p:
+                    ready = p + 1
+                if held is not None:
+                    for hb, he in held:
+                        if hb <= ready < he:
+                            ready = he
+                fill[j] = 1
+                counts[j] += 1
+            ij[kk] = ready
+            o = ready + lr
+            if floor > o:
+                o = floor
+            x = oj[k1] + 1
+            if x > o:
+                o = x
+            x = dn[kb] + lch
+            if x > o:
+                o = x
+            if o_ready > o:
+                o = o_ready
+            oj[kk] = o
+            prev_out = o
+        # The root: down its ramp, then its issue (into memory).
+        d = prev_out + hop
+        if floor > d:
+            d = floor
+        x = dr[k1] + 1
+        if x > d:
+            d = x
+        x = ir[(k - dcr) & mask] + lc
+        if x > d:
+            d = x
+        if d_readyr > d:
+            d = d_readyr
+        dr[kk] = d
+        ready = d + lr
+        if ready < gater:
+            ready = gater
+        if ready < floor:
+            ready = floor
+        p = ir[k1]
+        if ready <= p and fill[last] < widthr:
+            ready = p
+            fill[last] += 1
+        else:
+            if ready <= p:
+                ready = p + 1
+            if heldr is not None:
+                for hb, he in heldr:
+                    if hb <= ready < he:
+                        ready = he
+            fill[last] = 1
+            counts[last] += 1
+        ir[kk] = ready
 
 
 # -- relay streams (the fast fidelity) ------------------------------------------------------------
@@ -796,9 +958,9 @@ class RelayStream:
     moving chain costs a few objects per position and none per element."""
 
     __slots__ = (
-        "_cache", "at", "behind", "cycles", "engine", "floor", "inputs", "known", "lasts",
-        "live", "meta", "ops", "order", "pending", "root_values", "routers", "rr", "tail_at",
-        "tail_times", "written",
+        "_cache", "at", "behind", "cycles", "engine", "floor", "holds", "inputs", "known",
+        "lasts", "live", "meta", "ops", "order", "pending", "root_values", "routers", "rr",
+        "tail_at", "tail_times", "written",
     )  # fmt: skip
 
     def __init__(
@@ -845,6 +1007,9 @@ class RelayStream:
         # the tail credits' cycles, per link and kind (up, hop, down: see _tails), flat
         self.tail_times = array("q")
         self.tail_at = array("q", [0])
+        # per position, the cycles a task held its CE's issue slot while the chain moved
+        # (see task_holds); part of the schedule's inputs
+        self.holds: dict[int, list[tuple[int, int]]] | None = None
 
     def link(self, j: int) -> tuple[Router, int | None, int | None, Dir | None]:
         """Position ``j``: its router, the colours it reads and sends on, its port out."""
@@ -924,7 +1089,7 @@ class RelayStream:
         n = ops[0].length
         s = chain_schedule(
             n, g, w, d, self.engine.cfg, out_ready=o_r, down_ready=d_r, issued=issued,
-            sent=sent, taken=taken, floor=self.floor,
+            sent=sent, taken=taken, floor=self.floor, holds=self.holds,
         )  # fmt: skip
         sched = ChainSchedule(
             [np.asarray(x, np.int64) for x in s.issue],
@@ -937,13 +1102,143 @@ class RelayStream:
             values[-1][: issued[-1]] = ops[-1].out_view[: issued[-1]]
         self._cache = (sched, values)
 
-    def _until(self, r: Router, colour: int) -> int:
+    def _until(self, r: Router, colour: int, lasts: Any = None) -> int:
         j = self.routers.index(r)
+        lasts = self.lasts if lasts is None else lasts
         if colour == self.meta[3 * j + 1]:
-            return self.lasts[2 * j]
+            return lasts[2 * j]
         if colour == self.meta[3 * j]:
-            return self.lasts[2 * j + 1]
+            return lasts[2 * j + 1]
         return -1
+
+    def task_holds(self, ce: Any, begin: int, end: int) -> bool:
+        """A task dispatched now on ``ce``, one of the chain's compute engines, holds its issue
+        slot over cycles ``[begin, end)`` while the chain's operation there, below the main
+        thread, still has elements to issue: on the wavelet path that operation issues none
+        there and goes on at ``end``. The chain takes the hold into its schedule (``holds``,
+        :func:`chain_schedule`) and goes on as a relay, where it was handed back before.
+
+        Exact: a hold only delays, so every cycle of the schedule before ``begin`` (after the
+        current one) is the same with it as without, and what the chain has done so far
+        stands; what depends on the later cycles is written again from the new schedule: the
+        positions' completions and tail credits (those already scheduled moved), the credit
+        counts they leave (by the difference in credits still to come), the routers' and CEs'
+        windows, the wavelets held behind the chain, each operation's issue count. False if
+        the hold cannot be taken (it begins now, or an event of the chain is due now): the
+        caller hands the chain back."""
+        engine = self.engine
+        now = engine.now_cycle()
+        if not self.live or begin <= now:
+            return False
+        if end <= begin:
+            return True  # (an empty hold: the wavelet path's CE is never held either)
+        order, at = self.order, self.at
+        if at >= len(order) or self.cycles[order[at]] <= now:
+            return False
+        r0 = ce.router
+        if r0 not in self.routers:
+            return False
+        j = self.routers.index(r0)
+        holds = self.holds
+        if holds is None:
+            holds = self.holds = {}
+        held = holds.setdefault(j, [])
+        held.append((begin, end))
+        held.sort()
+        self._replan(now)
+        return True
+
+    def _replan(self, now: int) -> None:
+        """The schedule computed again with ``holds`` (see :meth:`task_holds`), at cycle
+        ``now``: everything after ``now`` that the commit wrote from the schedule, again."""
+        engine = self.engine
+        cfg = engine.cfg
+        m = len(self.routers)
+        chain = self.chain()
+        self._cache = None
+        sched = self.schedule()
+        tails = _tails(cfg, chain, self.inputs[2].tolist(), sched)
+        old_times, old_at = self.tail_times, self.tail_at
+        old_cycles, old_lasts = self.cycles, self.lasts[:]
+        due = engine.sched.due
+        ran = [old_cycles[j] <= now for j in range(m)]  # (its tails are scheduled)
+        # The tails already scheduled that come after now: out of their cycles' due lists.
+        for j in range(m):
+            if ran[j]:
+                for fn, args, times in self._tails_of(j):
+                    action = (fn, args)
+                    for u in times:
+                        if u > now:
+                            due[u].remove(action)
+        # The credit counts: the credits still to come after now, before and after.
+        for i, (_, _, times) in enumerate(tails):
+            before = sum(1 for u in old_times[old_at[i] : old_at[i + 1]] if u > now)
+            delta = before - sum(1 for u in times if u > now)
+            if delta:
+                j, kind = divmod(i, 3)
+                r, _, c, port = chain[j]
+                if kind == 0:
+                    r.ce.up_credits[c] += delta  # type: ignore[attr-defined]
+                elif kind == 1:
+                    r.credits[(port, c)] += delta  # type: ignore[index]
+                else:
+                    chain[j + 1][0].credits[(RAMP, c)] += delta  # type: ignore[index]
+        self.tail_times = array("q")
+        self.tail_at = array("q", [0])
+        for _, _, times in tails:
+            self.tail_times.extend(times)
+            self.tail_at.append(len(self.tail_times))
+        at_each = engine.sched.at_each
+        for j in range(m):
+            if ran[j]:
+                for fn, args, times in self._tails_of(j):
+                    later = [u for u in times if u > now]
+                    if later:
+                        at_each(later, fn, *args)
+        # The windows: the routers' last sends and deliveries, the CEs' last issues.
+        lasts = self.lasts
+        pre = self.inputs[8].tolist()
+        for j, (r, cin, cout, _) in enumerate(chain):
+            last = old = -1
+            if cout is not None:
+                lasts[2 * j] = last = int(sched.out[j][-1])
+                old = old_lasts[2 * j]
+            if cin is not None:
+                d = lasts[2 * j + 1] = int(sched.down[j][-1])
+                if d > last:
+                    last = d
+                if old_lasts[2 * j + 1] > old:
+                    old = old_lasts[2 * j + 1]
+            if last != old and r.express_stream is self:
+                r.express_until = last
+            ce = r.ce
+            last_issue = int(sched.issue[j][-1])
+            if ce.express_stream is self and ce.express_until != last_issue:  # type: ignore[attr-defined]
+                ce.express_until = last_issue  # type: ignore[attr-defined]
+            self.ops[j].issues = pre[j] + sched.counts[j]
+        # What waits behind the chain lands after its new last wavelet there.
+        for item in self.behind:
+            r, _, _, colour = item
+            was, until = self._until(r, colour, old_lasts), self._until(r, colour)
+            if was != until:
+                due[was + 1].remove((self._behind_lands, (item,)))
+                engine.at(until + 1, self._behind_lands, item)
+        # The events, in time order again; those up to now have run (all of them: no event
+        # is due now, see task_holds), the next one is made pending.
+        tail_at = [int(sched.down[j][-1]) if j else int(sched.issue[0][-1]) for j in range(m)]
+        ends = [int(sched.issue[j][-1]) for j in range(m)]
+        cycles = np.array(tail_at + ends, np.int64)
+        rank = np.array([-1] * m + [r.ce.index for r in self.routers], np.int64)
+        self.order = array("q", np.lexsort((rank, cycles)).tolist())
+        self.cycles = array("q", cycles.tolist())
+        self.at = int(np.count_nonzero(cycles <= now))
+        done = engine.express_done
+        if self.pending is not None:
+            u, entry = self.pending
+            done.due[u].remove(entry)
+        self.pending = done.add(int(cycles[self.order[self.at]]), self._event)
+        engine.relay_holds += 1  # (bumps the epoch: credits were edited, as at a commit)
+        self._cache = None  # (a moving chain keeps no schedule: computed again when read)
 
     def hold_behind(self, r: Router, port: Dir, w: Any, colour: int) -> bool:
         """A wavelet of one of the chain's colours reached ``r`` while the chain still moves

@@ -64,7 +64,7 @@ import numpy as np
 
 from fabric.endpoints import busy_at
 from fabric.express import ExpressReceive, ExpressSend, try_express
-from fabric.relay import MIN_RELAY_ELEMENTS, RelayPart, try_relay
+from fabric.relay import MIN_RELAY_ELEMENTS, RelayPart, RelayStream, try_relay
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from pe.memory import Cache
@@ -968,9 +968,12 @@ class ComputeEngine:
         self.busy_until = end
         if self.express_until >= begin and self.express_issue is not None:
             if self.express_issue[2][0] >= MAIN_THREAD_RANK:
-                # The task holds the stream's microthread from ``begin``: the stream goes on
+                # The task holds the stream's microthread from ``begin``: a relay chain takes
+                # the hold into its schedule (fabric/relay.py); otherwise the stream goes on
                 # wavelet by wavelet from the next cycle (fabric/express.py).
-                self.express_stream.hand_back(start + 1)
+                stream = self.express_stream
+                if type(stream) is not RelayStream or not stream.task_holds(self, begin, end):
+                    stream.hand_back(start + 1)
             else:
                 self._express_steals(begin)
         self._task_start = start

@@ -111,6 +111,7 @@ def run(build: Build, engine: str, fabric: dict | None = None, pe: dict | None =
             "relay_streams": engine_.relay_streams,
             "relay_elements": engine_.relay_elements,
             "relay_handbacks": engine_.relay_handbacks,
+            "relay_holds": engine_.relay_holds,
         },
     )
 

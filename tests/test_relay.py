@@ -157,6 +157,57 @@ def test_the_tail_form_keeps_the_full_schedules_end(n, m, data, fabric):
         assert np.all(np.diff(x) >= 1)
 
 
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.integers(1, 90), st.integers(2, 7), st.data())
+def test_the_steady_loop_is_the_general_one(n, m, data):
+    """``chain_schedule``'s loop for the elements past every position's moved ones and a
+    credit loop (``_steady_loop``: the general loop's always-true tests left out, the far end
+    and the root out of the positions' loop) gives the general loop's every cycle and count:
+    random fabrics, gates, widths, credits, teardown exits, floors, take-over states and
+    tasks' holds, in both forms."""
+    draw = data.draw
+    one = st.integers(1, 3)
+    fabric = FabricConfig(
+        hop_latency_cycles=draw(one), hop_credit_latency_cycles=draw(st.integers(1, 2)),
+        router_buffer_wavelets=draw(st.integers(1, 4)), ramp_latency_cycles=draw(one),
+        ramp_credit_latency_cycles=draw(st.integers(1, 9)), ramp_credits=draw(st.integers(1, 8)),
+    )  # fmt: skip
+    ints = st.integers(0, 300)
+    gates = draw(st.lists(ints, min_size=m, max_size=m))
+    widths = draw(st.lists(st.integers(1, 4), min_size=m, max_size=m))
+    room = st.integers(1, fabric.ramp_credits)
+    downs = [0, *draw(st.lists(room, min_size=m - 1, max_size=m - 1))]
+    kw: dict[str, Any] = {"floor": draw(st.sampled_from([PAST, 0, 50]))}
+    exits = st.lists(st.sampled_from([-1, -1, 40, 200]), min_size=m, max_size=m)
+    if draw(st.booleans()):
+        kw["out_ready"], kw["down_ready"] = draw(exits), draw(exits)
+    if draw(st.booleans()):  # a chain taken over: each position behind the one before
+        issued, sent, taken = [draw(st.integers(0, n // 2))], [], [0]
+        for j in range(m):
+            if j:
+                issued.append(draw(st.integers(0, taken[j])))
+            sent.append(draw(st.integers(0, issued[j])))
+            if j < m - 1:
+                taken.append(draw(st.integers(0, sent[j])))
+        kw.update(issued=issued, sent=sent, taken=taken, floor=0)
+    if draw(st.booleans()):
+        holds = {}
+        for j in draw(st.sets(st.integers(0, m - 1), max_size=m)):
+            t, spans = draw(ints), []
+            for _ in range(draw(st.integers(1, 3))):
+                end = t + draw(st.integers(0, 20))
+                spans.append((t, end))
+                t = end + draw(st.integers(1, 40))
+            holds[j] = spans
+        kw["holds"] = holds
+    for tail in (False, True):
+        fast = chain_schedule(n, gates, widths, downs, fabric, tail_only=tail, **kw)
+        ref = chain_schedule(n, gates, widths, downs, fabric, tail_only=tail, general=True, **kw)
+        assert (fast.issue, fast.out, fast.down, fast.counts) == (
+            ref.issue, ref.out, ref.down, ref.counts
+        )  # fmt: skip
+
+
 def test_an_ops_level_trace_keeps_the_chain_on_the_wavelet_path(tmp_path):
     """With slices traced, relays decline (their completions would come first in their cycle
     and move the order of a cycle's slices and the flow ids): a traced run's trace is the

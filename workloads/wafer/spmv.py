@@ -271,7 +271,7 @@ class _SpmvPe:
 
     def local_product(self, t: Any) -> None:
         sh, pe = self.sh, self.pe
-        p, rb, cb = sh.p, sh.rb, sh.cb
+        p, rb = sh.p, sh.rb
         xbuf, ypart = self.xbuf, self.ypart
         t.fmovs(ypart, 0.0)
         if self.nnz:
@@ -280,19 +280,27 @@ class _SpmvPe:
             ptr = pe.read(self.rowptr).tolist()  # type: ignore[arg-type]
             row_ids = self.row_ids
             ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
-            # One-element descriptors of x and y, made when the product runs (a PE of a
-            # full array holding none of A's non-zeros never needs them).
+            # One-element descriptors of x and y, made when the product runs and only for the
+            # block's non-zeros: a row's once, a column's at its first non-zero (then shared,
+            # as a column's one descriptor always was). A power-law block of 64 x 64 holds a
+            # few non-zeros; one descriptor per row and column was 25 times as many.
             x_one, y_one = xbuf.with_length(1), ypart.with_length(1)
-            x_cells = [x_one.with_offset(j) for j in range(cb)]
-            y_cells = [y_one.with_offset(i) for i in range(rb)]
+            x_cells: dict[int, MemDsd] = {}
             op = t.op
             row_oh, nnz_oh = p.row_overhead_cycles, p.nnz_overhead_cycles
             debt = 0.0
             for s, i in enumerate(ids):
                 debt += row_oh
-                y_i = y_cells[i]
-                for k in range(ptr[s], ptr[s + 1]):
-                    op("fmacs", y_i, y_i, x_cells[col[k]], v[k])
+                lo, hi = ptr[s], ptr[s + 1]
+                if lo == hi:
+                    continue
+                y_i = y_one.with_offset(i)
+                for k in range(lo, hi):
+                    c = col[k]
+                    x_c = x_cells.get(c)
+                    if x_c is None:
+                        x_c = x_cells[c] = x_one.with_offset(c)
+                    op("fmacs", y_i, y_i, x_c, v[k])
                     debt += nnz_oh
                     whole = int(debt)
                     t.now += whole
