@@ -408,6 +408,13 @@ class ExpressStream:
         counted (on its way then, landing no later than the last one it saw)."""
         return t <= self.written.get((r.index + 1) * 64 + colour, -1)  # (_key, inlined)
 
+    def task_holds(self, ce: Any, begin: int, end: int) -> bool:
+        """A task dispatched on one of the stream's CEs holds the issue slot over ``[begin,
+        end)`` above the stream's microthread: an express stream cannot take that into its
+        schedule, so the caller hands it back (a relay chain can:
+        :meth:`fabric.relay.RelayStream.task_holds`)."""
+        return False
+
     # -- handing back ----------------------------------------------------------------------------
     def hand_back(self, t: int) -> None:
         """Give the stream's remaining work back to the wavelet path: from cycle ``t`` (the

@@ -64,7 +64,7 @@ import numpy as np
 
 from fabric.endpoints import busy_at
 from fabric.express import ExpressReceive, ExpressSend, try_express
-from fabric.relay import MIN_RELAY_ELEMENTS, RelayPart, RelayStream, try_relay
+from fabric.relay import MIN_RELAY_ELEMENTS, RelayPart, try_relay
 from fabric.routes import Dir, RouteError
 from fabric.wavelet import Wavelet
 from pe.memory import Cache
@@ -972,7 +972,7 @@ class ComputeEngine:
                 # the hold into its schedule (fabric/relay.py); otherwise the stream goes on
                 # wavelet by wavelet from the next cycle (fabric/express.py).
                 stream = self.express_stream
-                if type(stream) is not RelayStream or not stream.task_holds(self, begin, end):
+                if not stream.task_holds(self, begin, end):
                     stream.hand_back(start + 1)
             else:
                 self._express_steals(begin)
