@@ -722,7 +722,9 @@ class VectorPhase(LockstepPhase):
         self.sid = z((n, 2), np.int64)  # that stream (index into self.streams)
         self.src = z((n, 2), np.int64)
         self.txm = z((n, 2), np.uint64)  # the route's tx (a port set)
-        self.td = np.ones((n, 2), bool)
+        # NEVER while the colour's route is in teardown (or absent), else 0: an entry can send
+        # where its count exceeds it (one compare)
+        self.td = np.full((n, 2), NEVER, np.int64)
         self.pend = z((n, 2), np.uint64)  # the ports the head still has to go out of
         self.fresh = np.ones((n, 2), bool)  # the head's ports are still to be read from tx
         self.cred = z((n, 2, 8), CREDIT_DTYPE)
@@ -754,7 +756,9 @@ class VectorPhase(LockstepPhase):
         self.busy_until = z(n, np.int64)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
-        self.tok_due = z((n, 2), bool)  # a CE's stream on a slot waits for its TEARDOWN
+        # a CE's stream on a slot waits for its TEARDOWN, by entry (read and written only by
+        # ``take``, one at a time: a Python bytearray)
+        self.tok_due = bytearray(2 * n)
         # flat views of the (n, 2) tables (and of ``cred`` per port): index 2 * router + slot
         self.cnt_f, self.hd_f, self.nlen_f = (x.reshape(-1) for x in (self.cnt, self.hd, self.nlen))
         self.sid_f, self.src_f, self.td_f = (x.reshape(-1) for x in (self.sid, self.src, self.td))
@@ -768,7 +772,6 @@ class VectorPhase(LockstepPhase):
         self.odone_f, self.olen_f = self.odone.reshape(-1), self.olen.reshape(-1)
         self.oissues_f, self.owidth_f = self.oissues.reshape(-1), self.owidth.reshape(-1)
         self.oact_f = self.oact.reshape(-1)
-        self.tok_due_f = self.tok_due.reshape(-1)
         # in flight, by landing cycle: batches (entries, then values) in the order sent
         self.arrivals: dict[int, list[tuple]] = {}  # (entries, src port, stream, length, n)
         self.deliveries: dict[int, list[tuple]] = {}  # (entries, stream, n): data to a CE
@@ -779,7 +782,7 @@ class VectorPhase(LockstepPhase):
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
         # noted by the hooks, put in the tables at the routers' or CEs' next pass
-        self.routes_told: dict[int, tuple[bool, int]] = {}  # entry -> (teardown, tx)
+        self.routes_told: dict[int, tuple[int, int]] = {}  # entry -> _route_state
         self.holds_told: dict[int, tuple[int, int, int]] = {}  # CE -> _hold(ce)
         # the routers' pass's scratch: the ports each entry sends out of this cycle, as words
         # and as bytes, and the ports with a credit (written in place, not made per cycle)
@@ -845,17 +848,18 @@ class VectorPhase(LockstepPhase):
         b[[int(p) for p in ports]] = True
         return int(b.view(np.uint64)[0])
 
-    def _route_state(self, route: Any) -> tuple[bool, int]:
-        """(in teardown, the tx port set) of a colour's route (None: no route)."""
+    def _route_state(self, route: Any) -> tuple[int, int]:
+        """(NEVER if in teardown else 0, the tx port set) of a colour's route (None: no
+        route, as in teardown)."""
         if route is None:
-            return True, 0
+            return NEVER, 0
         tx = route.positions[route.pos].tx
         # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the cache
         # keeps the tuple, so its id is not reused)
         hit = self._masks.get(id(tx))
         if hit is None or hit[0] is not tx:
             hit = self._masks[id(tx)] = (tx, self._mask(tx))
-        return route.teardown, hit[1]
+        return NEVER if route.teardown else 0, hit[1]
 
     @staticmethod
     def _put(told: dict[int, tuple], tables: tuple[Any, ...]) -> Any:
@@ -941,8 +945,8 @@ class VectorPhase(LockstepPhase):
             else:
                 k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
             if self.on and (
-                self.oact_f[8 * i + 2 * o + k]
-                or (self.tok_due_f[2 * i + k] if o == 1 else not self.tok_due_f[2 * i + k]
+                (o, i, k) in self.oref  # (as ``oact``: the operations running, by column)
+                or (self.tok_due[2 * i + k] if o == 1 else not self.tok_due[2 * i + k]
                     if o == 2
                     else (self.q_f[2 * i + k] or self.qtok) and not self._receive_fits(op, i, k))
             ):  # fmt: skip
@@ -951,9 +955,9 @@ class VectorPhase(LockstepPhase):
             return False
         f = 8 * i + 2 * o + k  # (flat: one integer index per table, not an (i, j) tuple)
         if o == 1:
-            self.tok_due_f[2 * i + k] = True
+            self.tok_due[2 * i + k] = 1
         elif o == 2:
-            self.tok_due_f[2 * i + k] = False
+            self.tok_due[2 * i + k] = 0
         length = op.length
         self.oact_f[f] = True
         if length <= 0:
@@ -1166,7 +1170,7 @@ class VectorPhase(LockstepPhase):
     def _routers(self, t: int) -> bool:
         """The routers' sends (``Router.step``); True if any wavelet moved."""
         self._read_routes()
-        act = (self.cnt > 0) & ~self.td
+        act = self.cnt > self.td  # (wavelets buffered, route out of teardown)
         if not _nz(act):
             return False
         init = act & self.fresh
@@ -1174,7 +1178,7 @@ class VectorPhase(LockstepPhase):
             if _nz(init & (self.txm == 0)):
                 raise RouteError("a phase colour accepts wavelets but has no tx")
             np.copyto(self.pend, self.txm, where=init)
-            self.fresh &= ~init
+            self.fresh ^= init  # (``init`` is inside ``fresh``)
         # (an entry that cannot send has no pending ports: its head went out of the last one,
         # or a route write made it fresh; so no mask by ``act`` here)
         want = self.want
@@ -1183,7 +1187,7 @@ class VectorPhase(LockstepPhase):
         both = want[:, 0] & want[:, 1]
         if _nz(both):  # round-robin between the two colours on the ports both want
             c0, c1 = self.cols
-            bi = np.flatnonzero(both)
+            bi = both.nonzero()[0]
             last = self.rrv[bi]
             lose0 = ((c1 - last - 1) % 32 < (c0 - last - 1) % 32).view(np.uint64)[:, 0]
             b = both[bi]
