@@ -683,7 +683,13 @@ class VectorPhase(LockstepPhase):
         self.cols = tuple(sorted(colours))
         if len(self.cols) != 2:
             raise RouteError(f"lock-step phase (arrays): two colours, not {list(self.cols)}")
-        self.colv = np.array(self.cols, np.int64)
+        # the round-robin state per (router, port) is kept as the last colour plus one (-1, no
+        # colour yet, is 0), so the arbitration reads whether slot 0 loses from a table by it
+        self.rr_of_slot = np.array(self.cols, np.int64) + 1
+        c0, c1 = self.cols
+        self.slot0_loses = np.array(
+            [(c1 - last - 1) % 32 < (c0 - last - 1) % 32 for last in range(-1, 63)], bool
+        )
         self.slot = {c: k for k, c in enumerate(self.cols)}
         routers = engine.routers
         n = len(routers)
@@ -808,7 +814,7 @@ class VectorPhase(LockstepPhase):
         self.home = self._homes()
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
-        self.rrv[:, :5] = [r.rr for r in routers]
+        self.rrv[:, :5] = np.array([r.rr for r in routers], np.int64) + 1
         self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
                             for r in routers for c, k in self.slot.items()}  # fmt: skip
         holds = [_hold(ce) for ce in self.ce_at]
@@ -1066,10 +1072,12 @@ class VectorPhase(LockstepPhase):
             q, qsid = self.q_f, self.qsid_f
             for b, (e, stream, length, _, m) in enumerate(batches):
                 new = qsid[e] != stream
-                if (np.count_nonzero(new) or self.qtok) and self._unfit_deliveries(e, new, length):
+                fresh = np.count_nonzero(new)
+                if (fresh or self.qtok) and self._unfit_deliveries(e, new, length):
                     self.deliveries[t] = batches[b:]
                     return None
-                qsid[e] = stream
+                if fresh:  # (elsewhere the queue holds this stream already)
+                    qsid[e] = stream
                 q[e] += m
         toks = self.tok_deliver.pop(t, None)
         if toks:
@@ -1186,10 +1194,8 @@ class VectorPhase(LockstepPhase):
         np.bitwise_and(self.pend, self.credpos_u, out=want)
         both = want[:, 0] & want[:, 1]
         if _nz(both):  # round-robin between the two colours on the ports both want
-            c0, c1 = self.cols
             bi = both.nonzero()[0]
-            last = self.rrv[bi]
-            lose0 = ((c1 - last - 1) % 32 < (c0 - last - 1) % 32).view(np.uint64)[:, 0]
+            lose0 = self.slot0_loses.take(self.rrv[bi]).view(np.uint64)[:, 0]
             b = both[bi]
             lose0 &= b
             want[bi, 0] &= ~lose0
@@ -1200,7 +1206,7 @@ class VectorPhase(LockstepPhase):
         e = f >> 3
         pi = f & 7
         ki = e & 1
-        self.rrv[e >> 1, pi] = self.colv[ki]  # (one colour per port after arbitration)
+        self.rrv[e >> 1, pi] = self.rr_of_slot[ki]  # (one colour per port after arbitration)
         self.cred_f[f] -= 1
         # the entries that sent (ascending): the rest of the pass works on those, not on
         # whole tables; the ports sent out of leave the pending set (``want`` is inside it)
@@ -1488,7 +1494,7 @@ class VectorPhase(LockstepPhase):
         CEs."""
         routers = self.engine.routers
         fws = self.fw.sum(axis=1).tolist()
-        for r, rr, fw in zip(routers, self.rrv[:, :5].tolist(), fws, strict=True):
+        for r, rr, fw in zip(routers, (self.rrv[:, :5] - 1).tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
         self.fw[:] = 0
