@@ -735,6 +735,7 @@ class VectorPhase(LockstepPhase):
         self.fresh = np.ones((n, 2), bool)  # the head's ports are still to be read from tx
         self.cred = z((n, 2, 8), CREDIT_DTYPE)
         self.rrv = z((n, 8), np.int64)
+        self.rrv_f = self.rrv.reshape(-1)  # (index 8 * router + port)
         self.fw = z((n, 2), np.int64)
         # compute engines: queued wavelets and up-ramp credits per colour slot
         self.q = z((n, 2), np.int64)
@@ -1198,15 +1199,18 @@ class VectorPhase(LockstepPhase):
             lose0 = self.slot0_loses.take(self.rrv[bi]).view(np.uint64)[:, 0]
             b = both[bi]
             lose0 &= b
-            want[bi, 0] &= ~lose0
-            want[bi, 1] &= ~(b & ~lose0)
+            w0 = bi * 2  # (flat: one index array, numpy's fast path)
+            wf = self.want_f
+            wf[w0] &= ~lose0
+            wf[w0 + 1] &= ~(b & ~lose0)
         f = self.want_b.nonzero()[0]  # the sends: index into (router, slot, port)
         if not f.size:
             return False
         e = f >> 3
         pi = f & 7
         ki = e & 1
-        self.rrv[e >> 1, pi] = self.rr_of_slot[ki]  # (one colour per port after arbitration)
+        # (one colour per port after arbitration; flat index 8 * router + port)
+        self.rrv_f[(f >> 4 << 3) | pi] = self.rr_of_slot[ki]
         self.cred_f[f] -= 1
         # the entries that sent (ascending): the rest of the pass works on those, not on
         # whole tables; the ports sent out of leave the pending set (``want`` is inside it)
