@@ -683,7 +683,13 @@ class VectorPhase(LockstepPhase):
         self.cols = tuple(sorted(colours))
         if len(self.cols) != 2:
             raise RouteError(f"lock-step phase (arrays): two colours, not {list(self.cols)}")
-        self.colv = np.array(self.cols, np.int64)
+        # the round-robin state per (router, port) is kept as the last colour plus one (-1, no
+        # colour yet, is 0), so the arbitration reads whether slot 0 loses from a table by it
+        self.rr_of_slot = np.array(self.cols, np.int64) + 1
+        c0, c1 = self.cols
+        self.slot0_loses = np.array(
+            [(c1 - last - 1) % 32 < (c0 - last - 1) % 32 for last in range(-1, 63)], bool
+        )
         self.slot = {c: k for k, c in enumerate(self.cols)}
         routers = engine.routers
         n = len(routers)
@@ -722,11 +728,14 @@ class VectorPhase(LockstepPhase):
         self.sid = z((n, 2), np.int64)  # that stream (index into self.streams)
         self.src = z((n, 2), np.int64)
         self.txm = z((n, 2), np.uint64)  # the route's tx (a port set)
-        self.td = np.ones((n, 2), bool)
+        # NEVER while the colour's route is in teardown (or absent), else 0: an entry can send
+        # where its count exceeds it (one compare)
+        self.td = np.full((n, 2), NEVER, np.int64)
         self.pend = z((n, 2), np.uint64)  # the ports the head still has to go out of
         self.fresh = np.ones((n, 2), bool)  # the head's ports are still to be read from tx
         self.cred = z((n, 2, 8), CREDIT_DTYPE)
         self.rrv = z((n, 8), np.int64)
+        self.rrv_f = self.rrv.reshape(-1)  # (index 8 * router + port)
         self.fw = z((n, 2), np.int64)
         # compute engines: queued wavelets and up-ramp credits per colour slot
         self.q = z((n, 2), np.int64)
@@ -734,24 +743,29 @@ class VectorPhase(LockstepPhase):
         self.up = z((n, 2), np.int64)
         # operations per CE, column 2 * kind + slot (kind 0 receive, 1 send, 2 control send)
         self.oact = z((n, 8), bool)
-        # an operation with wavelets still to move (oact and odone < olen), kept as they change
-        self.ordy = z((n, 8), bool)
-        self.ordy_u = self.ordy.view(np.uint64)[:, 0]  # (one word per CE)
         self.empty_ops = 0  # operations of no wavelets taken and not yet complete
         self.odone = z((n, 8), np.int64)
         self.olen = z((n, 8), np.int64)
         # an operation's issue order: (priority * 64 + microthread) * 8 + column, so the least
-        # of a CE's row is its first operation in the engine's order (kind, then slot on ties)
-        self.okey = z((n, 8), np.int64)
+        # of a CE's row is its first operation in the engine's order (kind, then slot on ties);
+        # NEVER where the column has no operation with wavelets still to move (kept as they
+        # begin and end: an operation whose last wavelet moves completes in that cycle); kept
+        # by column, ``okey_t[column, CE]``, so the CEs' pass reads whole rows
+        self.okey_t = np.full((8, n), NEVER, np.int64)
         self.owidth = np.ones((n, 8), np.int64)
         self.oissues = z((n, 8), np.int64)
         self.oref: dict[tuple[int, int, int], Any] = {}  # (kind, router index, slot) -> op
+        # the main thread's hold: it holds the issue slot at cycles ``hold_from <= t <
+        # hold_from + hold_span`` (span 0 while no task runs), so "held now" is one unsigned
+        # compare of ``t - hold_from`` with the span
         self.hold_from = z(n, np.int64)
+        self.hold_span = z(n, np.uint64)
         self.busy_until = z(n, np.int64)
-        self.running = z(n, bool)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
-        self.tok_due = z((n, 2), bool)  # a CE's stream on a slot waits for its TEARDOWN
+        # a CE's stream on a slot waits for its TEARDOWN, by entry (read and written only by
+        # ``take``, one at a time: a Python bytearray)
+        self.tok_due = bytearray(2 * n)
         # flat views of the (n, 2) tables (and of ``cred`` per port): index 2 * router + slot
         self.cnt_f, self.hd_f, self.nlen_f = (x.reshape(-1) for x in (self.cnt, self.hd, self.nlen))
         self.sid_f, self.src_f, self.td_f = (x.reshape(-1) for x in (self.sid, self.src, self.td))
@@ -764,8 +778,7 @@ class VectorPhase(LockstepPhase):
         # and of the (n, 8) operation tables: index 8 * CE + column
         self.odone_f, self.olen_f = self.odone.reshape(-1), self.olen.reshape(-1)
         self.oissues_f, self.owidth_f = self.oissues.reshape(-1), self.owidth.reshape(-1)
-        self.ordy_f, self.oact_f = self.ordy.reshape(-1), self.oact.reshape(-1)
-        self.okey_f, self.tok_due_f = self.okey.reshape(-1), self.tok_due.reshape(-1)
+        self.oact_f = self.oact.reshape(-1)
         # in flight, by landing cycle: batches (entries, then values) in the order sent
         self.arrivals: dict[int, list[tuple]] = {}  # (entries, src port, stream, length, n)
         self.deliveries: dict[int, list[tuple]] = {}  # (entries, stream, n): data to a CE
@@ -776,8 +789,15 @@ class VectorPhase(LockstepPhase):
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
         # noted by the hooks, put in the tables at the routers' or CEs' next pass
-        self.routes_told: dict[int, tuple[bool, int]] = {}  # entry -> (teardown, tx)
-        self.holds_told: dict[int, tuple[bool, int, int]] = {}  # CE -> running, hold, busy
+        self.routes_told: dict[int, tuple[int, int]] = {}  # entry -> _route_state
+        self.holds_told: dict[int, tuple[int, int, int]] = {}  # CE -> _hold(ce)
+        # the routers' pass's scratch: the ports each entry sends out of this cycle, as words
+        # and as bytes, and the ports with a credit (written in place, not made per cycle)
+        self.want = z((n, 2), np.uint64)
+        self.want_f = self.want.reshape(-1)
+        self.want_b = self.want.view(bool).reshape(-1)
+        self.credpos = z((n, 2, 8), bool)
+        self.credpos_u = self.credpos.view(np.uint64).reshape(n, 2)
         self.nops = bytearray(n)  # operations of the phase running on each CE (at most 6)
         self.left = 0  # operations the phase still runs
         self.horizon = -1  # everything the phase sent lands before this cycle
@@ -795,13 +815,13 @@ class VectorPhase(LockstepPhase):
         self.home = self._homes()
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
-        self.rrv[:, :5] = [r.rr for r in routers]
+        self.rrv[:, :5] = np.array([r.rr for r in routers], np.int64) + 1
         self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
                             for r in routers for c, k in self.slot.items()}  # fmt: skip
-        ces = self.ce_at
-        self.running[:] = [ce.running is not None for ce in ces]
-        self.hold_from[:] = [ce.hold_from for ce in ces]
-        self.busy_until[:] = [ce.busy_until for ce in ces]
+        holds = [_hold(ce) for ce in self.ce_at]
+        self.hold_from[:] = [h[0] for h in holds]
+        self.hold_span[:] = [h[1] for h in holds]
+        self.busy_until[:] = [h[2] for h in holds]
 
     def _homes(self) -> np.ndarray:
         """Every entry's credits per port when all are home: a hop buffer's size on the mesh
@@ -835,17 +855,18 @@ class VectorPhase(LockstepPhase):
         b[[int(p) for p in ports]] = True
         return int(b.view(np.uint64)[0])
 
-    def _route_state(self, route: Any) -> tuple[bool, int]:
-        """(in teardown, the tx port set) of a colour's route (None: no route)."""
+    def _route_state(self, route: Any) -> tuple[int, int]:
+        """(NEVER if in teardown else 0, the tx port set) of a colour's route (None: no
+        route, as in teardown)."""
         if route is None:
-            return True, 0
+            return NEVER, 0
         tx = route.positions[route.pos].tx
         # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the cache
         # keeps the tuple, so its id is not reused)
         hit = self._masks.get(id(tx))
         if hit is None or hit[0] is not tx:
             hit = self._masks[id(tx)] = (tx, self._mask(tx))
-        return route.teardown, hit[1]
+        return NEVER if route.teardown else 0, hit[1]
 
     @staticmethod
     def _put(told: dict[int, tuple], tables: tuple[Any, ...]) -> Any:
@@ -864,11 +885,14 @@ class VectorPhase(LockstepPhase):
         """The route states the hooks noted (writes landed, teardowns applied) into the tables."""
         e = self._put(self.routes_told, (self.td_f, self.txm_f))
         if e is not None:
+            # (the head's ports are read from the route again; none are pending until then,
+            # so an entry's pending ports are empty wherever it cannot send: _routers)
             self.fresh_f[e] = True
+            self.pend_f[e] = 0
 
     def _read_holds(self) -> None:
         """The main threads' holds the CEs noted (a task dispatched or ended) into the tables."""
-        self._put(self.holds_told, (self.running, self.hold_from, self.busy_until))
+        self._put(self.holds_told, (self.hold_from, self.hold_span, self.busy_until))
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
@@ -876,7 +900,7 @@ class VectorPhase(LockstepPhase):
         if not self.nops[i]:
             return  # (read only where an operation of the phase runs: noted when one begins)
         # (noted now, while the CE is in cache; the tables take it at the CEs' next pass)
-        self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
+        self.holds_told[i] = _hold(ce)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
         waiting = self.waiting
         if waiting is not None and waiting[i]:
@@ -928,8 +952,8 @@ class VectorPhase(LockstepPhase):
             else:
                 k, o = self.slot[op.out_colour], 1 if kind == "send" else 2  # type: ignore[index]
             if self.on and (
-                self.oact_f[8 * i + 2 * o + k]
-                or (self.tok_due_f[2 * i + k] if o == 1 else not self.tok_due_f[2 * i + k]
+                (o, i, k) in self.oref  # (as ``oact``: the operations running, by column)
+                or (self.tok_due[2 * i + k] if o == 1 else not self.tok_due[2 * i + k]
                     if o == 2
                     else (self.q_f[2 * i + k] or self.qtok) and not self._receive_fits(op, i, k))
             ):  # fmt: skip
@@ -938,24 +962,24 @@ class VectorPhase(LockstepPhase):
             return False
         f = 8 * i + 2 * o + k  # (flat: one integer index per table, not an (i, j) tuple)
         if o == 1:
-            self.tok_due_f[2 * i + k] = True
+            self.tok_due[2 * i + k] = 1
         elif o == 2:
-            self.tok_due_f[2 * i + k] = False
+            self.tok_due[2 * i + k] = 0
         length = op.length
         self.oact_f[f] = True
-        self.ordy_f[f] = length > 0
         if length <= 0:
             self.empty_ops += 1
         self.odone_f[f] = 0
         self.olen_f[f] = length
-        self.okey_f[f] = (op.priority * 64 + op.microthread) * 8 + 2 * o + k
+        key = (op.priority * 64 + op.microthread) * 8 + 2 * o + k
+        self.okey_t[2 * o + k, i] = key if length > 0 else NEVER
         self.owidth_f[f] = op.width if o != 2 else 1
         self.oissues_f[f] = 0
         self.oref[(o, i, k)] = op
         self.left += 1
         self.nops[i] += 1
         # the main thread's hold, which the CE's hooks note only while it runs phase operations
-        self.holds_told[i] = (ce.running is not None, ce.hold_from, ce.busy_until)
+        self.holds_told[i] = _hold(ce)
         if o == 1:
             self.ssid_f[2 * i + k] = len(self.streams)
             self.streams.append(op)
@@ -1049,10 +1073,12 @@ class VectorPhase(LockstepPhase):
             q, qsid = self.q_f, self.qsid_f
             for b, (e, stream, length, _, m) in enumerate(batches):
                 new = qsid[e] != stream
-                if (np.count_nonzero(new) or self.qtok) and self._unfit_deliveries(e, new, length):
+                fresh = np.count_nonzero(new)
+                if (fresh or self.qtok) and self._unfit_deliveries(e, new, length):
                     self.deliveries[t] = batches[b:]
                     return None
-                qsid[e] = stream
+                if fresh:  # (elsewhere the queue holds this stream already)
+                    qsid[e] = stream
                 q[e] += m
         toks = self.tok_deliver.pop(t, None)
         if toks:
@@ -1153,7 +1179,7 @@ class VectorPhase(LockstepPhase):
     def _routers(self, t: int) -> bool:
         """The routers' sends (``Router.step``); True if any wavelet moved."""
         self._read_routes()
-        act = (self.cnt > 0) & ~self.td
+        act = self.cnt > self.td  # (wavelets buffered, route out of teardown)
         if not _nz(act):
             return False
         init = act & self.fresh
@@ -1161,37 +1187,36 @@ class VectorPhase(LockstepPhase):
             if _nz(init & (self.txm == 0)):
                 raise RouteError("a phase colour accepts wavelets but has no tx")
             np.copyto(self.pend, self.txm, where=init)
-            self.fresh &= ~init
-        n = self.n
-        want = self.pend & (self.cred > 0).view(np.uint64).reshape(n, 2)
-        want *= act.astype(np.uint64)  # (cast first: a mixed-type multiply casts per element)
+            self.fresh ^= init  # (``init`` is inside ``fresh``)
+        # (an entry that cannot send has no pending ports: its head went out of the last one,
+        # or a route write made it fresh; so no mask by ``act`` here)
+        want = self.want
+        np.greater(self.cred, 0, out=self.credpos)
+        np.bitwise_and(self.pend, self.credpos_u, out=want)
         both = want[:, 0] & want[:, 1]
         if _nz(both):  # round-robin between the two colours on the ports both want
-            c0, c1 = self.cols
-            bi = np.flatnonzero(both)
-            last = self.rrv[bi]
-            lose0 = ((c1 - last - 1) % 32 < (c0 - last - 1) % 32).view(np.uint64)[:, 0]
+            bi = both.nonzero()[0]
+            lose0 = self.slot0_loses.take(self.rrv[bi]).view(np.uint64)[:, 0]
             b = both[bi]
             lose0 &= b
-            want[bi, 0] &= ~lose0
-            want[bi, 1] &= ~(b & ~lose0)
-        wb = want.view(bool).reshape(n, 2, 8)
-        f = np.flatnonzero(wb)  # the sends: index into (router, slot, port)
+            w0 = bi * 2  # (flat: one index array, numpy's fast path)
+            wf = self.want_f
+            wf[w0] &= ~lose0
+            wf[w0 + 1] &= ~(b & ~lose0)
+        f = self.want_b.nonzero()[0]  # the sends: index into (router, slot, port)
         if not f.size:
             return False
         e = f >> 3
         pi = f & 7
         ki = e & 1
-        self.rrv[e >> 1, pi] = self.colv[ki]  # (one colour per port after arbitration)
+        # (one colour per port after arbitration; flat index 8 * router + port)
+        self.rrv_f[(f >> 4 << 3) | pi] = self.rr_of_slot[ki]
         self.cred_f[f] -= 1
-        # the entries that sent (``e`` ascends; each once): the rest of the pass works on
-        # those, not on whole tables
-        first = np.empty(e.size, bool)
-        first[0] = True
-        np.not_equal(e[1:], e[:-1], out=first[1:])
-        es = e[first]
+        # the entries that sent (ascending): the rest of the pass works on those, not on
+        # whole tables; the ports sent out of leave the pending set (``want`` is inside it)
+        es = self.want_f.nonzero()[0]
         pend_f = self.pend_f
-        pend_f[es] &= ~want.reshape(-1)[es]
+        np.bitwise_xor(self.pend, want, out=self.pend)
         hop, lr, lch, lc = self.lat
         hd_e, nlen_e = self.hd_f[e], self.nlen_f[e]  # (each send's sequence number, length)
         tok = hd_e == nlen_e  # the sends of a TEARDOWN (numbered as its stream's length)
@@ -1260,28 +1285,26 @@ class VectorPhase(LockstepPhase):
         if not self.left:
             return False
         self._read_holds()
-        held = self.running & (self.hold_from <= t) & (t < self.busy_until)
-        # what each column's operation needs: a queued wavelet (receives), an up-ramp credit
-        # (sends), as bytes 0-1, 2-3 and 4-5 of a word per CE
-        q = (self.q > 0).view(np.uint16)[:, 0].astype(np.uint64)
-        up = (self.up > 0).view(np.uint16)[:, 0].astype(np.uint64)
-        ready_u = self.ordy_u & (q | (up << 16) | (up << 32))  # (any operation of the CE ready)
-        ready = ready_u.view(bool).reshape(self.n, 8)
-        elig = ready_u * (~held).astype(np.uint64)  # (cast first, as in _routers)
-        if not _nz(elig):
-            if _nz(ready_u):  # waiting for a task to give the issue slot back
-                self.waiting = ready_u != 0
-                self.held_elig = int(self.busy_until[self.waiting].min())
-            return False
-        ci = np.flatnonzero(elig)
+        held = (t - self.hold_from).view(np.uint64) < self.hold_span
         # each CE's first ready operation: the least key of its ready columns (the column is
-        # the key's low three bits), as seven element-wise minimums over the table's columns
-        # (a gather of the eligible rows and an ``argmin`` over an axis of eight cost ~6 times
-        # that at 4,096 CEs)
-        key = np.where(ready, self.okey, NEVER)
-        least = np.minimum(key[:, 0], key[:, 1])
-        for j in range(2, 8):
-            np.minimum(least, key[:, j], out=least)
+        # the key's low three bits; NEVER where nothing is to move). A receive (columns 0-1)
+        # needs a queued wavelet of its slot, a send or control send (2-3, 4-5) an up-ramp
+        # credit of its slot: one ``where`` per table, then element-wise minimums over the
+        # columns (a gather of the eligible rows and an ``argmin`` over an axis of eight cost
+        # ~6 times that at 4,096 CEs)
+        okey, minimum, where = self.okey_t, np.minimum, np.where
+        qp, upp = self.q > 0, self.up > 0
+        least = where(qp[:, 0], okey[0], NEVER)
+        minimum(least, where(qp[:, 1], okey[1], NEVER), out=least)
+        minimum(least, where(upp[:, 0], minimum(okey[2], okey[4]), NEVER), out=least)
+        minimum(least, where(upp[:, 1], minimum(okey[3], okey[5]), NEVER), out=least)
+        ready = least != NEVER  # (any operation of the CE ready)
+        ci = (ready > held).nonzero()[0]  # (ready and not held)
+        if not ci.size:
+            if _nz(ready):  # waiting for a task to give the issue slot back
+                self.waiting = ready
+                self.held_elig = int(self.busy_until[ready].min())
+            return False
         best = least[ci] & 7
         bo, bk = best >> 1, best & 1
         # (the issuing operations as flat indices into the (CE, column) tables: one CE each)
@@ -1328,7 +1351,6 @@ class VectorPhase(LockstepPhase):
         # issued now can have finished (one per CE, ``ci`` ascending), but for any of no
         # wavelets, which the engine completes in a cycle some CE issues: all are looked at.
         more = odone_f[fb] < olen_f[fb]
-        self.ordy_f[fb] = more
         if self.empty_ops:
             done = np.flatnonzero(self.oact & (self.odone == self.olen))
         elif _nz(more) == more.size:
@@ -1345,7 +1367,7 @@ class VectorPhase(LockstepPhase):
         batch. The tables are read and cleared for all at once: what the completions call
         (the CE's finish, its teardown signal, the hooks) writes none of them."""
         self.oact_f[done] = False
-        self.ordy_f[done] = False
+        self.okey_t[done & 7, done >> 3] = NEVER
         e = (done >> 3) * 2 + (done & 1)  # (each one's (CE, slot) entry)
         rows = zip(done.tolist(), self.oissues_f[done].tolist(), self.qsid_f[e].tolist(),
                    self.q_f[e].tolist(), strict=True)  # fmt: skip
@@ -1476,7 +1498,7 @@ class VectorPhase(LockstepPhase):
         CEs."""
         routers = self.engine.routers
         fws = self.fw.sum(axis=1).tolist()
-        for r, rr, fw in zip(routers, self.rrv[:, :5].tolist(), fws, strict=True):
+        for r, rr, fw in zip(routers, (self.rrv[:, :5] - 1).tolist(), fws, strict=True):
             r.rr[:] = rr
             r.forwarded += fw
         self.fw[:] = 0
@@ -1490,6 +1512,14 @@ class VectorPhase(LockstepPhase):
                     if key in r.credits or self.cred[i, k, port] != self.home[i, k, port]:
                         r.credits[key] = int(self.cred[i, k, port])
                 self.ce_at[i].up_credits[c] = int(self.up[i, k])
+
+
+def _hold(ce: ComputeEngine) -> tuple[int, int, int]:
+    """A CE's main-thread hold as the phase keeps it: (from, span, until); it holds the issue
+    slot at ``from <= t < from + span`` (span 0: no task runs, or a hold already over)."""
+    hold_from, busy = ce.hold_from, ce.busy_until
+    span = busy - hold_from if ce.running is not None and busy > hold_from else 0
+    return hold_from, span, busy
 
 
 def _rows(*columns: Any) -> Any:
