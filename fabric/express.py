@@ -628,6 +628,19 @@ def _commit(
     # together in the cycle's list in this order (only the receivers' completion wakes, which
     # only wake the Completions step, fall between them there).
     credit_due, credits_home = stream.credit_due, stream.credits_home
+
+    def owe(item: tuple[Router, tuple[Dir, int]], times: list[int], shift: int) -> None:
+        """``item``'s credits come home at ``times`` shifted by ``shift``: each cycle's through
+        its one ``credits_home`` due action."""
+        for u in times:
+            u += shift
+            items = credit_due.get(u)
+            if items is None:
+                credit_due[u] = [item]
+                (due.get(u) or due_slot(u)).append((credits_home, (u,)))
+            else:
+                items.append(item)
+
     detail = engine.detail
     saved_rr = stream.rr
     written = stream.written
@@ -662,15 +675,7 @@ def _commit(
                 r.credits[(port, colour)] -= n_hop
                 tails[(r.index + 1) * 64 + port] = shift * 128 + 1  # (_key, inlined)
                 # (every time is after the router's last forward, so not past)
-                item = (r, (port, colour))
-                for u in hop_away:
-                    u += shift
-                    items = credit_due.get(u)
-                    if items is None:
-                        credit_due[u] = [item]
-                        (due.get(u) or due_slot(u)).append((credits_home, (u,)))
-                    else:
-                        items.append(item)
+                owe((r, (port, colour)), hop_away, shift)
     # Receivers: wavelet k arrives (and is popped) at fa[k] + depth * hop + ramp latency; the
     # down-ramp credits still away at the last pop come home to the router (again the same
     # for every depth, per number of down-ramp credits).
@@ -687,15 +692,7 @@ def _commit(
             router.credits[(RAMP, colour)] -= len(away)
             dh = depth * hop
             tails[(router.index + 1) * 64 + RAMP] = dh * 128 + 2 + cd  # (_key, inlined)
-            item = (router, (RAMP, colour))  # (as the hop credits above)
-            for u in away:
-                u += dh
-                items = credit_due.get(u)
-                if items is None:
-                    credit_due[u] = [item]
-                    (due.get(u) or due_slot(u)).append((credits_home, (u,)))
-                else:
-                    items.append(item)
+            owe((router, (RAMP, colour)), away, dh)  # (as the hop credits above)
         rce: ExpressEndpoint = router.ce  # type: ignore[assignment]
         rce.commit_express_receive(recv, fa, shift, stream)
         u = last_f + shift
