@@ -318,7 +318,8 @@ class TensorUnit:
     """
 
     __slots__ = ("_classes", "_costs", "_f32", "_f32_of", "_fast_costs", "_period",
-                 "_run_costs", "cfg", "fast_instructions", "fast_path")  # fmt: skip
+                 "_run_costs", "cfg", "fast_instructions", "fast_path",
+                 "run_vector_min")  # fmt: skip
 
     def __init__(self, cfg: PeConfig, *, fast_path: bool = True) -> None:
         self.cfg = cfg
@@ -331,6 +332,7 @@ class TensorUnit:
         # execute_run's costs by the run's form (op, each operand's strides or None): one
         # number, or a memo by the memory operands' start addresses within a bank period
         self._run_costs: dict[tuple, int | dict[int, int]] = {}
+        self.run_vector_min = RUN_VECTOR_MIN
         # The last SRAM bytes an operand was made in, and their FP32 view (_f32_view)
         self._f32_of: np.ndarray | None = None
         self._f32: np.ndarray | None = None
@@ -646,7 +648,11 @@ class TensorUnit:
         values: list[Any] = []
         form: list[Any] = [op]
         for x in (dst, *srcs):
-            if type(x) is tuple:
+            if x is dst and words:  # (the destination again, an accumulator: its words)
+                words.append(words[0])
+                values.append(None)
+                form.append(form[1])
+            elif type(x) is tuple:
                 d, offsets = x
                 if type(d) is not MemDsd or d.dtype != "f32" or d.space != "sram":
                     return None
@@ -703,6 +709,28 @@ class TensorUnit:
         ):  # fmt: skip
             # y[i] += x[j] * c (a sparse row's step) at one cost: ``_fmacs_1`` inline. A value
             # enters ``cur`` only inside FP32's finite range, so only new ones are checked.
+            if n >= self.run_vector_min and set(dws).isdisjoint(words[2]):
+                ps = _products(f32, words[2], values[3])
+                if ps is not None:
+                    k = -1
+                    for dw, aw, p, c in zip(dws, words[1], ps, values[3], strict=True):
+                        k += 1
+                        acc = get(aw)
+                        if acc is None:
+                            acc = item(aw)
+                            if not -m <= acc <= m:
+                                each(k)
+                                continue
+                            cur[aw] = acc
+                        if c.__class__ is float and -m <= p <= m:
+                            r = acc + p
+                            if -m <= r <= m:
+                                cur[dw] = out[dw] = unpack(pack(r))[0]
+                                continue
+                        each(k)
+                    _flush(f32, out)
+                    self.fast_instructions += n - fallbacks
+                    return cycles
             k = -1
             for dw, aw, xw, c in zip(dws, words[1], words[2], values[3], strict=True):
                 k += 1
@@ -796,6 +824,27 @@ class TensorUnit:
         """The cost of a run's instruction ``k``, as the fast path costs it."""
         d, s = _run_instruction(dst, srcs, k)
         return self.cost(op, 1, dst=d, srcs=tuple(x if type(x) is MemDsd else None for x in s))
+
+
+#: Runs of at least this many ``fmacs`` in spmv's form whose ``x`` words the run does not write
+#: take their products as one numpy multiply (:func:`_products`); shorter ones one by one (a
+#: unit's ``run_vector_min``; the results are the same either way, only the speed differs).
+RUN_VECTOR_MIN = 8
+
+
+def _products(f32: np.ndarray, xws: list[int], cs: list) -> list[float] | None:
+    """``fl32(x[w] * fl32(c))`` for a run's ``x`` words and scalars, as Python floats (FP32
+    values), or None if a scalar is not a number. Each is the scalar form's rounded product
+    (both factors FP32, so the product is exact in double and rounded once either way); an
+    infinite or NaN one, or one of an infinite or NaN factor, is outside FP32's finite range
+    and sends its instruction to the reference, as the scalar form does."""
+    quiet = _quiet_on()
+    try:
+        return np.multiply(f32[xws], np.array(cs, F32)).tolist()  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    finally:
+        _quiet_off(quiet)
 
 
 def _run_length(op: str, dst: Any, srcs: tuple) -> int:

@@ -289,6 +289,18 @@ class TaskContext:
             if befores is None and not after and not debt:
                 self.now = now + sum(cycles)  # (no scalar work: whole cycles only)
                 return debt
+            if n and _whole(after) and _whole(before) and _whole(debt):
+                # Whole cycles of scalar work (spmv's defaults): every sum below is exact and
+                # the first instruction spends the whole debt, each later one its own work,
+                # so the loop's ``t.now`` is one sum and its debt 0.
+                walked = 0
+                if befores is not None:
+                    walked = sum(befores)
+                    if type(walked) is not int or walked >= 1 << 22 or min(befores) < 0:
+                        walked = -1  # (not counts the loop's ``range`` takes: the loop)
+                if walked >= 0:
+                    self.now = now + sum(cycles) + int(debt) + int(before) * walked + int(after) * n
+                    return 0.0
         for k in range(n):
             if befores is not None:
                 for _ in range(befores[k]):
@@ -405,6 +417,17 @@ class TaskContext:
             op.on_done.append(("activate", activate))
         self.now += ce.cfg.dsd_setup_cycles
         ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+
+
+def _whole(x: object) -> bool:
+    """Whether ``x`` is a whole number of cycles small enough that float sums of it stay exact."""
+    return (
+        (x.__class__ is float or x.__class__ is int)
+        and -(1 << 30) < x < 1 << 30
+        and (
+            x.__class__ is int or x.is_integer()  # type: ignore[attr-defined]
+        )
+    )
 
 
 # Route changes a write makes when it lands (module functions and shared objects: no closure

@@ -38,7 +38,9 @@ _SCALAR = st.one_of(
 )
 
 
-def _program(op: str, plan: dict, mode: str, fast_path: bool) -> dict:
+def _program(
+    op: str, plan: dict, mode: str, fast_path: bool, vector_min: int = 8, traced: bool = True
+) -> dict:
     """Run the plan's instructions in one task of a 1 x 1 wafer, by ``mode`` ('op': one
     ``t.op`` each, the reference; 'run': one ``t.element_run``); what they leave."""
     got: dict = {}
@@ -56,7 +58,9 @@ def _program(op: str, plan: dict, mode: str, fast_path: bool) -> dict:
         def task(t):
             t.mark("start")
             dst = operand(plan["dst"])
-            srcs = [operand(f) for f in plan["srcs"]]
+            # (the destination again as a source: the same tuple, or an equal one)
+            same = plan.get("same_object", True)
+            srcs = [dst if f is plan["dst"] and same else operand(f) for f in plan["srcs"]]
             after, before, befores = plan["after"], plan["before"], plan["befores"]
             debt = plan["debt"]
             n = len(dst[1])
@@ -87,10 +91,11 @@ def _program(op: str, plan: dict, mode: str, fast_path: bool) -> dict:
 
     layout = Layout(1, 1)
     layout.set_rectangle_code(code)
-    tracer = ListTracer(TraceLevel.OPS)
+    tracer = ListTracer(TraceLevel.OPS if traced else TraceLevel.OFF)
     sim = Simulation(tracer=tracer)
     wafer = Wafer(sim, WaferConfig(), layout)
     wafer.tensor_unit.fast_path = fast_path
+    wafer.tensor_unit.run_vector_min = vector_min
     with np.errstate(all="ignore"):
         result = sim.run()
     assert result.status == "completed", result.report
@@ -132,7 +137,7 @@ def _plans(draw, op: str) -> dict:
     return {
         "bufs": bufs, "dst": dst, "srcs": srcs, "after": draw(frac), "before": draw(frac),
         "befores": draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)),
-        "debt": draw(st.sampled_from([0.0, 0.5, 3.0])),
+        "debt": draw(st.sampled_from([0.0, 0.5, 3.0])), "same_object": draw(st.booleans()),
     }  # fmt: skip
 
 
@@ -149,7 +154,12 @@ def _same(a: dict, b: dict) -> None:
 def test_a_run_is_its_instructions_one_by_one(op: str, data) -> None:
     plan = data.draw(_plans(op))
     fast_path = data.draw(st.sampled_from([True, True, False]))
-    _same(_program(op, plan, "run", fast_path), _program(op, plan, "op", fast_path))
+    vector_min = data.draw(st.sampled_from([1, 8]))  # (short runs' products in one multiply too)
+    traced = data.draw(st.booleans())  # (untraced: the debt's whole-cycle sum)
+    _same(
+        _program(op, plan, "run", fast_path, vector_min, traced),
+        _program(op, plan, "op", fast_path, vector_min, traced),
+    )
 
 
 def test_spmv_like_runs_take_the_fast_path_and_non_finite_values_the_reference():

@@ -296,8 +296,9 @@ class _SpmvPe:
                     walked.append(s - last)
                     walked += [0] * (hi - lo - 1)
                     last = s
+            y_rows = (ypart, rows)
             debt = t.element_run(
-                "fmacs", (ypart, rows), (ypart, rows), (xbuf, col), v,
+                "fmacs", y_rows, y_rows, (xbuf, col), v,
                 after=p.nnz_overhead_cycles, before=p.row_overhead_cycles, befores=walked,
             )  # fmt: skip
             row_oh = p.row_overhead_cycles
