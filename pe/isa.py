@@ -651,7 +651,7 @@ class TensorUnit:
             if x is dst and words:  # (the destination again, an accumulator: its words)
                 words.append(words[0])
                 values.append(None)
-                form.append(form[1])
+                form.append("dst")  # (placed where the destination is)
             elif type(x) is tuple:
                 d, offsets = x
                 if type(d) is not MemDsd or d.dtype != "f32" or d.space != "sram":
@@ -793,10 +793,11 @@ class TensorUnit:
         return cycles
 
     def _run_form_costs(self, form: tuple) -> int | dict[int, int]:
-        """A run form's costs (``form``: the op, then each operand's strides or None for a
-        scalar): one number when :meth:`cost` gives the same at every start address of its
-        memory operands within the bank period (each placement costed once, made as the
-        descriptors it stands for), else a memo the run fills by placement."""
+        """A run form's costs (``form``: the op, then each operand's strides, None for a
+        scalar, or "dst" for the destination's operand given again): one number when
+        :meth:`cost` gives the same at every start address of its memory operands within the
+        bank period (each placement costed once, made as the descriptors it stands for), else
+        a memo the run fills by placement."""
         got = self._run_costs.get(form)
         if got is not None:
             return got
@@ -804,16 +805,20 @@ class TensorUnit:
             self._run_costs.clear()
         op, q = form[0], self._period
         starts = sorted({(4 * w) % q for w in range(q)})  # a word's possible starts
-        mems = [s for s in form[1:] if s is not None]
+        mems = [s for s in form[1:] if s is not None and s != "dst"]
         got = {}
         if len(starts) ** len(mems) <= 256:
             found = set()
             for place in itertools.product(starts, repeat=len(mems)):
                 it = iter(place)
-                ds = [
-                    None if s is None else MemDsd(next(it), "f32", (1,), s, space="sram")
-                    for s in form[1:]
-                ]
+                ds: list[MemDsd | None] = []
+                for s in form[1:]:
+                    if s == "dst":  # (the destination's operand again: its placement)
+                        ds.append(ds[0])
+                    else:
+                        ds.append(
+                            None if s is None else MemDsd(next(it), "f32", (1,), s, space="sram")
+                        )
                 found.add(self.cost(op, 1, dst=ds[0], srcs=tuple(ds[1:])))
             if len(found) == 1:
                 (got,) = found
