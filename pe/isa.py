@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -316,8 +317,9 @@ class TensorUnit:
     two). ``fast_instructions`` counts the instructions the fast path ran.
     """
 
-    __slots__ = ("_classes", "_costs", "_f32", "_f32_of", "_fast_costs", "_period", "cfg",
-                 "fast_instructions", "fast_path")  # fmt: skip
+    __slots__ = ("_classes", "_costs", "_f32", "_f32_of", "_fast_costs", "_period",
+                 "_run_costs", "cfg", "fast_instructions", "fast_path",
+                 "run_vector_min")  # fmt: skip
 
     def __init__(self, cfg: PeConfig, *, fast_path: bool = True) -> None:
         self.cfg = cfg
@@ -327,6 +329,10 @@ class TensorUnit:
         self._costs: dict[tuple, int] = {}
         self._classes: dict[tuple, int] = {}
         self._fast_costs: dict[tuple, int] = {}
+        # execute_run's costs by the run's form (op, each operand's strides or None): one
+        # number, or a memo by the memory operands' start addresses within a bank period
+        self._run_costs: dict[tuple, int | dict[int, int]] = {}
+        self.run_vector_min = RUN_VECTOR_MIN
         # The last SRAM bytes an operand was made in, and their FP32 view (_f32_view)
         self._f32_of: np.ndarray | None = None
         self._f32: np.ndarray | None = None
@@ -591,6 +597,312 @@ class TensorUnit:
         f32 = self._f32 = data.view(F32)
         self._f32_of = data
         return f32
+
+    # -- runs of one-element instructions ------------------------------------------------------
+    def execute_run(
+        self, op: str, sram: Store, dst: tuple[MemDsd, Sequence[int]], srcs: tuple, *,
+        cache: Store | None = None,
+    ) -> list[int]:  # fmt: skip
+        """Run a *run* of one-element instructions ``op`` and return each one's cycles, in order.
+
+        Instruction k is ``execute(op, sram, dst_k, srcs_k, cache=cache)``: a memory operand,
+        given as ``(dsd, offsets)`` (``dsd`` 1-D), stands for
+        ``dsd.with_length(1).with_offset(offsets[k])``; a list of scalars for its element k;
+        any other scalar for itself; every list of offsets or scalars has one entry per
+        instruction (``dst``'s offsets give the count). The result, the bytes written, each
+        cost and ``fast_instructions`` are those of the instructions run one after the other
+        (:meth:`_execute_run_each`, the reference); on the fast path (``fadds``, ``fsubs``,
+        ``fmuls`` and ``fmacs`` on FP32 operands in SRAM) without a descriptor, a
+        :class:`FastOperand` or a call per instruction: the words an instruction touches are
+        kept as Python floats (FP32 values, exact) and written back when the run ends; an
+        instruction the scalar form does not vouch for (a value outside FP32's finite range, a
+        scalar that is not a Python float) is run as the reference runs it, on the memory as
+        it stands then. Costs are memoised per run form and the operands' start addresses
+        within the bank period (:meth:`cost` of the instruction's descriptors, once per key).
+        """
+        n = _run_length(op, dst, srcs)
+        if n and self.fast_path and op in _ONE_ELEMENT:
+            got = self._execute_run_fast(op, sram, dst, srcs, n, cache)
+            if got is not None:
+                return got
+        return self._execute_run_each(op, sram, dst, srcs, n, cache)
+
+    def _execute_run_each(
+        self, op: str, sram: Store, dst: tuple, srcs: tuple, n: int, cache: Store | None
+    ) -> list[int]:
+        """The reference: each instruction's descriptors made and :meth:`execute` called."""
+        return [
+            self.execute(op, sram, *_run_instruction(dst, srcs, k), cache=cache) for k in range(n)
+        ]
+
+    def _execute_run_fast(
+        self, op: str, sram: Store, dst: tuple, srcs: tuple, n: int, cache: Store | None
+    ) -> list[int] | None:
+        """:meth:`execute_run` on the fast path, or None (nothing done) when the run is not its
+        case: a memory operand that is not a 1-D FP32 ``MemDsd`` in the SRAM, or a word
+        outside the SRAM's bytes as they stand (a packed SRAM: the reference widens it)."""
+        data = sram.data
+        f32 = self._f32 if self._f32_of is data else self._f32_view(data)
+        size = len(f32)
+        words: list[list[int] | None] = []
+        values: list[Any] = []
+        form: list[Any] = [op]
+        for x in (dst, *srcs):
+            if x is dst and words:  # (the destination again, an accumulator: its words)
+                words.append(words[0])
+                values.append(None)
+                form.append("dst")  # (placed where the destination is)
+            elif type(x) is tuple:
+                d, offsets = x
+                if type(d) is not MemDsd or d.dtype != "f32" or d.space != "sram":
+                    return None
+                if len(d.shape) != 1:
+                    return None
+                w0 = d.base // 4 + d.offset  # (an FP32 descriptor's base is word-aligned)
+                ws = [w0 + o for o in map(int, offsets)]  # (with_offset's int())
+                if min(ws) < 0 or max(ws) >= size:
+                    return None
+                words.append(ws)
+                values.append(None)
+                form.append(d.strides)
+            else:
+                words.append(None)
+                values.append(x if type(x) is list else [x] * n)
+                form.append(None)
+        costs = self._run_form_costs(tuple(form))
+        # Each instruction's cycles: one figure for the whole run when the form's cost is the
+        # same at every placement (fmacs: its interval hides the bank conflicts), else looked
+        # up by the operands' start addresses within the bank period.
+        cycles: list[int] = [costs] * n if type(costs) is int else []
+        cur: dict[int, float] = {}  # word -> its value, read or written by the run (in range)
+        out: dict[int, float] = {}  # words written, not yet in the SRAM
+        scalar_srcs = _FAST[op].scalar_srcs
+        q = self._period
+        m = _F32_MAX
+        pack, unpack = _pack32, _unpack32
+        get = cur.get
+        item = f32.item
+        fallbacks = 0
+        dws = words[0]
+        assert dws is not None  # (dst is a memory operand: _run_length)
+
+        def each(k: int) -> None:
+            # Instruction k as the reference runs it, on the memory as it stands: the words
+            # written so far go to the SRAM first; the destination word is read again after.
+            nonlocal data, f32, item, fallbacks
+            _flush(f32, out)
+            c = self.execute(op, sram, *_run_instruction(dst, srcs, k), cache=cache)
+            if type(costs) is int:
+                cycles[k] = c
+            else:
+                cycles.append(c)
+            cur.pop(dws[k], None)
+            fallbacks += 1
+            if sram.data is not data:  # (a packed SRAM widened: the same words, new bytes)
+                data = sram.data
+                f32 = self._f32 if self._f32_of is data else self._f32_view(data)
+                item = f32.item
+
+        if (
+            op == "fmacs" and words[1] is not None and words[2] is not None
+            and words[3] is None and type(costs) is int
+        ):  # fmt: skip
+            # y[i] += x[j] * c (a sparse row's step) at one cost: ``_fmacs_1`` inline. A value
+            # enters ``cur`` only inside FP32's finite range, so only new ones are checked.
+            if n >= self.run_vector_min and set(dws).isdisjoint(words[2]):
+                ps = _products(f32, words[2], values[3])
+                if ps is not None:
+                    k = -1
+                    for dw, aw, p, c in zip(dws, words[1], ps, values[3], strict=True):
+                        k += 1
+                        acc = get(aw)
+                        if acc is None:
+                            acc = item(aw)
+                            if not -m <= acc <= m:
+                                each(k)
+                                continue
+                            cur[aw] = acc
+                        if c.__class__ is float and -m <= p <= m:
+                            r = acc + p
+                            if -m <= r <= m:
+                                cur[dw] = out[dw] = unpack(pack(r))[0]
+                                continue
+                        each(k)
+                    _flush(f32, out)
+                    self.fast_instructions += n - fallbacks
+                    return cycles
+            k = -1
+            for dw, aw, xw, c in zip(dws, words[1], words[2], values[3], strict=True):
+                k += 1
+                acc = get(aw)
+                if acc is None:
+                    acc = item(aw)
+                    if not -m <= acc <= m:
+                        each(k)
+                        continue
+                    cur[aw] = acc
+                a = get(xw)
+                if a is None:
+                    a = item(xw)
+                    if not -m <= a <= m:
+                        each(k)
+                        continue
+                    cur[xw] = a
+                if c.__class__ is float and -m <= c <= m:
+                    p = a * unpack(pack(c))[0]  # (a is an FP32 value: exact in double)
+                    if -m <= p <= m:
+                        r = acc + unpack(pack(p))[0]
+                        if -m <= r <= m:
+                            cur[dw] = out[dw] = unpack(pack(r))[0]
+                            continue
+                each(k)
+        else:
+            one = _ONE_ELEMENT[op]
+            operands = list(zip(words[1:], values[1:], range(len(srcs)), strict=True))
+            keyed = type(costs) is not int
+            for k in range(n):
+                dw = dws[k]
+                args: list[Any] = []
+                ck = (dw * 4) % q
+                for ws, vs, i in operands:
+                    if ws is not None:
+                        w = ws[k]
+                        v = get(w)
+                        if v is None:
+                            v = cur[w] = item(w)  # (out of range: the scalar form declines)
+                        ck = ck * q + (w * 4) % q
+                    else:
+                        v = vs[k]
+                        if v.__class__ is not float or i not in scalar_srcs:
+                            break  # (the reference's general path)
+                        ck = ck * q
+                    args.append(v)
+                else:
+                    r = one(*args, _not_scalar)
+                    if r is not None:
+                        cur[dw] = out[dw] = float(r)
+                        if keyed:
+                            cy = costs.get(ck)  # type: ignore[union-attr]
+                            if cy is None:
+                                cy = costs[ck] = self._run_cost(op, dst, srcs, k)  # type: ignore[index]
+                            cycles.append(cy)
+                        continue
+                each(k)
+        _flush(f32, out)
+        self.fast_instructions += n - fallbacks
+        return cycles
+
+    def _run_form_costs(self, form: tuple) -> int | dict[int, int]:
+        """A run form's costs (``form``: the op, then each operand's strides, None for a
+        scalar, or "dst" for the destination's operand given again): one number when
+        :meth:`cost` gives the same at every start address of its memory operands within the
+        bank period (each placement costed once, made as the descriptors it stands for), else
+        a memo the run fills by placement."""
+        got = self._run_costs.get(form)
+        if got is not None:
+            return got
+        if len(self._run_costs) >= 1024:  # (a bound: a kernel has a few run forms)
+            self._run_costs.clear()
+        op, q = form[0], self._period
+        starts = sorted({(4 * w) % q for w in range(q)})  # a word's possible starts
+        mems = [s for s in form[1:] if s is not None and s != "dst"]
+        got = {}
+        if len(starts) ** len(mems) <= 256:
+            found = set()
+            for place in itertools.product(starts, repeat=len(mems)):
+                it = iter(place)
+                ds: list[MemDsd | None] = []
+                for s in form[1:]:
+                    if s == "dst":  # (the destination's operand again: its placement)
+                        ds.append(ds[0])
+                    else:
+                        ds.append(
+                            None if s is None else MemDsd(next(it), "f32", (1,), s, space="sram")
+                        )
+                found.add(self.cost(op, 1, dst=ds[0], srcs=tuple(ds[1:])))
+            if len(found) == 1:
+                (got,) = found
+        self._run_costs[form] = got
+        return got
+
+    def _run_cost(self, op: str, dst: tuple, srcs: tuple, k: int) -> int:
+        """The cost of a run's instruction ``k``, as the fast path costs it."""
+        d, s = _run_instruction(dst, srcs, k)
+        return self.cost(op, 1, dst=d, srcs=tuple(x if type(x) is MemDsd else None for x in s))
+
+
+#: Runs of at least this many ``fmacs`` in spmv's form whose ``x`` words the run does not write
+#: take their products as one numpy multiply (:func:`_products`); shorter ones one by one (a
+#: unit's ``run_vector_min``; the results are the same either way, only the speed differs).
+RUN_VECTOR_MIN = 8
+
+
+def _products(f32: np.ndarray, xws: list[int], cs: list) -> list[float] | None:
+    """``fl32(x[w] * fl32(c))`` for a run's ``x`` words and scalars, as Python floats (FP32
+    values), or None if a scalar is not a number. Each is the scalar form's rounded product
+    (both factors FP32, so the product is exact in double and rounded once either way); an
+    infinite or NaN one, or one of an infinite or NaN factor, is outside FP32's finite range
+    and sends its instruction to the reference, as the scalar form does."""
+    quiet = _quiet_on()
+    try:
+        return np.multiply(f32[xws], np.array(cs, F32)).tolist()  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    finally:
+        _quiet_off(quiet)
+
+
+def _run_length(op: str, dst: Any, srcs: tuple) -> int:
+    """The number of instructions of a run (:meth:`TensorUnit.execute_run`), its operands'
+    forms checked (a wrong one is an :class:`OperandError` naming it)."""
+    spec_of(op)
+    if not (type(dst) is tuple and len(dst) == 2 and isinstance(dst[0], MemDsd)):
+        raise OperandError(f"{op} run: dst must be (memory DSD, offsets), got {type(dst).__name__}")
+    n = len(dst[1])
+    for i, s in enumerate(srcs):
+        if type(s) is tuple:
+            if not (len(s) == 2 and isinstance(s[0], MemDsd)):
+                raise OperandError(
+                    f"{op} run: src{i} must be (memory DSD, offsets), a list of scalars or a "
+                    "scalar; got a tuple of something else"
+                )
+            got = len(s[1])
+        elif type(s) is list:
+            got = len(s)
+        elif isinstance(s, MemDsd | FabInDsd | FabOutDsd):
+            raise OperandError(
+                f"{op} run: src{i} is a DSD; give (DSD, offsets) for a memory operand (a run "
+                "has no fabric operands)"
+            )
+        else:
+            continue
+        if got != n:
+            raise OperandError(
+                f"{op} run: src{i} has {got} entries but dst has {n} offsets; give one per "
+                "instruction"
+            )
+    return n
+
+
+def _run_instruction(dst: tuple, srcs: tuple, k: int) -> tuple[MemDsd, tuple]:
+    """A run's instruction ``k`` as descriptors and scalars (see ``execute_run``)."""
+    d, offsets = dst
+    out = []
+    for s in srcs:
+        if type(s) is tuple:
+            out.append(s[0].with_length(1).with_offset(s[1][k]))
+        elif type(s) is list:
+            out.append(s[k])
+        else:
+            out.append(s)
+    return d.with_length(1).with_offset(offsets[k]), tuple(out)
+
+
+def _flush(f32: np.ndarray, out: dict[int, float]) -> None:
+    """Write a run's pending words (FP32 values as Python floats: exact) into the memory."""
+    for w, v in out.items():
+        f32[w] = v
+    out.clear()
 
 
 def _remember(memo: dict[tuple, int], key: tuple, cost: int) -> None:

@@ -16,7 +16,7 @@ Router writes (``set_route``, ``exit_teardown``...) take effect at the local cyc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -246,6 +246,76 @@ class TaskContext:
             )
         self._launch(name, dst, srcs, activate, unblock, priority)
 
+    def element_run(
+        self,
+        name: str,
+        dst: tuple[MemDsd, Sequence[int]],
+        *srcs: Any,
+        after: float = 0.0,
+        before: float = 0.0,
+        befores: Sequence[int] | None = None,
+        debt: float = 0.0,
+    ) -> float:
+        """Run a sequence of synchronous one-element instructions ``name``, as ``op`` runs them
+        one after the other, with the task's scalar work between them; return the debt left.
+
+        Operands: ``(dsd, offsets)`` for a memory operand (instruction k's is
+        ``dsd.with_length(1).with_offset(offsets[k])``, ``dsd`` 1-D), a list for a scalar per
+        instruction, anything else for a scalar every instruction takes; ``dst``'s offsets
+        give the count. For each instruction k: ``before`` is added to ``debt`` ``befores[k]``
+        times (none without ``befores``), the instruction runs (``t.now`` advances by its
+        cycles), ``after`` is added to ``debt``, and the debt's whole cycles are spent
+        (``w = int(debt); t.now += w; debt -= w``): fractional cycles of scalar work carried
+        from one instruction to the next, as spmv charges its per-row and per-non-zero work.
+        The instruction count, each instruction's cycles and result, the ops-level trace's
+        slices and ``t.now`` are those of the ``op`` calls (:meth:`pe.isa.TensorUnit.execute_run`
+        runs them without a descriptor or a call per instruction).
+        """
+        ce = self.ce
+        cycles = ce.tensor_unit.execute_run(name, ce.sram, dst, srcs, cache=ce.cache)
+        n = len(cycles)
+        if befores is not None and len(befores) != n:
+            raise BuildError(
+                f"{ce.path}: {name} run: befores has {len(befores)} entries for {n} "
+                "instructions; give one count per instruction"
+            )
+        ce.instructions += n
+        now = self.now
+        if ce.trace_level >= _OPS:
+            path = f"{ce.path}/ce"
+            emit = ce.emit_slice
+        else:
+            emit = None
+            if befores is None and not after and not debt:
+                self.now = now + sum(cycles)  # (no scalar work: whole cycles only)
+                return debt
+            if n and _whole(after) and _whole(before) and _whole(debt):
+                # Whole cycles of scalar work (spmv's defaults): every sum below is exact and
+                # the first instruction spends the whole debt, each later one its own work,
+                # so the loop's ``t.now`` is one sum and its debt 0.
+                walked = 0
+                if befores is not None:
+                    walked = sum(befores)
+                    if type(walked) is not int or walked >= 1 << 22 or min(befores) < 0:
+                        walked = -1  # (not counts the loop's ``range`` takes: the loop)
+                if walked >= 0:
+                    self.now = now + sum(cycles) + int(debt) + int(before) * walked + int(after) * n
+                    return 0.0
+        for k in range(n):
+            if befores is not None:
+                for _ in range(befores[k]):
+                    debt += before
+            c = cycles[k]
+            if emit is not None:
+                emit(path, "instr", name, now, c, {"elements": 1})
+            now += c
+            debt += after
+            whole = int(debt)
+            now += whole
+            debt -= whole
+        self.now = now
+        return debt
+
     def _launch(
         self,
         name: str,
@@ -347,6 +417,17 @@ class TaskContext:
             op.on_done.append(("activate", activate))
         self.now += ce.cfg.dsd_setup_cycles
         ce.start_op(op, max(self.now, ce.engine.now_cycle() + 1))
+
+
+def _whole(x: object) -> bool:
+    """Whether ``x`` is a whole number of cycles small enough that float sums of it stay exact."""
+    return (
+        (x.__class__ is float or x.__class__ is int)
+        and -(1 << 30) < x < 1 << 30
+        and (
+            x.__class__ is int or x.is_integer()  # type: ignore[attr-defined]
+        )
+    )
 
 
 # Route changes a write makes when it lands (module functions and shared objects: no closure

@@ -280,31 +280,30 @@ class _SpmvPe:
             ptr = pe.read(self.rowptr).tolist()  # type: ignore[arg-type]
             row_ids = self.row_ids
             ids = pe.read(row_ids).tolist() if row_ids is not None else range(rb)
-            # One-element descriptors of x and y, made when the product runs and only for the
-            # block's non-zeros: a row's once, a column's at its first non-zero (then shared,
-            # as a column's one descriptor always was). A power-law block of 64 x 64 holds a
-            # few non-zeros; one descriptor per row and column was 25 times as many.
-            x_one, y_one = xbuf.with_length(1), ypart.with_length(1)
-            x_cells: dict[int, MemDsd] = {}
-            op = t.op
-            row_oh, nnz_oh = p.row_overhead_cycles, p.nnz_overhead_cycles
-            debt = 0.0
+            # One run of one-element fmacs, y[i] += x[c]·a per non-zero in CSR order
+            # (TaskContext.element_run: the same instructions, cycles and results as an ``op``
+            # per non-zero, without a descriptor or a call each). The scalar work is a debt of
+            # fractional cycles: a row's overhead is added as its row is walked (before its
+            # first non-zero), a non-zero's after its fmacs, and after each fmacs the debt's
+            # whole cycles are spent.
+            rows: list[int] = []
+            walked: list[int] = []  # rows walked before each non-zero (its row's first)
+            last = -1  # the last stored row that had a non-zero
             for s, i in enumerate(ids):
-                debt += row_oh
                 lo, hi = ptr[s], ptr[s + 1]
-                if lo == hi:
-                    continue
-                y_i = y_one.with_offset(i)
-                for k in range(lo, hi):
-                    c = col[k]
-                    x_c = x_cells.get(c)
-                    if x_c is None:
-                        x_c = x_cells[c] = x_one.with_offset(c)
-                    op("fmacs", y_i, y_i, x_c, v[k])
-                    debt += nnz_oh
-                    whole = int(debt)
-                    t.now += whole
-                    debt -= whole
+                if lo != hi:
+                    rows += [i] * (hi - lo)
+                    walked.append(s - last)
+                    walked += [0] * (hi - lo - 1)
+                    last = s
+            y_rows = (ypart, rows)
+            debt = t.element_run(
+                "fmacs", y_rows, y_rows, (xbuf, col), v,
+                after=p.nnz_overhead_cycles, before=p.row_overhead_cycles, befores=walked,
+            )  # fmt: skip
+            row_oh = p.row_overhead_cycles
+            for _ in range(len(ids) - 1 - last):  # the stored rows after the last non-zero
+                debt += row_oh
             t.now += math.ceil(debt)
         elif not self.dcsr:  # CSR walks its row pointers even when they are all equal
             t.now += math.ceil(p.row_overhead_cycles * rb)
@@ -576,7 +575,9 @@ def program_bytes(pes: int, nnz: int) -> int:
 PROGRAM_BYTES = 13_500
 #: More on a PE that holds non-zeros (the one-element descriptors of its x and y, its local
 #: product's task state): tracemalloc at 32 x 32, power-law (every PE holds some) against
-#: poisson2d (one in ten), about 2 kB; rounded up. 1 kB more since relay chains
+#: poisson2d (one in ten), about 2 kB; rounded up. (Since 2026-11-27 the product makes no
+#: descriptors: its run's lists of words and values live only while its task runs; the bound
+#: is kept.) 1 kB more since relay chains
 #: (fabric/relay.py): a chain's schedule and sums while its reduction runs; the 16 x 16
 #: power-law point's traced peak went from 5.97 to 6.08 MB alone, and read up to 6.25 MB after
 #: the rest of the test suite had run in the process (tests/test_full_array.py).
