@@ -393,15 +393,11 @@ class ExpressStream:
             r.receive(port, self.colour, w)
 
     def credits_home(self, u: int) -> None:
-        """Cycle ``u``'s tail credits come home, in order: each one
-        :meth:`fabric.engine.Router.return_credit`'s (or ``ramp_credit``'s) body, without a
-        call and a due action each."""
-        for r, key in self.credit_due.pop(u):
-            r.credits[key] += 1
-            if r.buffered:
-                if r.blocked >= 0 and key in r.waits:
-                    r.blocked = -1
-                r.active[r.index] = r
+        """Cycle ``u``'s tail credits come home, in order: each one through
+        :meth:`fabric.engine.Router.return_credit` (a ramp credit's key is ``(RAMP, colour)``
+        too), one due action for the cycle rather than one per credit."""
+        for r, (port, colour) in self.credit_due.pop(u):
+            r.return_credit(port, colour)
 
     def written_is_planned(self, r: Router, colour: int, t: int) -> bool:
         """Whether a configuration write of cycle ``t`` landing on ``r`` is one the commit
