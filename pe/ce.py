@@ -863,8 +863,8 @@ class ComputeEngine:
         if "data" not in map(_KIND_OF, table):
             # Local and control tasks only (made once per PE on its first dispatch: C-level
             # maps and one sort of (rank, id) pairs, the same order as the general form below)
-            keys = sorted(zip(map(PRIORITY_RANK.__getitem__, map(_PRIORITY_OF, table)),
-                              map(_ID_OF, table)))  # fmt: skip
+            ranks = map(PRIORITY_RANK.__getitem__, map(_PRIORITY_OF, table))
+            keys = sorted(zip(ranks, map(_ID_OF, table), strict=True))
             n = len(keys)
             order = (bytes(map(_SECOND, keys)), b"\xff" * n, True, ())
         else:
