@@ -864,7 +864,7 @@ class ComputeEngine:
             # Local and control tasks only (made once per PE on its first dispatch: C-level
             # maps and one sort of (rank, id) pairs, the same order as the general form below)
             ranks = map(PRIORITY_RANK.__getitem__, map(_PRIORITY_OF, table))
-            keys = sorted(zip(ranks, map(_ID_OF, table), strict=True))
+            keys = sorted(zip(ranks, map(_ID_OF, table)))  # noqa: B905 (one table, two maps)
             n = len(keys)
             order = (bytes(map(_SECOND, keys)), b"\xff" * n, True, ())
         else:
@@ -1050,8 +1050,26 @@ class ComputeEngine:
             )  # fmt: skip
         self.running = None
         lockstep = self.engine.lockstep
-        if lockstep is not None and lockstep.on:
-            lockstep.hold(self)
+        if lockstep is not None:
+            if lockstep.on:
+                lockstep.hold(self)
+        elif (
+            self._dispatch_at < 0
+            and 1 not in self.activated
+            and self.triggers == _NO_TRIGGERS
+            and self._order is not None
+            and self._order[2]
+            and now not in self.sched.ticking
+        ):
+            # The dispatch this would put at the end of the cycle finds nothing, and nothing can
+            # change that before it runs: on a CE with local tasks only it looks at ``activated``
+            # and ``triggers``, which only this CE's tasks (none runs), the wafer's due actions
+            # and steps (no tick of this cycle is left: none can be added now) and the lock-step
+            # phase (none) change. So it is left out; its insertion id is taken as it would be
+            # (the ids, hence ``events``, stay the reference's), and a later activation in this
+            # cycle schedules its own dispatch, as it would once this one had run.
+            next(self.sched.eid_counter)
+            return
         self._schedule_dispatch()  # (no task runs now)
 
     def emit_slice(

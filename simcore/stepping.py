@@ -161,6 +161,9 @@ class CycleScheduler:
         #: :meth:`due_slot` (which makes it): ``due.get(t) or due_slot(t)``.
         self.due = self._due
         self._ticking: set[int] = set()
+        #: The same set: the cycles whose tick is scheduled and has not begun (read by a hot
+        #: caller that must know whether anything of the current cycle is still to run here).
+        self.ticking = self._ticking
         self._open: dict[int, _Batch] = {}  # batches of kernel events not yet run, by instant
         # The kernel's insertion-id counter and event queue (SimPy makes each once and never
         # replaces it), read by every kernel_call.
