@@ -320,11 +320,16 @@ class Router:
         # The candidates of each port: most steps have one, kept in ``first_*`` without a
         # dict; ``wanted`` (port -> one key, or a list once there are two) from the second on.
         wanted: dict[Dir, Any] | None = None
-        first_port: Dir | None = None
+        # (first_key None: no candidate yet; the other three are set with it)
         first_key: Any = None
-        first_ck: Any = None  # the first candidate's (port, colour): its credit's key
-        first_pend: Any = None
-        routes, pending, held, filters = self.routes, self.pending, self.credits, self.filters
+        first_port: Dir
+        first_ck: Any  # the first candidate's (port, colour): its credit's key
+        first_pend: Any
+        first_buf: list[Wavelet]  # (its buffer)
+        routes = self.routes
+        pending = self.pending
+        held = self.credits
+        filters = self.filters
         for key, buf in self.bufs.items():
             if not buf:
                 continue
@@ -364,8 +369,9 @@ class Router:
                 if c is None:
                     c = self.credit(port, colour)
                 if c > 0:
-                    if first_port is None:
+                    if first_key is None:
                         first_port, first_key, first_pend, first_ck = port, key, pend, ck
+                        first_buf = buf
                         continue
                     if wanted is None:
                         wanted = {first_port: first_key}
@@ -384,7 +390,7 @@ class Router:
                         waits.append(ck)
                     if detail and key not in self.stalled:  # (read only by detail traces)
                         self.stalled[key] = (t, port)
-        if first_port is None:
+        if first_key is None:
             # Empty, or everything blocked: a credit, an arrival or a teardown exit wakes it.
             if not consumed and not detail and engine.lockstep is None:
                 self._known_blocked(stalls, waits)
@@ -392,10 +398,9 @@ class Router:
         if wanted is None and not detail:
             # One send (most steps): the loop below for its one port, without the loop's
             # machinery; the same due actions in the same lists, in the same order.
-            port, key = first_port, first_key
+            port, key, buf = first_port, first_key, first_buf
             colour = key[1]
             self.rr[port] = colour
-            buf = self.bufs[key]
             w = buf[0]
             held[first_ck] -= 1
             sched = engine.sched
@@ -585,6 +590,8 @@ class Router:
                 route.reset()
 
     def describe(self) -> str:
+        if not any(self.bufs.values()):  # (every PE is asked at a run's end: most hold nothing)
+            return ""
         held = [
             f"colour {c} from {p.name}: {len(b)} wavelet(s)"
             + (" [teardown]" if self.routes[c].teardown else "")

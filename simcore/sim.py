@@ -493,6 +493,8 @@ class Simulation:
         notes: list[str] = []
         for comp in self.components.values():
             note = comp.pending()
+            if note is None:  # (nothing pending: most of a large wafer's parts at its end)
+                continue
             notes.extend(
                 f"{comp.path}: {n}" for n in ([note] if isinstance(note, str) else note or ())
             )

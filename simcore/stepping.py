@@ -87,9 +87,11 @@ class _Batch:
         fns, eids = self.fns, self.eids
         queue = self.sched._queue
         when, prio = self.when, self.prio
-        i = first = self.pos
+        i = self.pos
         while i < len(fns):  # (callbacks may add more to this batch while it runs)
-            if i > first and queue:
+            # (also before the first callback: the kernel has just popped this batch, the least
+            # entry of its queue, and pushed nothing since, so nothing there comes first)
+            if queue:
                 head = queue[0]
                 if head[0] == when and (head[1] < prio or (head[1] == prio and head[2] < eids[i])):
                     self.pos = i  # something else comes first: stand in the queue again
@@ -159,6 +161,9 @@ class CycleScheduler:
         #: :meth:`due_slot` (which makes it): ``due.get(t) or due_slot(t)``.
         self.due = self._due
         self._ticking: set[int] = set()
+        #: The same set: the cycles whose tick is scheduled and has not begun (read by a hot
+        #: caller that must know whether anything of the current cycle is still to run here).
+        self.ticking = self._ticking
         self._open: dict[int, _Batch] = {}  # batches of kernel events not yet run, by instant
         # The kernel's insertion-id counter and event queue (SimPy makes each once and never
         # replaces it), read by every kernel_call.

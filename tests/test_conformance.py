@@ -729,6 +729,94 @@ def test_known_blocked_steps_change_nothing_with_filters(monkeypatch, engine):
     assert _with_and_without_known_blocked(monkeypatch, build, engine, fabric, {}) > 0
 
 
+# A task's end leaves out the end-of-cycle dispatch that must find nothing (pe/ce.py,
+# ``ComputeEngine._dispatch_finds_nothing``; docs/wafer/design.md). These tests run programs with
+# it and with every task end scheduling its dispatch (the reference), and compare everything a
+# run leaves (``_full_state``).
+def _with_and_without_skipped_dispatches(monkeypatch: Any, build: Any, engine: str,
+                                         fabric: dict, pe: dict) -> int:  # fmt: skip
+    """Run ``build`` both ways, assert the same state, return the dispatches left out."""
+    from pe.ce import ComputeEngine
+
+    seen = [0]
+    finds_nothing = ComputeEngine._dispatch_finds_nothing
+
+    def counted(ce: ComputeEngine, now: int) -> bool:
+        skip = finds_nothing(ce, now)
+        seen[0] += bool(skip)
+        return skip
+
+    with monkeypatch.context() as m:
+        m.setattr(ComputeEngine, "_dispatch_finds_nothing", counted)
+        fast = _full_state(build, engine, fabric, pe)
+    with monkeypatch.context() as m:
+        m.setattr(ComputeEngine, "_dispatch_finds_nothing", lambda ce, now: False)
+        slow = _full_state(build, engine, fabric, pe)
+    assert fast == slow, engine
+    return seen[0]
+
+
+def test_skipped_dispatches_change_nothing_on_random_programs(monkeypatch):
+    """The conformance families in the reference and express engines: the same state with and
+    without the task ends' skipped dispatches, which most runs must take."""
+    took: list[int] = []
+
+    @settings(
+        max_examples=60, deadline=None, derandomize=True, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.function_scoped_fixture],
+    )  # fmt: skip
+    @given(program=st.one_of(PROGRAMS, chain_programs()))
+    def check(program: Program) -> None:
+        for engine in ("reference", "express"):
+            took.append(
+                _with_and_without_skipped_dispatches(
+                    monkeypatch, program.build(), engine, dict(program.fabric), dict(program.pe)
+                )
+            )
+
+    check()
+    assert sum(1 for n in took if n) >= 0.5 * len(took), took
+
+
+@pytest.mark.parametrize("flavour", ["fwd", "wgrad"])
+def test_skipped_dispatches_change_nothing_on_ws_matmul(monkeypatch, flavour):
+    """ws-matmul: data tasks beside local ones (no skip on those CEs) and the ring's tasks."""
+    from wafer.programs import wscommon, wsfwd, wsgrad
+
+    p = wscommon.WsMatmulParams(flavour=flavour, rows=16, cols=16, tokens=8, px=4, py=4,
+                                density=0.5)  # fmt: skip
+    lowering = wsgrad if flavour == "wgrad" else wsfwd
+
+    def build(sim: Any, cfg: Any) -> Any:
+        return lowering.build(sim, dataclasses.replace(p, wafer=cfg)).wafer
+
+    for engine in ("reference", "express"):
+        _with_and_without_skipped_dispatches(monkeypatch, build, engine, {}, {})
+
+
+@pytest.mark.parametrize("point", ["spmv-poisson2d", "gemv"])
+def test_skipped_dispatches_change_nothing_on_the_full_arrays_programs(monkeypatch, point):
+    """The full array's programs (bench/full_wafer.py's points) on a small array, in the
+    default fidelity: their PEs' local tasks are where the skip pays."""
+    from runner import registry, scenario
+    from wafer.system import Wafer
+
+    kind, sets = {
+        "spmv-poisson2d": ("spmv", ["matrix=poisson2d", "n=256", "iterations=1"]),
+        "gemv": ("gemv", ["m=48", "n=48"]),
+    }[point]
+    registry.declare_all()
+    sc = scenario.find(kind)
+    params = scenario.resolve_params(sc, [*sets, "px=6", "py=6"])
+
+    def build(sim: Any, cfg: Any) -> Any:
+        sc.kind.build(sim, dataclasses.replace(params, wafer=cfg))
+        return next(c for c in sim.components.values() if isinstance(c, Wafer))
+
+    assert _with_and_without_skipped_dispatches(monkeypatch, build, "fast", {}, {}) > 0
+
+
 def _dispatch_checked(monkeypatch, build: Any, engine: str, fabric: dict, pe: dict) -> int:
     """Run ``build`` with every dispatch checked against ``ComputeEngine._runnable`` (the
     reference form of the choice that ``_dispatch`` makes inline): the task it runs is the
