@@ -636,38 +636,30 @@ def _with_and_without_known_blocked(monkeypatch: Any, build: Any, engine: str, f
     return seen[0]
 
 
-def test_known_blocked_steps_change_nothing_on_random_programs(monkeypatch):
-    """The conformance families (collective rounds, raw streams, express hand-backs, chain
-    reductions) in the reference and express engines: the same state with and without
-    known-blocked steps, which 40 % of the runs must take (measured: 55 % of the 200)."""
+def _both_ways_on_random_programs(monkeypatch: Any, both_ways: Any, examples: int) -> list[int]:
+    """``both_ways`` (a ``_with_and_without_...`` of this file) on ``examples`` programs of the
+    conformance families in the reference and express engines: what each run returns."""
     took: list[int] = []
 
     @settings(
-        max_examples=100, deadline=None, derandomize=True, database=None,
+        max_examples=examples, deadline=None, derandomize=True, database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.function_scoped_fixture],
     )  # fmt: skip
     @given(program=st.one_of(PROGRAMS, chain_programs()))
     def check(program: Program) -> None:
         for engine in ("reference", "express"):
-            took.append(
-                _with_and_without_known_blocked(
-                    monkeypatch,
-                    program.build(),
-                    engine,
-                    dict(program.fabric),
-                    dict(program.pe),
-                )
+            run = both_ways(
+                monkeypatch, program.build(), engine, dict(program.fabric), dict(program.pe)
             )
+            took.append(run)
 
     check()
-    assert sum(1 for n in took if n) >= 0.4 * len(took), took
+    return took
 
 
-@pytest.mark.parametrize("flavour", ["fwd", "bwd", "wgrad"])
-def test_known_blocked_steps_change_nothing_on_ws_matmul(monkeypatch, flavour):
-    """ws-matmul, whose weight stream waits on the CEs' ramps while the ring passes through
-    (where known-blocked steps pay: docs/wafer/performance.md)."""
+def _ws_matmul(flavour: str) -> Any:
+    """A small ws-matmul of ``flavour`` as a ``build(sim, cfg) -> Wafer``."""
     from wafer.programs import wscommon, wsfwd, wsgrad
 
     p = wscommon.WsMatmulParams(flavour=flavour, rows=16, cols=16, tokens=8, px=4, py=4,
@@ -677,6 +669,22 @@ def test_known_blocked_steps_change_nothing_on_ws_matmul(monkeypatch, flavour):
     def build(sim: Any, cfg: Any) -> Any:
         return lowering.build(sim, dataclasses.replace(p, wafer=cfg)).wafer
 
+    return build
+
+
+def test_known_blocked_steps_change_nothing_on_random_programs(monkeypatch):
+    """The conformance families (collective rounds, raw streams, express hand-backs, chain
+    reductions) in the reference and express engines: the same state with and without
+    known-blocked steps, which 40 % of the runs must take (measured: 55 % of the 200)."""
+    took = _both_ways_on_random_programs(monkeypatch, _with_and_without_known_blocked, 100)
+    assert sum(1 for n in took if n) >= 0.4 * len(took), took
+
+
+@pytest.mark.parametrize("flavour", ["fwd", "bwd", "wgrad"])
+def test_known_blocked_steps_change_nothing_on_ws_matmul(monkeypatch, flavour):
+    """ws-matmul, whose weight stream waits on the CEs' ramps while the ring passes through
+    (where known-blocked steps pay: docs/wafer/performance.md)."""
+    build = _ws_matmul(flavour)
     for engine in ("reference", "express"):
         assert _with_and_without_known_blocked(monkeypatch, build, engine, {}, {}) > 100
 
@@ -759,38 +767,14 @@ def _with_and_without_skipped_dispatches(monkeypatch: Any, build: Any, engine: s
 def test_skipped_dispatches_change_nothing_on_random_programs(monkeypatch):
     """The conformance families in the reference and express engines: the same state with and
     without the task ends' skipped dispatches, which most runs must take."""
-    took: list[int] = []
-
-    @settings(
-        max_examples=60, deadline=None, derandomize=True, database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.function_scoped_fixture],
-    )  # fmt: skip
-    @given(program=st.one_of(PROGRAMS, chain_programs()))
-    def check(program: Program) -> None:
-        for engine in ("reference", "express"):
-            took.append(
-                _with_and_without_skipped_dispatches(
-                    monkeypatch, program.build(), engine, dict(program.fabric), dict(program.pe)
-                )
-            )
-
-    check()
+    took = _both_ways_on_random_programs(monkeypatch, _with_and_without_skipped_dispatches, 60)
     assert sum(1 for n in took if n) >= 0.5 * len(took), took
 
 
 @pytest.mark.parametrize("flavour", ["fwd", "wgrad"])
 def test_skipped_dispatches_change_nothing_on_ws_matmul(monkeypatch, flavour):
     """ws-matmul: data tasks beside local ones (no skip on those CEs) and the ring's tasks."""
-    from wafer.programs import wscommon, wsfwd, wsgrad
-
-    p = wscommon.WsMatmulParams(flavour=flavour, rows=16, cols=16, tokens=8, px=4, py=4,
-                                density=0.5)  # fmt: skip
-    lowering = wsgrad if flavour == "wgrad" else wsfwd
-
-    def build(sim: Any, cfg: Any) -> Any:
-        return lowering.build(sim, dataclasses.replace(p, wafer=cfg)).wafer
-
+    build = _ws_matmul(flavour)
     for engine in ("reference", "express"):
         _with_and_without_skipped_dispatches(monkeypatch, build, engine, {}, {})
 
