@@ -667,9 +667,9 @@ class VectorPhase(LockstepPhase):
     credits) is kept per landing cycle as the index arrays of the entries it reaches, applied
     in the order it was sent. The few events that reach Python objects (a TEARDOWN passing a
     router, an operation completing) are handled one by one in router, then CE, index order,
-    as the engine would; what the hooks tell the phase (route writes, a task's hold) is noted
-    as values while the object is in cache (read later, 4,096 routers' and CEs' objects are
-    cache misses) and put in the tables before the routers' or CEs' next pass. The phase moves
+    as the engine would; what the hooks tell the phase (route writes, a task's hold) goes into
+    the tables at once, while the object is in cache (read later, 4,096 routers' and CEs'
+    objects are cache misses), and only where the tables' readers would see it. The phase moves
     only low-priority operations (the SDK's default), so it never steals issue cycles from a
     task; a medium or high one begins on the wavelet path (entry refused), and one beginning
     during the phase makes it hand back. The tables number an entry's wavelets from its head
@@ -756,8 +756,9 @@ class VectorPhase(LockstepPhase):
         self.oissues = z((n, 8), np.int64)
         self.oref: dict[tuple[int, int, int], Any] = {}  # (kind, router index, slot) -> op
         # the main thread's hold: it holds the issue slot at cycles ``hold_from <= t <
-        # hold_from + hold_span`` (span 0 while no task runs), so "held now" is one unsigned
-        # compare of ``t - hold_from`` with the span
+        # hold_from + hold_span`` (span 0 while no task runs, or the last task's, which is
+        # over: see ``hold``), so "held now" is one unsigned compare of ``t - hold_from`` with
+        # the span
         self.hold_from = z(n, np.int64)
         self.hold_span = z(n, np.uint64)
         self.busy_until = z(n, np.int64)
@@ -788,9 +789,6 @@ class VectorPhase(LockstepPhase):
         self.tok_deliver: dict[int, list[tuple[int, int, Any]]] = {}
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
-        # noted by the hooks, put in the tables at the routers' or CEs' next pass
-        self.routes_told: dict[int, tuple[int, int]] = {}  # entry -> _route_state
-        self.holds_told: dict[int, tuple[int, int, int]] = {}  # CE -> _hold(ce)
         # the routers' pass's scratch: the ports each entry sends out of this cycle, as words
         # and as bytes, and the ports with a credit (written in place, not made per cycle)
         self.want = z((n, 2), np.uint64)
@@ -816,8 +814,11 @@ class VectorPhase(LockstepPhase):
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
         self.rrv[:, :5] = np.array([r.rr for r in routers], np.int64) + 1
-        self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
-                            for r in routers for c, k in self.slot.items()}  # fmt: skip
+        # every entry's route (index 2 * router + slot: routers by index, slots in colour
+        # order); ``_alloc`` made every entry fresh with no pending port, as a route write does
+        states = [self._route_state(r.routes.get(c)) for r in routers for c in self.cols]
+        self.td_f[:] = [s[0] for s in states]
+        self.txm_f[:] = [s[1] for s in states]
         holds = [_hold(ce) for ce in self.ce_at]
         self.hold_from[:] = [h[0] for h in holds]
         self.hold_span[:] = [h[1] for h in holds]
@@ -856,9 +857,10 @@ class VectorPhase(LockstepPhase):
         return int(b.view(np.uint64)[0])
 
     def _route_state(self, route: Any) -> tuple[int, int]:
-        """(NEVER if in teardown else 0, the tx port set) of a colour's route (None: no
-        route, as in teardown)."""
-        if route is None:
+        """(0, the tx port set) of a colour's route out of teardown; (NEVER, 0) in teardown
+        (None: no route, as in teardown), where the tx is read by nothing: an entry in
+        teardown sends nothing, and a write that takes it out of teardown reads it again."""
+        if route is None or route.teardown:
             return NEVER, 0
         tx = route.positions[route.pos].tx
         # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the cache
@@ -866,41 +868,27 @@ class VectorPhase(LockstepPhase):
         hit = self._masks.get(id(tx))
         if hit is None or hit[0] is not tx:
             hit = self._masks[id(tx)] = (tx, self._mask(tx))
-        return NEVER if route.teardown else 0, hit[1]
+        return 0, hit[1]
 
-    @staticmethod
-    def _put(told: dict[int, tuple], tables: tuple[Any, ...]) -> Any:
-        """Put the values the hooks noted (index -> one value per table) in the tables, one
-        assignment each; the indices put (None if nothing was noted)."""
-        if not told:
-            return None
-        e = np.fromiter(told, np.int64, len(told))
-        rows = list(told.values())
-        for j, table in enumerate(tables):
-            table[e] = [row[j] for row in rows]
-        told.clear()
-        return e
-
-    def _read_routes(self) -> None:
-        """The route states the hooks noted (writes landed, teardowns applied) into the tables."""
-        e = self._put(self.routes_told, (self.td_f, self.txm_f))
-        if e is not None:
-            # (the head's ports are read from the route again; none are pending until then,
-            # so an entry's pending ports are empty wherever it cannot send: _routers)
-            self.fresh_f[e] = True
-            self.pend_f[e] = 0
-
-    def _read_holds(self) -> None:
-        """The main threads' holds the CEs noted (a task dispatched or ended) into the tables."""
-        self._put(self.holds_told, (self.hold_from, self.hold_span, self.busy_until))
+    def _route_told(self, e: int, route: Any) -> None:
+        """Entry ``e``'s route changed (a write landed, a TEARDOWN left): its state into the
+        tables. The head's ports are read from the route again; none are pending until then,
+        so an entry's pending ports are empty wherever it cannot send (``_routers``)."""
+        self.td_f[e], self.txm_f[e] = self._route_state(route)
+        self.fresh_f[e] = True
+        self.pend_f[e] = 0
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.index
         if not self.nops[i]:
-            return  # (read only where an operation of the phase runs: noted when one begins)
-        # (noted now, while the CE is in cache; the tables take it at the CEs' next pass)
-        self.holds_told[i] = _hold(ce)
+            return  # (read only where an operation of the phase runs: written when one begins)
+        if ce.running is not None:
+            # A task dispatched: its hold into the tables now, while the CE is in cache (three
+            # scalar writes cost less than a note put in the tables at the CEs' next pass). A
+            # task's end writes nothing: it ends at its hold's end (``busy_until``), so the
+            # span kept says "not held" from then on, as a span of 0 would.
+            self.hold_from[i], self.hold_span[i], self.busy_until[i] = _hold(ce)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
         waiting = self.waiting
         if waiting is not None and waiting[i]:
@@ -914,14 +902,18 @@ class VectorPhase(LockstepPhase):
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
             e = 2 * router.index + self.slot[colour]
-            told = self.routes_told
-            if not (told[e][0] if e in told else self.td_f[e]):
+            if not self.td_f[e]:
                 # A write to a colour out of teardown could cut or join a stream's tree
                 # mid-stream, whose wavelets the tables number from its start: the engine's.
                 self._hand_back(self.engine.now_cycle())
                 return
-            # (noted now, while the route is in cache; the tables take it at the routers' pass)
-            self.routes_told[e] = self._route_state(router.routes.get(colour))
+            # (written now, while the route is in cache: the routers' pass reads the tables. A
+            # write that leaves the colour in teardown, as a set-up's first two of three do,
+            # would write what the entry holds already: (NEVER, 0) from ``_route_state``,
+            # fresh, no pending port)
+            route = router.routes.get(colour)
+            if route is not None and not route.teardown:
+                self._route_told(e, route)
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
@@ -979,7 +971,7 @@ class VectorPhase(LockstepPhase):
         self.left += 1
         self.nops[i] += 1
         # the main thread's hold, which the CE's hooks note only while it runs phase operations
-        self.holds_told[i] = _hold(ce)
+        self.hold_from[i], self.hold_span[i], self.busy_until[i] = _hold(ce)
         if o == 1:
             self.ssid_f[2 * i + k] = len(self.streams)
             self.streams.append(op)
@@ -1178,7 +1170,6 @@ class VectorPhase(LockstepPhase):
 
     def _routers(self, t: int) -> bool:
         """The routers' sends (``Router.step``); True if any wavelet moved."""
-        self._read_routes()
         act = self.cnt > self.td  # (wavelets buffered, route out of teardown)
         if not _nz(act):
             return False
@@ -1221,13 +1212,13 @@ class VectorPhase(LockstepPhase):
         hd_e, nlen_e = self.hd_f[e], self.nlen_f[e]  # (each send's sequence number, length)
         tok = hd_e == nlen_e  # the sends of a TEARDOWN (numbered as its stream's length)
         mesh = pi != _RAMP
-        if _nz(mesh):
+        n_mesh = _nz(mesh)
+        if n_mesh:
             sent = (self.hop_to[f[mesh]], _OPP[pi[mesh]], self.sid_f[e[mesh]], nlen_e[mesh],
                     hd_e[mesh], 1)  # fmt: skip
             self._send(self.arrivals, t + hop, sent)
-        ramp = ~mesh
-        if _nz(ramp):
-            data = ramp & ~tok  # (a TEARDOWN is not data)
+        if n_mesh < f.size:  # (some go down the ramp)
+            data = ~(mesh | tok)  # (a TEARDOWN is not data)
             if _nz(data):
                 er = e[data]
                 self._send(self.deliveries, t + lr,
@@ -1259,14 +1250,14 @@ class VectorPhase(LockstepPhase):
             self.wavelets += int(ed.size)
             sp = self.src_f[ed]
             mesh = sp != _RAMP
-            if _nz(mesh):
+            n_mesh = _nz(mesh)
+            if n_mesh:
                 self._send(self.credits, t + lch, (self.credit_to[(ed * 8 + sp)[mesh]], 1))
-            ramp = ~mesh
-            if _nz(ramp):
-                self._send(self.upcredits, t + lc, (ed[ramp], 1))
+            if n_mesh < ed.size:  # (some came down the ramp)
+                self._send(self.upcredits, t + lc, (ed[~mesh], 1))
             if _nz(tok_done):
                 routers = self.engine.routers
-                told, tokw, cols, state = self.routes_told, self.tokw, self.cols, self._route_state
+                tokw, cols, told = self.tokw, self.cols, self._route_told
                 for e_ in ed[tok_done].tolist():
                     i, k = e_ >> 1, e_ & 1
                     toks = tokw[(i, k)]
@@ -1276,7 +1267,7 @@ class VectorPhase(LockstepPhase):
                     r = routers[i]
                     c = cols[k]
                     r.apply_commands(c, w)
-                    told[e_] = state(r.routes.get(c))  # teardown now (and any switch)
+                    told(e_, r.routes.get(c))  # teardown now (and any switch)
         return True
 
     def _ces(self, t: int) -> bool:
@@ -1284,7 +1275,6 @@ class VectorPhase(LockstepPhase):
         self.held_elig = self.waiting = None
         if not self.left:
             return False
-        self._read_holds()
         held = (t - self.hold_from).view(np.uint64) < self.hold_span
         # each CE's first ready operation: the least key of its ready columns (the column is
         # the key's low three bits; NEVER where nothing is to move). A receive (columns 0-1)
@@ -1313,7 +1303,8 @@ class VectorPhase(LockstepPhase):
         self.oissues_f[fb] += 1
         width = self.owidth_f[fb]
         done_b = odone_f[fb]
-        r_ = olen_f[fb] - done_b
+        len_b = olen_f[fb]  # (lengths do not change in this pass: read once)
+        r_ = len_b - done_b
         _, lr, _, lc = self.lat
         # receives: up to the width, as the queue allows
         rv = bo == 0
@@ -1350,7 +1341,7 @@ class VectorPhase(LockstepPhase):
         # Complete what finished, in CE index order, then kind and slot. Only the operations that
         # issued now can have finished (one per CE, ``ci`` ascending), but for any of no
         # wavelets, which the engine completes in a cycle some CE issues: all are looked at.
-        more = odone_f[fb] < olen_f[fb]
+        more = odone_f[fb] < len_b
         if self.empty_ops:
             done = np.flatnonzero(self.oact & (self.odone == self.olen))
         elif _nz(more) == more.size:
@@ -1406,7 +1397,6 @@ class VectorPhase(LockstepPhase):
         stream's from the head's sequence number on (its TEARDOWN at the stream's length), a
         queue's from its reader's progress on; what is in flight is numbered by the batches'
         first sequence numbers, in landing order."""
-        self._read_routes()
         self._write_back()
         engine = self.engine
         routers = engine.routers
