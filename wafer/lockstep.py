@@ -1305,25 +1305,24 @@ class VectorPhase(LockstepPhase):
         done_b = odone_f[fb]
         len_b = olen_f[fb]  # (lengths do not change in this pass: read once)
         r_ = len_b - done_b
+        ek = ci * 2 + bk  # (each one's (CE, slot) entry)
         _, lr, _, lc = self.lat
         # receives: up to the width, as the queue allows
         rv = bo == 0
         if _nz(rv):
-            e = ci[rv] * 2 + bk[rv]
+            e = ek[rv]
             m = np.minimum(np.minimum(width[rv], self.q_f[e]), r_[rv])
             self.q_f[e] -= m
             odone_f[fb[rv]] += m
             self._send(self.credits, t + lc, (e * 8 + _RAMP, m))
         sd = bo == 1
         if _nz(sd):
-            i, k = ci[sd], bk[sd]
-            e = i * 2 + k
+            e = ek[sd]
             m = np.minimum(np.minimum(width[sd], self.up_f[e]), r_[sd])
             self.up_f[e] -= m
             seq = done_b[sd]  # (the receives above are other CEs' operations)
             odone_f[fb[sd]] = seq + m
-            self._send(self.arrivals, t + lr,
-                       (e, _RAMP, self.ssid_f[e], olen_f[i * 8 + 2 + k], seq, m))  # fmt: skip
+            self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], len_b[sd], seq, m))
         ct = bo == 2
         if _nz(ct):
             for i, k in zip(ci[ct].tolist(), bk[ct].tolist(), strict=True):
