@@ -1145,15 +1145,16 @@ class VectorPhase(LockstepPhase):
             # (marked in a scratch table of entries: no Python set of the batch's entries)
             reached = self.reached
             reached[es] = True
-            behind = bool(reached[[2 * i + k for i, k in self.qtok]].any())
+            behind = bool(_nz(reached[[2 * i + k for i, k in self.qtok]]))
             reached[es] = False
             if behind:
                 return True
-        fresh = es[np.atleast_1d(new)]
+        new = np.atleast_1d(new)
+        fresh = es[new]
         if not fresh.size:
             return False
         i, k = fresh >> 1, fresh & 1
-        lengths = np.broadcast_to(length, es.shape)[np.atleast_1d(new)]
+        lengths = length[new] if np.ndim(length) else length  # (one per entry, or one for all)
         reading = self.oact[i, k]
         return bool(
             _nz(self.q_f[fresh])
