@@ -901,19 +901,21 @@ class VectorPhase(LockstepPhase):
 
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
+            route = router.routes.get(colour)
+            if route is None or route.teardown:
+                # A write that leaves the colour in teardown (a set-up's first two of three; no
+                # write enters teardown, so it was in teardown before) changes nothing the
+                # tables hold: the entry is (NEVER, 0) from ``_route_state``, fresh, with no
+                # pending port. Nothing to write, and nothing a step would do differently.
+                return
             e = 2 * router.index + self.slot[colour]
             if not self.td_f[e]:
                 # A write to a colour out of teardown could cut or join a stream's tree
                 # mid-stream, whose wavelets the tables number from its start: the engine's.
                 self._hand_back(self.engine.now_cycle())
                 return
-            # (written now, while the route is in cache: the routers' pass reads the tables. A
-            # write that leaves the colour in teardown, as a set-up's first two of three do,
-            # would write what the entry holds already: (NEVER, 0) from ``_route_state``,
-            # fresh, no pending port)
-            route = router.routes.get(colour)
-            if route is not None and not route.teardown:
-                self._route_told(e, route)
+            # (written now, while the route is in cache: the routers' pass reads the tables)
+            self._route_told(e, route)
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
