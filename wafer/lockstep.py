@@ -963,12 +963,12 @@ class VectorPhase(LockstepPhase):
         self.oact_f[f] = True
         if length <= 0:
             self.empty_ops += 1
-        self.odone_f[f] = 0
+        # (its progress and issues are 0: the tables start so, and the completion of the
+        # column's previous operation puts them back)
         self.olen_f[f] = length
         key = (op.priority * 64 + op.microthread) * 8 + 2 * o + k
         self.okey_t[2 * o + k, i] = key if length > 0 else NEVER
         self.owidth_f[f] = op.width if o != 2 else 1
-        self.oissues_f[f] = 0
         self.oref[(o, i, k)] = op
         self.left += 1
         self.nops[i] += 1
@@ -1364,6 +1364,9 @@ class VectorPhase(LockstepPhase):
         e = (done >> 3) * 2 + (done & 1)  # (each one's (CE, slot) entry)
         rows = zip(done.tolist(), self.oissues_f[done].tolist(), self.qsid_f[e].tolist(),
                    self.q_f[e].tolist(), strict=True)  # fmt: skip
+        # (the columns' progress and issues back to 0, as the next operation on each begins)
+        self.odone_f[done] = 0
+        self.oissues_f[done] = 0
         oref, qtok, streams, nops, ce_at = self.oref, self.qtok, self.streams, self.nops, self.ce_at
         acted: list[int] = []
         for f, issues, qsid, queued in rows:
