@@ -761,7 +761,6 @@ class VectorPhase(LockstepPhase):
         # the span
         self.hold_from = z(n, np.int64)
         self.hold_span = z(n, np.uint64)
-        self.busy_until = z(n, np.int64)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
         # a CE's stream on a slot waits for its TEARDOWN, by entry (read and written only by
@@ -822,7 +821,6 @@ class VectorPhase(LockstepPhase):
         holds = [_hold(ce) for ce in self.ce_at]
         self.hold_from[:] = [h[0] for h in holds]
         self.hold_span[:] = [h[1] for h in holds]
-        self.busy_until[:] = [h[2] for h in holds]
 
     def _homes(self) -> np.ndarray:
         """Every entry's credits per port when all are home: a hop buffer's size on the mesh
@@ -870,25 +868,17 @@ class VectorPhase(LockstepPhase):
             hit = self._masks[id(tx)] = (tx, self._mask(tx))
         return 0, hit[1]
 
-    def _route_told(self, e: int, route: Any) -> None:
-        """Entry ``e``'s route changed (a write landed, a TEARDOWN left): its state into the
-        tables. The head's ports are read from the route again; none are pending until then,
-        so an entry's pending ports are empty wherever it cannot send (``_routers``)."""
-        self.td_f[e], self.txm_f[e] = self._route_state(route)
-        self.fresh_f[e] = True
-        self.pend_f[e] = 0
-
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.index
         if not self.nops[i]:
             return  # (read only where an operation of the phase runs: written when one begins)
         if ce.running is not None:
-            # A task dispatched: its hold into the tables now, while the CE is in cache (three
+            # A task dispatched: its hold into the tables now, while the CE is in cache (two
             # scalar writes cost less than a note put in the tables at the CEs' next pass). A
             # task's end writes nothing: it ends at its hold's end (``busy_until``), so the
             # span kept says "not held" from then on, as a span of 0 would.
-            self.hold_from[i], self.hold_span[i], self.busy_until[i] = _hold(ce)
+            self.hold_from[i], self.hold_span[i] = _hold(ce)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
         waiting = self.waiting
         if waiting is not None and waiting[i]:
@@ -914,8 +904,12 @@ class VectorPhase(LockstepPhase):
                 # mid-stream, whose wavelets the tables number from its start: the engine's.
                 self._hand_back(self.engine.now_cycle())
                 return
-            # (written now, while the route is in cache: the routers' pass reads the tables)
-            self._route_told(e, route)
+            # (written now, while the route is in cache: the routers' pass reads the tables;
+            # the head's ports are read from the route again, none are pending until then, so
+            # an entry's pending ports are empty wherever it cannot send: ``_routers``)
+            self.td_f[e], self.txm_f[e] = self._route_state(route)
+            self.fresh_f[e] = True
+            self.pend_f[e] = 0
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
@@ -973,7 +967,7 @@ class VectorPhase(LockstepPhase):
         self.left += 1
         self.nops[i] += 1
         # the main thread's hold, which the CE's hooks note only while it runs phase operations
-        self.hold_from[i], self.hold_span[i], self.busy_until[i] = _hold(ce)
+        self.hold_from[i], self.hold_span[i] = _hold(ce)
         if o == 1:
             self.ssid_f[2 * i + k] = len(self.streams)
             self.streams.append(op)
@@ -1015,7 +1009,7 @@ class VectorPhase(LockstepPhase):
         cycle in which something can change. Until then a step would do nothing again: the
         routers stay blocked (only a landing or a route write unblocks one), and a CE that
         could not issue can only by a landing, a new operation, a hold told (all of which
-        wake the phase) or its task's hold ending (``busy_until``, below). The horizon is
+        wake the phase) or its task's hold ending (``held_elig``, below). The horizon is
         kept too, so the phase ends in the same cycle."""
         end = self.horizon if self.horizon > t else NEVER  # (the phase ends only at a horizon)
         if self.held_elig is not None:
@@ -1260,7 +1254,8 @@ class VectorPhase(LockstepPhase):
                 self._send(self.upcredits, t + lc, (ed[~mesh], 1))
             if _nz(tok_done):
                 routers = self.engine.routers
-                tokw, cols, told = self.tokw, self.cols, self._route_told
+                tokw, cols, state = self.tokw, self.cols, self._route_state
+                td_f, txm_f = self.td_f, self.txm_f
                 for e_ in ed[tok_done].tolist():
                     i, k = e_ >> 1, e_ & 1
                     toks = tokw[(i, k)]
@@ -1270,7 +1265,8 @@ class VectorPhase(LockstepPhase):
                     r = routers[i]
                     c = cols[k]
                     r.apply_commands(c, w)
-                    told(e_, r.routes.get(c))  # teardown now (and any switch)
+                    # teardown now (and any switch); the entry is fresh with no pending port
+                    td_f[e_], txm_f[e_] = state(r.routes.get(c))
         return True
 
     def _ces(self, t: int) -> bool:
@@ -1296,7 +1292,9 @@ class VectorPhase(LockstepPhase):
         if not ci.size:
             if _nz(ready):  # waiting for a task to give the issue slot back
                 self.waiting = ready
-                self.held_elig = int(self.busy_until[ready].min())
+                # (where each of them is held: a held CE's hold ends at its from + span)
+                ends = self.hold_from[ready] + self.hold_span[ready].view(np.int64)
+                self.held_elig = int(ends.min())
             return False
         best = least[ci] & 7
         bo, bk = best >> 1, best & 1
@@ -1509,12 +1507,12 @@ class VectorPhase(LockstepPhase):
                 self.ce_at[i].up_credits[c] = int(self.up[i, k])
 
 
-def _hold(ce: ComputeEngine) -> tuple[int, int, int]:
-    """A CE's main-thread hold as the phase keeps it: (from, span, until); it holds the issue
-    slot at ``from <= t < from + span`` (span 0: no task runs, or a hold already over)."""
+def _hold(ce: ComputeEngine) -> tuple[int, int]:
+    """A CE's main-thread hold as the phase keeps it: (from, span); it holds the issue slot at
+    ``from <= t < from + span`` (until the CE's ``busy_until``; span 0: no task runs, or a hold
+    already over)."""
     hold_from, busy = ce.hold_from, ce.busy_until
-    span = busy - hold_from if ce.running is not None and busy > hold_from else 0
-    return hold_from, span, busy
+    return hold_from, busy - hold_from if ce.running is not None and busy > hold_from else 0
 
 
 def _rows(*columns: Any) -> Any:
