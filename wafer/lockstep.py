@@ -904,12 +904,10 @@ class VectorPhase(LockstepPhase):
                 # mid-stream, whose wavelets the tables number from its start: the engine's.
                 self._hand_back(self.engine.now_cycle())
                 return
-            # (written now, while the route is in cache: the routers' pass reads the tables;
-            # the head's ports are read from the route again, none are pending until then, so
-            # an entry's pending ports are empty wherever it cannot send: ``_routers``)
+            # (written now, while the route is in cache: the routers' pass reads the tables.
+            # The entry was in teardown, so it is fresh with no pending port: its head reads
+            # its ports from the route when it first sends, ``_routers``)
             self.td_f[e], self.txm_f[e] = self._route_state(route)
-            self.fresh_f[e] = True
-            self.pend_f[e] = 0
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
