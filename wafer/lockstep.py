@@ -667,9 +667,9 @@ class VectorPhase(LockstepPhase):
     credits) is kept per landing cycle as the index arrays of the entries it reaches, applied
     in the order it was sent. The few events that reach Python objects (a TEARDOWN passing a
     router, an operation completing) are handled one by one in router, then CE, index order,
-    as the engine would; what the hooks tell the phase (route writes, a task's hold) is noted
-    as values while the object is in cache (read later, 4,096 routers' and CEs' objects are
-    cache misses) and put in the tables before the routers' or CEs' next pass. The phase moves
+    as the engine would; what the hooks tell the phase (route writes, a task's hold) goes into
+    the tables at once, while the object is in cache (read later, 4,096 routers' and CEs'
+    objects are cache misses), and only where the tables' readers would see it. The phase moves
     only low-priority operations (the SDK's default), so it never steals issue cycles from a
     task; a medium or high one begins on the wavelet path (entry refused), and one beginning
     during the phase makes it hand back. The tables number an entry's wavelets from its head
@@ -756,11 +756,11 @@ class VectorPhase(LockstepPhase):
         self.oissues = z((n, 8), np.int64)
         self.oref: dict[tuple[int, int, int], Any] = {}  # (kind, router index, slot) -> op
         # the main thread's hold: it holds the issue slot at cycles ``hold_from <= t <
-        # hold_from + hold_span`` (span 0 while no task runs), so "held now" is one unsigned
-        # compare of ``t - hold_from`` with the span
+        # hold_from + hold_span`` (span 0 while no task runs, or the last task's, which is
+        # over: see ``hold``), so "held now" is one unsigned compare of ``t - hold_from`` with
+        # the span
         self.hold_from = z(n, np.int64)
         self.hold_span = z(n, np.uint64)
-        self.busy_until = z(n, np.int64)
         self.streams: list[Any] = [None]
         self.ssid = z((n, 2), np.int64)  # the stream a CE sends (or last sent) per colour slot
         # a CE's stream on a slot waits for its TEARDOWN, by entry (read and written only by
@@ -788,9 +788,6 @@ class VectorPhase(LockstepPhase):
         self.tok_deliver: dict[int, list[tuple[int, int, Any]]] = {}
         self.tokw: dict[tuple[int, int], list[Any]] = {}  # (r, k) -> tokens buffered, in order
         self.qtok: dict[tuple[int, int], Any] = {}  # (r, k) -> a token queued behind data
-        # noted by the hooks, put in the tables at the routers' or CEs' next pass
-        self.routes_told: dict[int, tuple[int, int]] = {}  # entry -> _route_state
-        self.holds_told: dict[int, tuple[int, int, int]] = {}  # CE -> _hold(ce)
         # the routers' pass's scratch: the ports each entry sends out of this cycle, as words
         # and as bytes, and the ports with a credit (written in place, not made per cycle)
         self.want = z((n, 2), np.uint64)
@@ -816,12 +813,14 @@ class VectorPhase(LockstepPhase):
         self.cred[:] = self.home
         self.up[:] = self.wafer.cfg.fabric.ramp_credits
         self.rrv[:, :5] = np.array([r.rr for r in routers], np.int64) + 1
-        self.routes_told = {2 * r.index + k: self._route_state(r.routes.get(c))
-                            for r in routers for c, k in self.slot.items()}  # fmt: skip
+        # every entry's route (index 2 * router + slot: routers by index, slots in colour
+        # order); ``_alloc`` made every entry fresh with no pending port, as a route write does
+        states = [self._route_state(r.routes.get(c)) for r in routers for c in self.cols]
+        self.td_f[:] = [s[0] for s in states]
+        self.txm_f[:] = [s[1] for s in states]
         holds = [_hold(ce) for ce in self.ce_at]
         self.hold_from[:] = [h[0] for h in holds]
         self.hold_span[:] = [h[1] for h in holds]
-        self.busy_until[:] = [h[2] for h in holds]
 
     def _homes(self) -> np.ndarray:
         """Every entry's credits per port when all are home: a hop buffer's size on the mesh
@@ -856,9 +855,10 @@ class VectorPhase(LockstepPhase):
         return int(b.view(np.uint64)[0])
 
     def _route_state(self, route: Any) -> tuple[int, int]:
-        """(NEVER if in teardown else 0, the tx port set) of a colour's route (None: no
-        route, as in teardown)."""
-        if route is None:
+        """(0, the tx port set) of a colour's route out of teardown; (NEVER, 0) in teardown
+        (None: no route, as in teardown), where the tx is read by nothing: an entry in
+        teardown sends nothing, and a write that takes it out of teardown reads it again."""
+        if route is None or route.teardown:
             return NEVER, 0
         tx = route.positions[route.pos].tx
         # (the port sets by the tx tuple's identity: a tuple of Dir hashes in Python; the cache
@@ -866,41 +866,19 @@ class VectorPhase(LockstepPhase):
         hit = self._masks.get(id(tx))
         if hit is None or hit[0] is not tx:
             hit = self._masks[id(tx)] = (tx, self._mask(tx))
-        return NEVER if route.teardown else 0, hit[1]
-
-    @staticmethod
-    def _put(told: dict[int, tuple], tables: tuple[Any, ...]) -> Any:
-        """Put the values the hooks noted (index -> one value per table) in the tables, one
-        assignment each; the indices put (None if nothing was noted)."""
-        if not told:
-            return None
-        e = np.fromiter(told, np.int64, len(told))
-        rows = list(told.values())
-        for j, table in enumerate(tables):
-            table[e] = [row[j] for row in rows]
-        told.clear()
-        return e
-
-    def _read_routes(self) -> None:
-        """The route states the hooks noted (writes landed, teardowns applied) into the tables."""
-        e = self._put(self.routes_told, (self.td_f, self.txm_f))
-        if e is not None:
-            # (the head's ports are read from the route again; none are pending until then,
-            # so an entry's pending ports are empty wherever it cannot send: _routers)
-            self.fresh_f[e] = True
-            self.pend_f[e] = 0
-
-    def _read_holds(self) -> None:
-        """The main threads' holds the CEs noted (a task dispatched or ended) into the tables."""
-        self._put(self.holds_told, (self.hold_from, self.hold_span, self.busy_until))
+        return 0, hit[1]
 
     def hold(self, ce: ComputeEngine) -> None:
         """The CE's main thread changed (a task dispatched or ended)."""
         i = ce.index
         if not self.nops[i]:
-            return  # (read only where an operation of the phase runs: noted when one begins)
-        # (noted now, while the CE is in cache; the tables take it at the CEs' next pass)
-        self.holds_told[i] = _hold(ce)
+            return  # (read only where an operation of the phase runs: written when one begins)
+        if ce.running is not None:
+            # A task dispatched: its hold into the tables now, while the CE is in cache (two
+            # scalar writes cost less than a note put in the tables at the CEs' next pass). A
+            # task's end writes nothing: it ends at its hold's end (``busy_until``), so the
+            # span kept says "not held" from then on, as a span of 0 would.
+            self.hold_from[i], self.hold_span[i] = _hold(ce)
         # (while the phase is quiet, a hold matters only where an operation waits for it)
         waiting = self.waiting
         if waiting is not None and waiting[i]:
@@ -913,15 +891,23 @@ class VectorPhase(LockstepPhase):
 
     def route_written(self, router: Router, colour: int) -> None:
         if self.on and colour in self.slot:
+            route = router.routes.get(colour)
+            if route is None or route.teardown:
+                # A write that leaves the colour in teardown (a set-up's first two of three; no
+                # write enters teardown, so it was in teardown before) changes nothing the
+                # tables hold: the entry is (NEVER, 0) from ``_route_state``, fresh, with no
+                # pending port. Nothing to write, and nothing a step would do differently.
+                return
             e = 2 * router.index + self.slot[colour]
-            told = self.routes_told
-            if not (told[e][0] if e in told else self.td_f[e]):
+            if not self.td_f[e]:
                 # A write to a colour out of teardown could cut or join a stream's tree
                 # mid-stream, whose wavelets the tables number from its start: the engine's.
                 self._hand_back(self.engine.now_cycle())
                 return
-            # (noted now, while the route is in cache; the tables take it at the routers' pass)
-            self.routes_told[e] = self._route_state(router.routes.get(colour))
+            # (written now, while the route is in cache: the routers' pass reads the tables.
+            # The entry was in teardown, so it is fresh with no pending port: its head reads
+            # its ports from the route when it first sends, ``_routers``)
+            self.td_f[e], self.txm_f[e] = self._route_state(route)
             if self.cnt_f[e]:  # (else it matters only once a wavelet lands)
                 self._wake()
 
@@ -969,17 +955,17 @@ class VectorPhase(LockstepPhase):
         self.oact_f[f] = True
         if length <= 0:
             self.empty_ops += 1
-        self.odone_f[f] = 0
+        # (its progress and issues are 0: the tables start so, and the completion of the
+        # column's previous operation puts them back)
         self.olen_f[f] = length
         key = (op.priority * 64 + op.microthread) * 8 + 2 * o + k
         self.okey_t[2 * o + k, i] = key if length > 0 else NEVER
         self.owidth_f[f] = op.width if o != 2 else 1
-        self.oissues_f[f] = 0
         self.oref[(o, i, k)] = op
         self.left += 1
         self.nops[i] += 1
         # the main thread's hold, which the CE's hooks note only while it runs phase operations
-        self.holds_told[i] = _hold(ce)
+        self.hold_from[i], self.hold_span[i] = _hold(ce)
         if o == 1:
             self.ssid_f[2 * i + k] = len(self.streams)
             self.streams.append(op)
@@ -1021,7 +1007,7 @@ class VectorPhase(LockstepPhase):
         cycle in which something can change. Until then a step would do nothing again: the
         routers stay blocked (only a landing or a route write unblocks one), and a CE that
         could not issue can only by a landing, a new operation, a hold told (all of which
-        wake the phase) or its task's hold ending (``busy_until``, below). The horizon is
+        wake the phase) or its task's hold ending (``held_elig``, below). The horizon is
         kept too, so the phase ends in the same cycle."""
         end = self.horizon if self.horizon > t else NEVER  # (the phase ends only at a horizon)
         if self.held_elig is not None:
@@ -1153,15 +1139,16 @@ class VectorPhase(LockstepPhase):
             # (marked in a scratch table of entries: no Python set of the batch's entries)
             reached = self.reached
             reached[es] = True
-            behind = bool(reached[[2 * i + k for i, k in self.qtok]].any())
+            behind = bool(_nz(reached[[2 * i + k for i, k in self.qtok]]))
             reached[es] = False
             if behind:
                 return True
-        fresh = es[np.atleast_1d(new)]
+        new = np.atleast_1d(new)
+        fresh = es[new]
         if not fresh.size:
             return False
         i, k = fresh >> 1, fresh & 1
-        lengths = np.broadcast_to(length, es.shape)[np.atleast_1d(new)]
+        lengths = length[new] if np.ndim(length) else length  # (one per entry, or one for all)
         reading = self.oact[i, k]
         return bool(
             _nz(self.q_f[fresh])
@@ -1178,7 +1165,6 @@ class VectorPhase(LockstepPhase):
 
     def _routers(self, t: int) -> bool:
         """The routers' sends (``Router.step``); True if any wavelet moved."""
-        self._read_routes()
         act = self.cnt > self.td  # (wavelets buffered, route out of teardown)
         if not _nz(act):
             return False
@@ -1221,13 +1207,13 @@ class VectorPhase(LockstepPhase):
         hd_e, nlen_e = self.hd_f[e], self.nlen_f[e]  # (each send's sequence number, length)
         tok = hd_e == nlen_e  # the sends of a TEARDOWN (numbered as its stream's length)
         mesh = pi != _RAMP
-        if _nz(mesh):
+        n_mesh = _nz(mesh)
+        if n_mesh:
             sent = (self.hop_to[f[mesh]], _OPP[pi[mesh]], self.sid_f[e[mesh]], nlen_e[mesh],
                     hd_e[mesh], 1)  # fmt: skip
             self._send(self.arrivals, t + hop, sent)
-        ramp = ~mesh
-        if _nz(ramp):
-            data = ramp & ~tok  # (a TEARDOWN is not data)
+        if n_mesh < f.size:  # (some go down the ramp)
+            data = ~(mesh | tok)  # (a TEARDOWN is not data)
             if _nz(data):
                 er = e[data]
                 self._send(self.deliveries, t + lr,
@@ -1259,14 +1245,15 @@ class VectorPhase(LockstepPhase):
             self.wavelets += int(ed.size)
             sp = self.src_f[ed]
             mesh = sp != _RAMP
-            if _nz(mesh):
+            n_mesh = _nz(mesh)
+            if n_mesh:
                 self._send(self.credits, t + lch, (self.credit_to[(ed * 8 + sp)[mesh]], 1))
-            ramp = ~mesh
-            if _nz(ramp):
-                self._send(self.upcredits, t + lc, (ed[ramp], 1))
+            if n_mesh < ed.size:  # (some came down the ramp)
+                self._send(self.upcredits, t + lc, (ed[~mesh], 1))
             if _nz(tok_done):
                 routers = self.engine.routers
-                told, tokw, cols, state = self.routes_told, self.tokw, self.cols, self._route_state
+                tokw, cols, state = self.tokw, self.cols, self._route_state
+                td_f, txm_f = self.td_f, self.txm_f
                 for e_ in ed[tok_done].tolist():
                     i, k = e_ >> 1, e_ & 1
                     toks = tokw[(i, k)]
@@ -1276,7 +1263,8 @@ class VectorPhase(LockstepPhase):
                     r = routers[i]
                     c = cols[k]
                     r.apply_commands(c, w)
-                    told[e_] = state(r.routes.get(c))  # teardown now (and any switch)
+                    # teardown now (and any switch); the entry is fresh with no pending port
+                    td_f[e_], txm_f[e_] = state(r.routes.get(c))
         return True
 
     def _ces(self, t: int) -> bool:
@@ -1284,7 +1272,6 @@ class VectorPhase(LockstepPhase):
         self.held_elig = self.waiting = None
         if not self.left:
             return False
-        self._read_holds()
         held = (t - self.hold_from).view(np.uint64) < self.hold_span
         # each CE's first ready operation: the least key of its ready columns (the column is
         # the key's low three bits; NEVER where nothing is to move). A receive (columns 0-1)
@@ -1303,7 +1290,9 @@ class VectorPhase(LockstepPhase):
         if not ci.size:
             if _nz(ready):  # waiting for a task to give the issue slot back
                 self.waiting = ready
-                self.held_elig = int(self.busy_until[ready].min())
+                # (where each of them is held: a held CE's hold ends at its from + span)
+                ends = self.hold_from[ready] + self.hold_span[ready].view(np.int64)
+                self.held_elig = int(ends.min())
             return False
         best = least[ci] & 7
         bo, bk = best >> 1, best & 1
@@ -1313,26 +1302,26 @@ class VectorPhase(LockstepPhase):
         self.oissues_f[fb] += 1
         width = self.owidth_f[fb]
         done_b = odone_f[fb]
-        r_ = olen_f[fb] - done_b
+        len_b = olen_f[fb]  # (lengths do not change in this pass: read once)
+        r_ = len_b - done_b
+        ek = ci * 2 + bk  # (each one's (CE, slot) entry)
         _, lr, _, lc = self.lat
         # receives: up to the width, as the queue allows
         rv = bo == 0
         if _nz(rv):
-            e = ci[rv] * 2 + bk[rv]
+            e = ek[rv]
             m = np.minimum(np.minimum(width[rv], self.q_f[e]), r_[rv])
             self.q_f[e] -= m
             odone_f[fb[rv]] += m
             self._send(self.credits, t + lc, (e * 8 + _RAMP, m))
         sd = bo == 1
         if _nz(sd):
-            i, k = ci[sd], bk[sd]
-            e = i * 2 + k
+            e = ek[sd]
             m = np.minimum(np.minimum(width[sd], self.up_f[e]), r_[sd])
             self.up_f[e] -= m
             seq = done_b[sd]  # (the receives above are other CEs' operations)
             odone_f[fb[sd]] = seq + m
-            self._send(self.arrivals, t + lr,
-                       (e, _RAMP, self.ssid_f[e], olen_f[i * 8 + 2 + k], seq, m))  # fmt: skip
+            self._send(self.arrivals, t + lr, (e, _RAMP, self.ssid_f[e], len_b[sd], seq, m))
         ct = bo == 2
         if _nz(ct):
             for i, k in zip(ci[ct].tolist(), bk[ct].tolist(), strict=True):
@@ -1350,7 +1339,7 @@ class VectorPhase(LockstepPhase):
         # Complete what finished, in CE index order, then kind and slot. Only the operations that
         # issued now can have finished (one per CE, ``ci`` ascending), but for any of no
         # wavelets, which the engine completes in a cycle some CE issues: all are looked at.
-        more = odone_f[fb] < olen_f[fb]
+        more = odone_f[fb] < len_b
         if self.empty_ops:
             done = np.flatnonzero(self.oact & (self.odone == self.olen))
         elif _nz(more) == more.size:
@@ -1371,6 +1360,9 @@ class VectorPhase(LockstepPhase):
         e = (done >> 3) * 2 + (done & 1)  # (each one's (CE, slot) entry)
         rows = zip(done.tolist(), self.oissues_f[done].tolist(), self.qsid_f[e].tolist(),
                    self.q_f[e].tolist(), strict=True)  # fmt: skip
+        # (the columns' progress and issues back to 0, as the next operation on each begins)
+        self.odone_f[done] = 0
+        self.oissues_f[done] = 0
         oref, qtok, streams, nops, ce_at = self.oref, self.qtok, self.streams, self.nops, self.ce_at
         acted: list[int] = []
         for f, issues, qsid, queued in rows:
@@ -1406,7 +1398,6 @@ class VectorPhase(LockstepPhase):
         stream's from the head's sequence number on (its TEARDOWN at the stream's length), a
         queue's from its reader's progress on; what is in flight is numbered by the batches'
         first sequence numbers, in landing order."""
-        self._read_routes()
         self._write_back()
         engine = self.engine
         routers = engine.routers
@@ -1514,12 +1505,12 @@ class VectorPhase(LockstepPhase):
                 self.ce_at[i].up_credits[c] = int(self.up[i, k])
 
 
-def _hold(ce: ComputeEngine) -> tuple[int, int, int]:
-    """A CE's main-thread hold as the phase keeps it: (from, span, until); it holds the issue
-    slot at ``from <= t < from + span`` (span 0: no task runs, or a hold already over)."""
+def _hold(ce: ComputeEngine) -> tuple[int, int]:
+    """A CE's main-thread hold as the phase keeps it: (from, span); it holds the issue slot at
+    ``from <= t < from + span`` (until the CE's ``busy_until``; span 0: no task runs, or a hold
+    already over)."""
     hold_from, busy = ce.hold_from, ce.busy_until
-    span = busy - hold_from if ce.running is not None and busy > hold_from else 0
-    return hold_from, span, busy
+    return hold_from, busy - hold_from if ce.running is not None and busy > hold_from else 0
 
 
 def _rows(*columns: Any) -> Any:
