@@ -32,7 +32,8 @@ import subprocess
 import sys
 import time
 
-from kinds_bench import POINTS, dataclass_dict, pes_of  # (bench/, beside this file)
+from kinds_bench import POINTS, pes_of  # (bench/, beside this file)
+from kinds_bench import child as kinds_child
 
 #: The target speeds of issue 25, PE-cycles per CPU second.
 TARGET = 10e6
@@ -58,7 +59,9 @@ def count_tasks() -> list:
     return made
 
 
-def child_point(name: str, n: int) -> dict:
+def child_point(name: str, n: int) -> None:
+    """Print the point's figures as ``kinds_bench.py``'s child does (metrics, CPU seconds),
+    then a line with the tasks its compute engines ran."""
     made = count_tasks()
     if name == ROW_BENCH:
         from wafer_bench import row_broadcasts
@@ -70,22 +73,12 @@ def child_point(name: str, n: int) -> dict:
         result = sim.run()
         cpu = time.process_time() - t0
         assert result.status == "completed", result.report
-        pes, cycles, correct = n * n, wafer.span_cycles(), True
+        metrics = {"cycles": wafer.span_cycles(), "correct": True, "config": {"pes": n * n}}
+        print(json.dumps({"metrics": metrics, "cpu_s": cpu}))
     else:
-        from runner import scenario
-
         scenario_name, sets_of = POINTS[name]
-        sets = sets_of(n)
-        sc = scenario.find(scenario_name)
-        params = scenario.resolve_params(sc, [f"{k}={v}" for k, v in sets.items()])
-        t0 = time.process_time()
-        metrics = scenario.run_kind(sc.kind.name, params)
-        cpu = time.process_time() - t0
-        cfg = {k: v for k, v in dataclass_dict(params).items() if k in ("px", "py", "p", "pes")}
-        pes, cycles = pes_of({"config": cfg}), metrics["cycles"]
-        correct = metrics.get("correct")
-    tasks = sum(ce.tasks_run for ce in made)
-    return {"pes": pes, "cycles": cycles, "correct": correct, "cpu_s": cpu, "tasks": tasks}
+        kinds_child(scenario_name, json.dumps(sets_of(n)))
+    print(json.dumps({"tasks": sum(ce.tasks_run for ce in made)}))
 
 
 def child_floor(side: int, chain: int) -> dict:
@@ -126,11 +119,16 @@ def child_floor(side: int, chain: int) -> dict:
 
 
 def run_child(*args: str) -> dict:
+    """The child's last JSON lines, merged (a point prints two, the floor one)."""
     cmd = [sys.executable, __file__, "--child", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr.strip()}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    lines = out.stdout.strip().splitlines()
+    got: dict = {}
+    for line in lines[-2 if args[0] != "floor" else -1 :]:
+        got.update(json.loads(line))
+    return got
 
 
 def main() -> None:
@@ -144,8 +142,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         what, *rest = args.child
-        got = child_floor(*map(int, rest)) if what == "floor" else child_point(what, int(rest[0]))
-        print(json.dumps(got))
+        if what == "floor":
+            print(json.dumps(child_floor(*map(int, rest))))
+        else:
+            child_point(what, int(rest[0]))
         return
 
     floor = run_child("floor", str(args.floor_side), str(args.floor_tasks))
@@ -158,6 +158,8 @@ def main() -> None:
     for n in args.sizes:
         for name in args.only or names:
             got = run_child(name, str(n))
+            m = got["metrics"]
+            got.update(pes=pes_of(m), cycles=m["cycles"], correct=m.get("correct"))
             target = TARGET_ROW_BENCH if name == ROW_BENCH else TARGET
             pe_cycles = got["pes"] * got["cycles"]
             if name == "summa" and n == 64:
